@@ -1,0 +1,61 @@
+# lakehouse — build, demo, test, bench. `make demo` and `make test` work on a fresh machine.
+SHELL := /bin/bash
+.DEFAULT_GOAL := release
+
+VENV        ?= .venv
+PY          := $(VENV)/bin/python
+DUCKDB      := $(VENV)/bin/duckdb
+CARGO_TARGET_DIR ?= target
+export CARGO_TARGET_DIR
+EXT_VERSION := v$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+DEMO_DIR    ?= demo/events_lakehouse
+
+.PHONY: release debug venv demo test test-unit test-sql test-integration bench clean
+
+$(VENV)/.installed: test/requirements.txt
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r test/requirements.txt
+	touch $@
+
+venv: $(VENV)/.installed
+
+build/%/lakehouse.duckdb_extension: FORCE
+	cargo build $(if $(filter release,$*),--release,) --lib
+	mkdir -p build/$*
+	python3 scripts/append_extension_metadata.py \
+	  $(CARGO_TARGET_DIR)/$(if $(filter release,$*),release,debug)/liblakehouse.so $@ \
+	  --extension-version $(EXT_VERSION)
+
+release: build/release/lakehouse.duckdb_extension
+debug: build/debug/lakehouse.duckdb_extension
+
+# Writes the demo table and profiles it in the DuckDB CLI. The demo's files are KiB-sized
+# (scale 0.001), so the reference 64 MiB threshold is scaled the same way.
+demo: venv release
+	rm -rf $(DEMO_DIR)
+	$(DUCKDB) -unsigned -c "LOAD 'build/release/lakehouse.duckdb_extension'; \
+	  SELECT data_files, snapshots, record_count, small_file_threshold_mb FROM lakehouse_demo('$(DEMO_DIR)'); \
+	  SELECT * FROM lakehouse_fragmentation('$(DEMO_DIR)', small_file_threshold_mb := 0.064, fragmentation_ratio_threshold := 0.35); \
+	  SELECT * FROM lakehouse_fragmentation_summary('$(DEMO_DIR)', small_file_threshold_mb := 0.064, target_file_size_mb := 0.128);"
+
+TEST_EXT ?= build/debug/lakehouse.duckdb_extension
+
+test: venv debug test-unit test-sql test-integration
+
+test-unit:
+	cargo test --lib
+
+test-sql: venv debug
+	LAKEHOUSE_EXTENSION=$(TEST_EXT) $(PY) test/sqllogictest.py
+
+test-integration: venv debug
+	LAKEHOUSE_EXTENSION=$(TEST_EXT) $(PY) -m pytest -q test/integration
+
+bench: venv release
+	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_profile.py
+
+clean:
+	rm -rf build demo
+
+FORCE:

@@ -1,0 +1,145 @@
+//! Reading SQL arguments at bind time into typed values, with errors that name the parameter.
+//!
+//! Named parameters are declared `ANY` so that a wrong type reaches us (and gets a message that
+//! names the function and the parameter) instead of failing in DuckDB's binder with a generic
+//! cast error.
+
+use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
+use duckdb::vtab::{BindInfo, Value};
+
+use crate::error::{Error, Result};
+use crate::table::LocateOptions;
+use crate::table::catalog::CatalogOptions;
+
+/// The named parameters every function that takes a `table` accepts.
+pub const TABLE_PARAMETERS: [&str; 4] = ["latest_metadata", "catalog", "catalog_uri", "warehouse"];
+
+/// `ANY`, the declared type of every named parameter.
+pub fn any() -> LogicalTypeHandle {
+    LogicalTypeHandle::from(LogicalTypeId::Any)
+}
+
+/// Named parameters `names`, each declared `ANY`.
+pub fn named(names: &[&str]) -> Vec<(String, LogicalTypeHandle)> {
+    names.iter().map(|n| (n.to_string(), any())).collect()
+}
+
+/// Typed access to a table function's arguments.
+pub struct Args<'a> {
+    bind: &'a BindInfo,
+}
+
+fn is_numeric(id: LogicalTypeId) -> bool {
+    use LogicalTypeId::*;
+    matches!(
+        id,
+        Tinyint | Smallint | Integer | Bigint | UTinyint | USmallint | UInteger | UBigint | Float | Double | Decimal | Hugeint | UHugeint
+    )
+}
+
+fn is_integer(id: LogicalTypeId) -> bool {
+    use LogicalTypeId::*;
+    matches!(id, Tinyint | Smallint | Integer | Bigint | UTinyint | USmallint | UInteger | UBigint | Hugeint | UHugeint)
+}
+
+impl<'a> Args<'a> {
+    /// Wraps the bind info.
+    pub fn new(bind: &'a BindInfo) -> Self {
+        Self { bind }
+    }
+
+    /// Positional VARCHAR argument `index`, named `name` in messages; NULL and '' are refused.
+    pub fn required_string(&self, index: u64, name: &str) -> Result<String> {
+        let value = self.bind.get_parameter(index);
+        if value.is_null() {
+            return Err(Error::invalid(format!("{name} must not be NULL")));
+        }
+        let text = value.to_string();
+        if text.trim().is_empty() {
+            return Err(Error::invalid(format!("{name} must not be empty")));
+        }
+        Ok(text)
+    }
+
+    fn named_value(&self, name: &str) -> Option<Value> {
+        self.bind.get_named_parameter(name)
+    }
+
+    /// A numeric named parameter; `default` when absent. NULL and non-numbers are refused.
+    pub fn f64(&self, name: &str, default: f64) -> Result<f64> {
+        let Some(value) = self.named_value(name) else { return Ok(default) };
+        if value.is_null() {
+            return Err(Error::invalid(format!("{name} must not be NULL")));
+        }
+        let id = value.logical_type_id();
+        if !is_numeric(id) {
+            return Err(Error::invalid(format!("{name} must be a number, got {} '{value}'", type_name(id))));
+        }
+        let number = value.to_double();
+        if number.is_nan() {
+            return Err(Error::invalid(format!("{name} must be a number, got NaN")));
+        }
+        Ok(number)
+    }
+
+    /// An integer named parameter in `min..=max`; `default` when absent.
+    pub fn i64_in(&self, name: &str, default: i64, min: i64, max: i64) -> Result<i64> {
+        let Some(value) = self.named_value(name) else { return Ok(default) };
+        if value.is_null() {
+            return Err(Error::invalid(format!("{name} must not be NULL")));
+        }
+        let id = value.logical_type_id();
+        if !is_integer(id) {
+            return Err(Error::invalid(format!("{name} must be an integer, got {} '{value}'", type_name(id))));
+        }
+        let number = value.to_int64();
+        if !(min..=max).contains(&number) {
+            return Err(Error::invalid(format!("{name} must be between {min} and {max}, got {value}")));
+        }
+        Ok(number)
+    }
+
+    /// A BOOLEAN named parameter; `default` when absent.
+    pub fn bool(&self, name: &str, default: bool) -> Result<bool> {
+        let Some(value) = self.named_value(name) else { return Ok(default) };
+        if value.is_null() {
+            return Err(Error::invalid(format!("{name} must not be NULL")));
+        }
+        let id = value.logical_type_id();
+        if id != LogicalTypeId::Boolean {
+            return Err(Error::invalid(format!("{name} must be a BOOLEAN, got {} '{value}'", type_name(id))));
+        }
+        Ok(value.to_bool())
+    }
+
+    /// An optional VARCHAR named parameter (absent or NULL → None). `secret` keeps the value out
+    /// of messages.
+    pub fn opt_string(&self, name: &str, secret: bool) -> Result<Option<String>> {
+        let Some(value) = self.named_value(name) else { return Ok(None) };
+        if value.is_null() {
+            return Ok(None);
+        }
+        let id = value.logical_type_id();
+        if id != LogicalTypeId::Varchar {
+            let shown = if secret { String::new() } else { format!(" '{value}'") };
+            return Err(Error::invalid(format!("{name} must be a VARCHAR, got {}{shown}", type_name(id))));
+        }
+        Ok(Some(value.to_string()))
+    }
+
+    /// The options of [`TABLE_PARAMETERS`].
+    pub fn locate_options(&self) -> Result<LocateOptions> {
+        Ok(LocateOptions {
+            latest_metadata: self.bool("latest_metadata", false)?,
+            catalog: CatalogOptions {
+                name: self.opt_string("catalog", false)?,
+                uri: self.opt_string("catalog_uri", true)?,
+                warehouse: self.opt_string("warehouse", false)?,
+            },
+        })
+    }
+}
+
+fn type_name(id: LogicalTypeId) -> String {
+    format!("{id:?}").to_uppercase()
+}

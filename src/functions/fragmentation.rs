@@ -1,0 +1,101 @@
+//! `lakehouse_fragmentation(table, small_file_threshold_mb := 64, fragmentation_ratio_threshold := 0.35, …)`:
+//! one row per partition of the current snapshot with its small-file figures and verdict.
+
+use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
+
+use super::args::{Args, TABLE_PARAMETERS, named};
+use super::{Cell, RowFunction};
+use crate::duck::HostDb;
+use crate::error::Result;
+use crate::profile::{self, PartitionProfile, Thresholds};
+use crate::table::{self, LocateOptions, iceberg::IcebergTable};
+
+/// The arguments shared by the profile functions.
+pub struct ProfileInput {
+    /// What the user named the table.
+    pub table: String,
+    /// How to resolve it.
+    pub locate: LocateOptions,
+    /// The verdict's thresholds.
+    pub thresholds: Thresholds,
+}
+
+/// Parses `table` and the threshold and table options.
+pub fn parse_profile_input(args: &Args) -> Result<ProfileInput> {
+    let table = args.required_string(0, "table")?;
+    let thresholds = Thresholds::new(
+        args.f64("small_file_threshold_mb", 64.0)?,
+        args.f64("fragmentation_ratio_threshold", 0.35)?,
+    )?;
+    Ok(ProfileInput { table, locate: args.locate_options()?, thresholds })
+}
+
+/// Locates, loads and profiles the table.
+pub fn profile_table(input: &ProfileInput) -> Result<Vec<PartitionProfile>> {
+    let located = table::locate(&input.table, &input.locate)?;
+    let table = IcebergTable::load(&located.metadata_location)?;
+    let files = table.live_files()?;
+    Ok(profile::profile(&files, &input.thresholds))
+}
+
+/// The per-partition profile function.
+pub struct Fragmentation;
+
+impl RowFunction for Fragmentation {
+    const NAME: &'static str = "lakehouse_fragmentation";
+    type Input = ProfileInput;
+
+    fn parameters() -> Vec<LogicalTypeHandle> {
+        vec![LogicalTypeHandle::from(LogicalTypeId::Varchar)]
+    }
+
+    fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
+        let mut names = vec!["small_file_threshold_mb", "fragmentation_ratio_threshold"];
+        names.extend(TABLE_PARAMETERS);
+        named(&names)
+    }
+
+    fn columns() -> Vec<(&'static str, LogicalTypeId)> {
+        use LogicalTypeId::*;
+        vec![
+            ("partition", Varchar),
+            ("spec_id", Integer),
+            ("total_files", Bigint),
+            ("small_files", Bigint),
+            ("total_size_mb", Double),
+            ("avg_file_size_mb", Double),
+            ("fragmentation_ratio", Double),
+            ("requires_compaction", Boolean),
+            ("record_count", Bigint),
+            ("delete_files", Bigint),
+            ("total_size_bytes", Bigint),
+            ("small_size_bytes", Bigint),
+        ]
+    }
+
+    fn parse(args: &Args) -> Result<Self::Input> {
+        parse_profile_input(args)
+    }
+
+    fn run(input: &Self::Input, _host: &HostDb) -> Result<Vec<Vec<Cell>>> {
+        Ok(profile_table(input)?
+            .into_iter()
+            .map(|p| {
+                vec![
+                    Cell::Text(p.partition.clone()),
+                    Cell::Int(p.spec_id),
+                    Cell::BigInt(p.total_files as i64),
+                    Cell::BigInt(p.small_files as i64),
+                    Cell::Double(p.total_size_mb()),
+                    Cell::Double(p.avg_file_size_mb()),
+                    Cell::Double(p.fragmentation_ratio),
+                    Cell::Bool(p.requires_compaction),
+                    Cell::BigInt(p.record_count as i64),
+                    Cell::BigInt(p.delete_files as i64),
+                    Cell::BigInt(p.total_size_bytes as i64),
+                    Cell::BigInt(p.small_size_bytes as i64),
+                ]
+            })
+            .collect())
+    }
+}

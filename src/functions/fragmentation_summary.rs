@@ -1,0 +1,75 @@
+//! `lakehouse_fragmentation_summary(table, …, target_file_size_mb := 128)`: the reference flow's
+//! single summary row (rounded as the flow rounds it), plus the exact compactable bytes.
+
+use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
+
+use super::args::{Args, TABLE_PARAMETERS, named};
+use super::fragmentation::{ProfileInput, parse_profile_input, profile_table};
+use super::{Cell, RowFunction};
+use crate::duck::HostDb;
+use crate::error::{Error, Result};
+use crate::profile::{round_to, summarize};
+
+/// Profile arguments plus the compaction target.
+pub struct SummaryInput {
+    profile: ProfileInput,
+    target_file_size_mb: f64,
+}
+
+/// The one-row summary function.
+pub struct FragmentationSummary;
+
+impl RowFunction for FragmentationSummary {
+    const NAME: &'static str = "lakehouse_fragmentation_summary";
+    type Input = SummaryInput;
+
+    fn parameters() -> Vec<LogicalTypeHandle> {
+        vec![LogicalTypeHandle::from(LogicalTypeId::Varchar)]
+    }
+
+    fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
+        let mut names = vec!["small_file_threshold_mb", "fragmentation_ratio_threshold", "target_file_size_mb"];
+        names.extend(TABLE_PARAMETERS);
+        named(&names)
+    }
+
+    fn columns() -> Vec<(&'static str, LogicalTypeId)> {
+        use LogicalTypeId::*;
+        vec![
+            ("total_partitions", Bigint),
+            ("total_lakehouse_files", Bigint),
+            ("total_small_files", Bigint),
+            ("fragmented_partition_count", Bigint),
+            ("avg_fragmentation_ratio", Double),
+            ("compactable_mb", Double),
+            ("projected_speedup_factor", Double),
+            ("compactable_bytes", Bigint),
+        ]
+    }
+
+    fn parse(args: &Args) -> Result<Self::Input> {
+        let profile = parse_profile_input(args)?;
+        let target_file_size_mb = args.f64("target_file_size_mb", 128.0)?;
+        if !target_file_size_mb.is_finite() || target_file_size_mb <= 0.0 {
+            return Err(Error::invalid(format!(
+                "target_file_size_mb must be a positive number of MiB, got {target_file_size_mb}"
+            )));
+        }
+        Ok(SummaryInput { profile, target_file_size_mb })
+    }
+
+    fn run(input: &Self::Input, _host: &HostDb) -> Result<Vec<Vec<Cell>>> {
+        let partitions = profile_table(&input.profile)?;
+        let s = summarize(&partitions, input.target_file_size_mb);
+        Ok(vec![vec![
+            Cell::BigInt(s.total_partitions as i64),
+            Cell::BigInt(s.total_lakehouse_files as i64),
+            Cell::BigInt(s.total_small_files as i64),
+            Cell::BigInt(s.fragmented_partition_count as i64),
+            Cell::Double(round_to(s.avg_fragmentation_ratio, 4)),
+            Cell::Double(round_to(s.compactable_mb(), 2)),
+            Cell::Double(round_to(s.projected_speedup_factor, 2)),
+            Cell::BigInt(s.compactable_bytes as i64),
+        ]])
+    }
+}

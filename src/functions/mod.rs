@@ -1,0 +1,152 @@
+//! SQL functions, one file each, on top of a small shared machinery for row-returning table
+//! functions ([`RowFunction`]).
+//!
+//! A [`RowFunction`] parses its arguments at bind into a typed `Input` (errors are prefixed with
+//! the function's name), does its work once per execution at init, and returns rows that
+//! [`emit`] copies into DuckDB's output chunks. Work happens at init, not bind, so `DESCRIBE`
+//! or a prepared statement never touches a table.
+
+pub mod args;
+pub mod demo;
+pub mod fragmentation;
+pub mod fragmentation_summary;
+
+use std::marker::PhantomData;
+use std::sync::Mutex;
+
+use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
+use duckdb::vtab::{BindInfo, InitInfo, TableFunctionInfo, VTab};
+
+use crate::duck::HostDb;
+use crate::error::Result;
+use args::Args;
+
+/// One output value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    /// VARCHAR
+    Text(String),
+    /// BIGINT
+    BigInt(i64),
+    /// INTEGER
+    Int(i32),
+    /// DOUBLE
+    Double(f64),
+    /// BOOLEAN
+    Bool(bool),
+    /// NULL of the column's type
+    Null,
+}
+
+/// A row-returning table function.
+pub trait RowFunction: 'static {
+    /// The SQL name, also the prefix of every error message.
+    const NAME: &'static str;
+    /// Arguments parsed at bind.
+    type Input: Send + Sync;
+    /// Positional parameter types.
+    fn parameters() -> Vec<LogicalTypeHandle>;
+    /// Named parameters (declared `ANY`, checked in [`RowFunction::parse`]).
+    fn named_parameters() -> Vec<(String, LogicalTypeHandle)>;
+    /// Output columns.
+    fn columns() -> Vec<(&'static str, LogicalTypeId)>;
+    /// Reads and validates the arguments.
+    fn parse(args: &Args) -> Result<Self::Input>;
+    /// Does the work and returns the rows, in column order.
+    fn run(input: &Self::Input, host: &HostDb) -> Result<Vec<Vec<Cell>>>;
+}
+
+/// Adapts a [`RowFunction`] to duckdb-rs's [`VTab`].
+pub struct Table<F>(PhantomData<F>);
+
+/// Bind data: the parsed input.
+pub struct Bound<I> {
+    input: I,
+}
+
+/// Init data: the rows and how many were emitted.
+pub struct Produced {
+    rows: Vec<Vec<Cell>>,
+    next: Mutex<usize>,
+}
+
+fn prefixed(name: &str, err: impl std::fmt::Display) -> Box<dyn std::error::Error> {
+    format!("{name}: {err}").into()
+}
+
+impl<F: RowFunction> VTab for Table<F> {
+    type BindData = Bound<F::Input>;
+    type InitData = Produced;
+
+    fn bind(bind: &BindInfo) -> std::result::Result<Self::BindData, Box<dyn std::error::Error>> {
+        for (name, ty) in F::columns() {
+            bind.add_result_column(name, LogicalTypeHandle::from(ty));
+        }
+        let input = F::parse(&Args::new(bind)).map_err(|e| prefixed(F::NAME, e))?;
+        Ok(Bound { input })
+    }
+
+    fn init(init: &InitInfo) -> std::result::Result<Self::InitData, Box<dyn std::error::Error>> {
+        let bound = unsafe { &*init.get_bind_data::<Self::BindData>() };
+        let host_ptr = init.get_extra_info::<HostDb>();
+        if host_ptr.is_null() {
+            return Err(prefixed(F::NAME, "the extension was registered without its host database"));
+        }
+        let host = unsafe { &*host_ptr };
+        let rows = F::run(&bound.input, host).map_err(|e| prefixed(F::NAME, e))?;
+        Ok(Produced { rows, next: Mutex::new(0) })
+    }
+
+    fn func(
+        func: &TableFunctionInfo<Self>,
+        output: &mut DataChunkHandle,
+    ) -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let produced = func.get_init_data();
+        let mut next = produced.next.lock().map_err(|_| prefixed(F::NAME, "output cursor poisoned"))?;
+        let written = emit(&produced.rows[*next..], output);
+        *next += written;
+        Ok(())
+    }
+
+    fn parameters() -> Option<Vec<LogicalTypeHandle>> {
+        Some(F::parameters())
+    }
+
+    fn named_parameters() -> Option<Vec<(String, LogicalTypeHandle)>> {
+        Some(F::named_parameters())
+    }
+}
+
+/// Copies up to one chunk of `rows` into `output`; returns how many were copied.
+fn emit(rows: &[Vec<Cell>], output: &mut DataChunkHandle) -> usize {
+    let count = rows.len().min(2048);
+    for column in 0..output.num_columns() {
+        let mut vector = output.flat_vector(column);
+        for (i, row) in rows[..count].iter().enumerate() {
+            match &row[column] {
+                Cell::Text(s) => vector.insert(i, s.as_str()),
+                Cell::BigInt(v) => unsafe { vector.as_mut_slice::<i64>()[i] = *v },
+                Cell::Int(v) => unsafe { vector.as_mut_slice::<i32>()[i] = *v },
+                Cell::Double(v) => unsafe { vector.as_mut_slice::<f64>()[i] = *v },
+                Cell::Bool(v) => unsafe { vector.as_mut_slice::<bool>()[i] = *v },
+                Cell::Null => vector.set_null(i),
+            }
+        }
+    }
+    output.set_len(count);
+    count
+}
+
+/// Registers every SQL function on `connection`.
+pub fn register(connection: &duckdb::Connection, host: HostDb) -> duckdb::Result<()> {
+    connection.register_table_function_with_extra_info::<Table<fragmentation::Fragmentation>, _>(
+        fragmentation::Fragmentation::NAME,
+        &host,
+    )?;
+    connection.register_table_function_with_extra_info::<Table<fragmentation_summary::FragmentationSummary>, _>(
+        fragmentation_summary::FragmentationSummary::NAME,
+        &host,
+    )?;
+    connection.register_table_function_with_extra_info::<Table<demo::Demo>, _>(demo::Demo::NAME, &host)?;
+    Ok(())
+}

@@ -1,0 +1,39 @@
+//! # lakehouse — the maintenance gate for Apache Iceberg tables, inside DuckDB
+//!
+//! A DuckDB loadable extension that profiles small-file fragmentation per partition and will
+//! compact, expire and report on degraded partitions. Metadata is read and written in Rust
+//! through iceberg-rust; data files are written by DuckDB itself on a nested connection.
+//!
+//! ## Layout
+//!
+//! - [`error`]: `Error { kind, message, context }` and the crate's `Result`.
+//! - [`table`]: locating a table (metadata.json path, table directory, SQL-catalog identifier)
+//!   and the format-neutral model ([`table::DataFile`]); [`table::iceberg`] reads the current
+//!   snapshot's live files, [`table::partition`] prints partition labels, [`table::catalog`]
+//!   resolves identifiers the way pyiceberg does.
+//! - [`profile`]: fragmentation figures per partition and the summary row (pure).
+//! - [`demo`]: writes the fragmented demo table.
+//! - [`duck`]: the nested host connection and SQL quoting (the only place SQL text is built).
+//! - [`runtime`]: the Tokio runtime iceberg-rust's async I/O runs on.
+//! - [`functions`]: one file per SQL function, on a shared row-function adapter that parses
+//!   arguments at bind and prefixes every error with the function's name.
+
+pub mod demo;
+pub mod duck;
+pub mod error;
+pub mod functions;
+pub mod profile;
+pub mod runtime;
+pub mod table;
+
+use std::error::Error as StdError;
+
+use duckdb::{Connection, duckdb_entrypoint_c_api};
+
+/// Registers the extension's functions; called by DuckDB on `LOAD`.
+#[duckdb_entrypoint_c_api(ext_name = "lakehouse", min_duckdb_version = "v1.2.0")]
+pub fn extension_entrypoint(connection: Connection) -> Result<(), Box<dyn StdError>> {
+    let host = duck::HostDb::new(connection.try_clone()?);
+    functions::register(&connection, host)?;
+    Ok(())
+}

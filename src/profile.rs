@@ -1,0 +1,255 @@
+//! Fragmentation figures per partition, and the table-level summary, from live files (pure).
+//!
+//! A file is *small* when its size is below `small_file_threshold_mb` MiB; a partition's
+//! fragmentation ratio is small data files / data files, and it requires compaction when the
+//! ratio reaches `fragmentation_ratio_threshold` — the reference flow's definitions.
+
+use std::collections::BTreeMap;
+
+use crate::error::{Error, Result};
+use crate::table::{DataFile, FileContent};
+
+/// Bytes in one MiB: the unit of every `_mb` figure.
+pub const MIB: f64 = 1024.0 * 1024.0;
+
+/// The two thresholds of the verdict, validated.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Thresholds {
+    /// Files smaller than this many MiB are small.
+    pub small_file_threshold_mb: f64,
+    /// A partition whose small-file ratio reaches this needs compaction.
+    pub fragmentation_ratio_threshold: f64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Self { small_file_threshold_mb: 64.0, fragmentation_ratio_threshold: 0.35 }
+    }
+}
+
+impl Thresholds {
+    /// Checks ranges: a positive finite size, and a ratio in [0, 1].
+    pub fn new(small_file_threshold_mb: f64, fragmentation_ratio_threshold: f64) -> Result<Self> {
+        if !small_file_threshold_mb.is_finite() || small_file_threshold_mb <= 0.0 {
+            return Err(Error::invalid(format!(
+                "small_file_threshold_mb must be a positive number of MiB, got {small_file_threshold_mb}"
+            )));
+        }
+        if !(0.0..=1.0).contains(&fragmentation_ratio_threshold) {
+            return Err(Error::invalid(format!(
+                "fragmentation_ratio_threshold must be between 0 and 1, got {fragmentation_ratio_threshold}"
+            )));
+        }
+        Ok(Self { small_file_threshold_mb, fragmentation_ratio_threshold })
+    }
+
+    /// The small-file threshold in bytes.
+    pub fn small_file_threshold_bytes(&self) -> f64 {
+        self.small_file_threshold_mb * MIB
+    }
+}
+
+/// Fragmentation figures of one partition (of one partition spec).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionProfile {
+    /// Readable partition label.
+    pub partition: String,
+    /// Partition spec id of the files.
+    pub spec_id: i32,
+    /// Live data files.
+    pub total_files: u64,
+    /// Live data files below the threshold.
+    pub small_files: u64,
+    /// Bytes of all live data files.
+    pub total_size_bytes: u64,
+    /// Bytes of the small data files.
+    pub small_size_bytes: u64,
+    /// Rows in the live data files (before deletes).
+    pub record_count: u64,
+    /// Live position and equality delete files.
+    pub delete_files: u64,
+    /// small_files / total_files.
+    pub fragmentation_ratio: f64,
+    /// fragmentation_ratio ≥ threshold.
+    pub requires_compaction: bool,
+}
+
+impl PartitionProfile {
+    /// Total size in MiB.
+    pub fn total_size_mb(&self) -> f64 {
+        self.total_size_bytes as f64 / MIB
+    }
+
+    /// Average data file size in MiB.
+    pub fn avg_file_size_mb(&self) -> f64 {
+        if self.total_files == 0 { 0.0 } else { self.total_size_mb() / self.total_files as f64 }
+    }
+}
+
+/// One row per (partition, spec) that has live data files, sorted by partition then spec.
+pub fn profile(files: &[DataFile], thresholds: &Thresholds) -> Vec<PartitionProfile> {
+    let small_limit = thresholds.small_file_threshold_bytes();
+    let mut groups: BTreeMap<(&str, i32), PartitionProfile> = BTreeMap::new();
+    for file in files {
+        let entry = groups.entry((file.partition.as_str(), file.spec_id)).or_insert_with(|| PartitionProfile {
+            partition: file.partition.clone(),
+            spec_id: file.spec_id,
+            total_files: 0,
+            small_files: 0,
+            total_size_bytes: 0,
+            small_size_bytes: 0,
+            record_count: 0,
+            delete_files: 0,
+            fragmentation_ratio: 0.0,
+            requires_compaction: false,
+        });
+        if file.content != FileContent::Data {
+            entry.delete_files += 1;
+            continue;
+        }
+        entry.total_files += 1;
+        entry.total_size_bytes += file.size_bytes;
+        entry.record_count += file.record_count;
+        if (file.size_bytes as f64) < small_limit {
+            entry.small_files += 1;
+            entry.small_size_bytes += file.size_bytes;
+        }
+    }
+    groups
+        .into_values()
+        .filter(|p| p.total_files > 0)
+        .map(|mut p| {
+            p.fragmentation_ratio = p.small_files as f64 / p.total_files as f64;
+            p.requires_compaction = p.fragmentation_ratio >= thresholds.fragmentation_ratio_threshold;
+            p
+        })
+        .collect()
+}
+
+/// The reference flow's single summary row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// Partitions with live data files.
+    pub total_partitions: u64,
+    /// Live data files.
+    pub total_lakehouse_files: u64,
+    /// Small live data files.
+    pub total_small_files: u64,
+    /// Partitions that require compaction.
+    pub fragmented_partition_count: u64,
+    /// Mean of the partitions' ratios (0 for an empty table).
+    pub avg_fragmentation_ratio: f64,
+    /// Bytes in partitions that require compaction.
+    pub compactable_bytes: u64,
+    /// Files in degraded partitions / ceil(their MiB / target MiB), at least 1 in the divisor.
+    pub projected_speedup_factor: f64,
+}
+
+impl Summary {
+    /// `compactable_bytes` in MiB.
+    pub fn compactable_mb(&self) -> f64 {
+        self.compactable_bytes as f64 / MIB
+    }
+}
+
+/// Summarizes partition profiles; `target_file_size_mb` sizes the projected output files.
+pub fn summarize(partitions: &[PartitionProfile], target_file_size_mb: f64) -> Summary {
+    let degraded: Vec<&PartitionProfile> = partitions.iter().filter(|p| p.requires_compaction).collect();
+    let compactable_bytes: u64 = degraded.iter().map(|p| p.total_size_bytes).sum();
+    let degraded_files: u64 = degraded.iter().map(|p| p.total_files).sum();
+    let projected_files = (compactable_bytes as f64 / MIB / target_file_size_mb).ceil().max(1.0);
+    let avg = if partitions.is_empty() {
+        0.0
+    } else {
+        partitions.iter().map(|p| p.fragmentation_ratio).sum::<f64>() / partitions.len() as f64
+    };
+    Summary {
+        total_partitions: partitions.len() as u64,
+        total_lakehouse_files: partitions.iter().map(|p| p.total_files).sum(),
+        total_small_files: partitions.iter().map(|p| p.small_files).sum(),
+        fragmented_partition_count: degraded.len() as u64,
+        avg_fragmentation_ratio: avg,
+        compactable_bytes,
+        projected_speedup_factor: degraded_files as f64 / projected_files,
+    }
+}
+
+/// Rounds half away from zero to `digits` decimals, as SQL's ROUND does.
+pub fn round_to(value: f64, digits: i32) -> f64 {
+    let factor = 10f64.powi(digits);
+    (value * factor).round() / factor
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(partition: &str, size_mb: f64, content: FileContent) -> DataFile {
+        DataFile {
+            path: format!("/t/{partition}/{size_mb}.parquet"),
+            size_bytes: (size_mb * MIB) as u64,
+            record_count: 10,
+            partition: partition.to_string(),
+            spec_id: 0,
+            content,
+        }
+    }
+
+    /// The reference flow's demo telemetry: 52/48, 70/65, 20/4, 25/2 files (total/small).
+    fn reference_files() -> Vec<DataFile> {
+        let mut files = Vec::new();
+        for (partition, total, small) in [("d=1", 52, 48), ("d=2", 70, 65), ("d=3", 20, 4), ("d=4", 25, 2)] {
+            for i in 0..total {
+                let size = if i < small { 2.5 } else { 100.0 };
+                files.push(file(partition, size, FileContent::Data));
+            }
+        }
+        files
+    }
+
+    #[test]
+    fn reference_telemetry_verdicts() {
+        let parts = profile(&reference_files(), &Thresholds::default());
+        let got: Vec<(&str, u64, u64, bool)> =
+            parts.iter().map(|p| (p.partition.as_str(), p.total_files, p.small_files, p.requires_compaction)).collect();
+        assert_eq!(got, vec![("d=1", 52, 48, true), ("d=2", 70, 65, true), ("d=3", 20, 4, false), ("d=4", 25, 2, false)]);
+        assert!((parts[0].fragmentation_ratio - 48.0 / 52.0).abs() < 1e-12);
+        let summary = summarize(&parts, 128.0);
+        assert_eq!(summary.total_partitions, 4);
+        assert_eq!(summary.total_lakehouse_files, 167);
+        assert_eq!(summary.total_small_files, 119);
+        assert_eq!(summary.fragmented_partition_count, 2);
+        // degraded MiB = 48*2.5+4*100 + 65*2.5+5*100 = 1182.5 → ceil(1182.5/128) = 10 files
+        assert!((summary.compactable_mb() - 1182.5).abs() < 1e-3, "{}", summary.compactable_mb());
+        assert!((summary.projected_speedup_factor - 12.2).abs() < 1e-9);
+    }
+
+    #[test]
+    fn boundaries_and_delete_files() {
+        let files = vec![
+            file("p", 64.0, FileContent::Data),         // exactly the threshold: not small
+            file("p", 63.99, FileContent::Data),        // small
+            file("p", 1.0, FileContent::PositionDeletes), // counted apart
+        ];
+        let parts = profile(&files, &Thresholds::new(64.0, 0.5).unwrap());
+        assert_eq!(parts.len(), 1);
+        assert_eq!((parts[0].total_files, parts[0].small_files, parts[0].delete_files), (2, 1, 1));
+        assert!(parts[0].requires_compaction, "ratio 0.5 reaches threshold 0.5");
+    }
+
+    #[test]
+    fn invalid_thresholds_are_refused() {
+        for (size, ratio) in [(-1.0, 0.35), (0.0, 0.35), (f64::NAN, 0.35), (64.0, -0.1), (64.0, 1.5), (64.0, f64::NAN)] {
+            assert!(Thresholds::new(size, ratio).is_err(), "{size} {ratio}");
+        }
+        assert!(Thresholds::new(0.001, 0.0).is_ok());
+    }
+
+    #[test]
+    fn empty_table_summary() {
+        let summary = summarize(&[], 128.0);
+        assert_eq!((summary.total_partitions, summary.fragmented_partition_count), (0, 0));
+        assert_eq!(summary.projected_speedup_factor, 0.0);
+        assert_eq!(round_to(0.123456, 4), 0.1235);
+    }
+}

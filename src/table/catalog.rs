@@ -1,0 +1,318 @@
+//! Resolving `namespace.table` through an Iceberg SQL catalog, configured as pyiceberg does.
+//!
+//! The SQL catalog is the schema pyiceberg's `SqlCatalog` and Java's `JdbcCatalog` share: a table
+//! `iceberg_tables(catalog_name, table_namespace, table_name, metadata_location, …)`. Its
+//! configuration comes, lowest precedence first, from `.pyiceberg.yaml` (in `$PYICEBERG_HOME`,
+//! the home directory, or the working directory), `PYICEBERG_CATALOG__<NAME>__<KEY>` environment
+//! variables, and the SQL function's named parameters `catalog`, `catalog_uri`, `warehouse`.
+//! This version reads sqlite catalogs; a catalog URI may hold a password, so it never appears in
+//! an error.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// Catalog settings given as SQL named parameters; they override the configuration files.
+#[derive(Debug, Clone, Default)]
+pub struct CatalogOptions {
+    /// Catalog name (`catalog := 'prod'`); default: pyiceberg's default catalog.
+    pub name: Option<String>,
+    /// Catalog URI (`catalog_uri := 'sqlite:////path/catalog.db'`).
+    pub uri: Option<String>,
+    /// Warehouse location (`warehouse := 'file:///data/warehouse'`).
+    pub warehouse: Option<String>,
+}
+
+/// A table found in a catalog.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CatalogTable {
+    /// The catalog's name.
+    pub catalog: String,
+    /// Namespace, dot-separated as the SQL catalog stores it.
+    pub namespace: String,
+    /// Table name.
+    pub table: String,
+    /// Current metadata location recorded in the catalog.
+    pub metadata_location: String,
+    /// Path of the sqlite database holding the catalog.
+    pub database: PathBuf,
+}
+
+/// The effective configuration of one catalog.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CatalogConfig {
+    /// The catalog's name.
+    pub name: String,
+    /// Its properties (`uri`, `warehouse`, `type`, …).
+    pub properties: BTreeMap<String, String>,
+}
+
+/// pyiceberg's configuration: `catalog.<name>.<key>` and top-level keys such as `default-catalog`.
+#[derive(Debug, Clone, Default)]
+pub struct PyicebergConfig {
+    catalogs: BTreeMap<String, BTreeMap<String, String>>,
+    default_catalog: Option<String>,
+}
+
+impl PyicebergConfig {
+    /// Reads `.pyiceberg.yaml` and `PYICEBERG_*` variables from this process's environment.
+    pub fn from_environment() -> Result<Self> {
+        let mut config = Self::default();
+        if let Some(path) = yaml_path() {
+            let text = std::fs::read_to_string(&path)?;
+            config.merge_yaml(&text).map_err(|e| e.with_context("file", path.display().to_string()))?;
+        }
+        config.merge_env(std::env::vars());
+        Ok(config)
+    }
+
+    /// Merges a `.pyiceberg.yaml` document.
+    pub fn merge_yaml(&mut self, text: &str) -> Result<()> {
+        let doc: serde_yaml::Value = serde_yaml::from_str(text)
+            .map_err(|e| Error::new(ErrorKind::Catalog, format!("cannot parse .pyiceberg.yaml: {e}")))?;
+        if let Some(name) = doc.get("default-catalog").and_then(scalar) {
+            self.default_catalog = Some(name.to_lowercase());
+        }
+        if let Some(catalogs) = doc.get("catalog").and_then(|c| c.as_mapping()) {
+            for (name, props) in catalogs {
+                let (Some(name), Some(props)) = (scalar(name), props.as_mapping()) else { continue };
+                let entry = self.catalogs.entry(name.to_lowercase()).or_default();
+                for (key, value) in props {
+                    if let (Some(key), Some(value)) = (scalar(key), scalar(value)) {
+                        entry.insert(key, value);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Merges `PYICEBERG_…` variables: `PYICEBERG_CATALOG__PROD__URI=…` sets `catalog.prod.uri`
+    /// (lower-cased, `_` read as `-`, as pyiceberg does); `PYICEBERG_DEFAULT_CATALOG` the default.
+    pub fn merge_env(&mut self, vars: impl IntoIterator<Item = (String, String)>) {
+        for (key, value) in vars {
+            let Some(rest) = key.to_lowercase().strip_prefix("pyiceberg_").map(str::to_string) else { continue };
+            let parts: Vec<String> = rest.splitn(3, "__").map(|p| p.replace('_', "-")).collect();
+            match parts.as_slice() {
+                [catalog, name, prop] if catalog == "catalog" => {
+                    self.catalogs.entry(name.clone()).or_default().insert(prop.clone(), value);
+                }
+                [single] if single == "default-catalog" => self.default_catalog = Some(value.to_lowercase()),
+                _ => {}
+            }
+        }
+    }
+
+    /// Whether a catalog of this name is configured.
+    pub fn has_catalog(&self, name: &str) -> bool {
+        self.catalogs.contains_key(&name.to_lowercase())
+    }
+
+    /// The effective configuration of the named (or default) catalog, with `options` applied.
+    pub fn catalog(&self, options: &CatalogOptions) -> CatalogConfig {
+        let name = options
+            .name
+            .clone()
+            .or_else(|| self.default_catalog.clone())
+            .unwrap_or_else(|| "default".to_string())
+            .to_lowercase();
+        let mut properties = self.catalogs.get(&name).cloned().unwrap_or_default();
+        if let Some(uri) = &options.uri {
+            properties.insert("uri".into(), uri.clone());
+        }
+        if let Some(warehouse) = &options.warehouse {
+            properties.insert("warehouse".into(), warehouse.clone());
+        }
+        CatalogConfig { name, properties }
+    }
+}
+
+fn scalar(value: &serde_yaml::Value) -> Option<String> {
+    match value {
+        serde_yaml::Value::String(s) => Some(s.clone()),
+        serde_yaml::Value::Number(n) => Some(n.to_string()),
+        serde_yaml::Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+fn yaml_path() -> Option<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Ok(home) = std::env::var("PYICEBERG_HOME") {
+        dirs.push(PathBuf::from(home));
+    }
+    if let Ok(home) = std::env::var("HOME") {
+        dirs.push(PathBuf::from(home));
+    }
+    if let Ok(cwd) = std::env::current_dir() {
+        dirs.push(cwd);
+    }
+    dirs.into_iter().map(|d| d.join(".pyiceberg.yaml")).find(|p| p.is_file())
+}
+
+/// Splits `[catalog.]namespace.table`: a leading part is taken as the catalog when it names a
+/// configured catalog and no `catalog` option was given.
+pub fn split_identifier(identifier: &str, config: &PyicebergConfig, options: &CatalogOptions) -> Result<(Option<String>, String, String)> {
+    let parts: Vec<&str> = identifier.split('.').collect();
+    if parts.len() < 2 || parts.iter().any(|p| p.trim().is_empty()) {
+        return Err(Error::invalid(format!(
+            "'{identifier}' is neither an existing path nor a catalog identifier of the form namespace.table"
+        )));
+    }
+    let (catalog, rest) = if parts.len() >= 3 && options.name.is_none() && config.has_catalog(parts[0]) {
+        (Some(parts[0].to_string()), &parts[1..])
+    } else {
+        (None, &parts[..])
+    };
+    let (table, namespace) = rest.split_last().expect("at least two parts");
+    Ok((catalog, namespace.join("."), table.to_string()))
+}
+
+/// Resolves a catalog identifier to the table's current metadata location.
+pub fn resolve(identifier: &str, options: &CatalogOptions) -> Result<CatalogTable> {
+    let config = PyicebergConfig::from_environment()?;
+    let (catalog_from_identifier, namespace, table) = split_identifier(identifier, &config, options)?;
+    let options = CatalogOptions { name: options.name.clone().or(catalog_from_identifier), ..options.clone() };
+    let catalog = config.catalog(&options);
+    let Some(uri) = catalog.properties.get("uri") else {
+        return Err(Error::new(
+            ErrorKind::Catalog,
+            format!(
+                "catalog '{}' is not configured: set catalog_uri := 'sqlite:///…', \
+                 PYICEBERG_CATALOG__{}__URI, or an entry in ~/.pyiceberg.yaml",
+                catalog.name,
+                catalog.name.to_uppercase().replace('-', "_")
+            ),
+        ));
+    };
+    if let Some(kind) = catalog.properties.get("type").filter(|t| t.as_str() != "sql") {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            format!("catalog '{}' has type '{kind}'; only Iceberg SQL catalogs (sqlite) are supported", catalog.name),
+        ));
+    }
+    let database = sqlite_path(uri).map_err(|e| e.with_context("catalog", catalog.name.clone()))?;
+    let metadata_location = lookup(&database, &catalog.name, &namespace, &table)?;
+    Ok(CatalogTable { catalog: catalog.name, namespace, table, metadata_location, database })
+}
+
+/// The database file of an SQLAlchemy sqlite URL (`sqlite:////abs.db`, `sqlite:///rel.db`).
+pub fn sqlite_path(uri: &str) -> Result<PathBuf> {
+    let scheme_end = uri.find("://").ok_or_else(|| Error::new(ErrorKind::Catalog, "catalog uri is not a URL"))?;
+    let scheme = &uri[..scheme_end];
+    if !(scheme == "sqlite" || scheme.starts_with("sqlite+")) {
+        let shown = scheme.split('+').next().unwrap_or(scheme);
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            format!("catalog uri scheme '{shown}' is not supported; this version reads sqlite SQL catalogs"),
+        ));
+    }
+    let rest = &uri[scheme_end + 3..];
+    let rest = rest.split('?').next().unwrap_or(rest);
+    let path = rest.strip_prefix('/').unwrap_or(rest);
+    if path.is_empty() || path == ":memory:" {
+        return Err(Error::new(ErrorKind::Catalog, "an in-memory sqlite catalog holds no tables"));
+    }
+    Ok(PathBuf::from(path))
+}
+
+fn lookup(database: &PathBuf, catalog: &str, namespace: &str, table: &str) -> Result<String> {
+    if !database.is_file() {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!("catalog '{catalog}': database file '{}' does not exist", database.display()),
+        ));
+    }
+    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let catalog_err = |e: rusqlite::Error| Error::new(ErrorKind::Catalog, format!("catalog '{catalog}': {e}"));
+    let conn = rusqlite::Connection::open_with_flags(database, flags).map_err(catalog_err)?;
+    let mut stmt = conn
+        .prepare(
+            "SELECT metadata_location FROM iceberg_tables \
+             WHERE catalog_name = ?1 AND table_namespace = ?2 AND table_name = ?3",
+        )
+        .map_err(|e| match e {
+            rusqlite::Error::SqliteFailure(_, Some(ref m)) if m.contains("no such table") => Error::new(
+                ErrorKind::Catalog,
+                format!("catalog '{catalog}': the database has no iceberg_tables table; is it an Iceberg SQL catalog?"),
+            ),
+            e => catalog_err(e),
+        })?;
+    let mut rows = stmt.query([catalog, namespace, table]).map_err(catalog_err)?;
+    match rows.next().map_err(catalog_err)? {
+        Some(row) => {
+            let location: Option<String> = row.get(0).map_err(catalog_err)?;
+            location.ok_or_else(|| {
+                Error::new(ErrorKind::CorruptMetadata, format!("table '{namespace}.{table}' has no metadata location"))
+            })
+        }
+        None => Err(Error::new(
+            ErrorKind::NotFound,
+            format!("table '{namespace}.{table}' not found in catalog '{catalog}'"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn env_overrides_yaml_and_options_override_env() {
+        let mut config = PyicebergConfig::default();
+        config
+            .merge_yaml("catalog:\n  default:\n    uri: sqlite:////yaml.db\n    warehouse: file:///w\n")
+            .unwrap();
+        config.merge_env(env(&[("PYICEBERG_CATALOG__DEFAULT__URI", "sqlite:////env.db"), ("HOME", "/x")]));
+        let c = config.catalog(&CatalogOptions::default());
+        assert_eq!(c.name, "default");
+        assert_eq!(c.properties["uri"], "sqlite:////env.db");
+        assert_eq!(c.properties["warehouse"], "file:///w");
+        let c = config.catalog(&CatalogOptions { uri: Some("sqlite:////opt.db".into()), ..Default::default() });
+        assert_eq!(c.properties["uri"], "sqlite:////opt.db");
+    }
+
+    #[test]
+    fn env_names_are_normalised_like_pyiceberg() {
+        let mut config = PyicebergConfig::default();
+        config.merge_env(env(&[
+            ("PYICEBERG_CATALOG__MY_CAT__URI", "sqlite:////a.db"),
+            ("PYICEBERG_DEFAULT_CATALOG", "MY-CAT"),
+        ]));
+        assert!(config.has_catalog("my-cat"));
+        assert_eq!(config.catalog(&CatalogOptions::default()).properties["uri"], "sqlite:////a.db");
+    }
+
+    #[test]
+    fn identifiers_split_into_catalog_namespace_table() {
+        let mut config = PyicebergConfig::default();
+        config.merge_env(env(&[("PYICEBERG_CATALOG__PROD__URI", "sqlite:////p.db")]));
+        let opts = CatalogOptions::default();
+        let cases = [
+            ("analytics.events", (None, "analytics", "events")),
+            ("prod.analytics.events", (Some("prod"), "analytics", "events")),
+            ("a.b.events", (None, "a.b", "events")),
+        ];
+        for (input, (cat, ns, tbl)) in cases {
+            let (c, n, t) = split_identifier(input, &config, &opts).unwrap();
+            assert_eq!((c.as_deref(), n.as_str(), t.as_str()), (cat, ns, tbl), "{input}");
+        }
+        assert!(split_identifier("events", &config, &opts).is_err());
+        assert!(split_identifier("a..b", &config, &opts).is_err());
+    }
+
+    #[test]
+    fn sqlite_urls() {
+        assert_eq!(sqlite_path("sqlite:////tmp/c.db").unwrap(), PathBuf::from("/tmp/c.db"));
+        assert_eq!(sqlite_path("sqlite:///c.db").unwrap(), PathBuf::from("c.db"));
+        assert_eq!(sqlite_path("sqlite+pysqlite:////tmp/c.db?x=1").unwrap(), PathBuf::from("/tmp/c.db"));
+        assert!(sqlite_path("sqlite:///:memory:").is_err());
+        let err = sqlite_path("postgresql+psycopg2://user:secret@host/db").unwrap_err();
+        assert!(!err.to_string().contains("secret"), "{err}");
+    }
+}

@@ -1,0 +1,253 @@
+//! Locating a table from what the user typed, and the format-neutral model the profile uses.
+//!
+//! `table` may be a path to an Iceberg `*.metadata.json`, an Iceberg table directory, or a
+//! catalog identifier (`namespace.table`, `catalog.namespace.table`) resolved through an
+//! Iceberg SQL catalog configured the way pyiceberg users configure theirs ([`catalog`]).
+
+pub mod catalog;
+pub mod iceberg;
+pub mod partition;
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// What a file in a table's current snapshot holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileContent {
+    /// Rows of the table.
+    Data,
+    /// Position deletes (Iceberg v2).
+    PositionDeletes,
+    /// Equality deletes (Iceberg v2).
+    EqualityDeletes,
+}
+
+/// One live file of the current snapshot, reduced to what maintenance decisions need.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DataFile {
+    /// Location as written in the manifest.
+    pub path: String,
+    /// Size in bytes from the manifest entry.
+    pub size_bytes: u64,
+    /// Rows (data files) or deletes (delete files) in the file.
+    pub record_count: u64,
+    /// Human-readable partition, e.g. `partition_date=2026-10-01` ([`partition::UNPARTITIONED`]).
+    pub partition: String,
+    /// Partition spec the file was written with.
+    pub spec_id: i32,
+    /// What the file holds.
+    pub content: FileContent,
+}
+
+/// Options that change how a `table` argument is resolved.
+#[derive(Debug, Clone, Default)]
+pub struct LocateOptions {
+    /// For a table directory without `metadata/version-hint.text`: use the newest metadata file.
+    pub latest_metadata: bool,
+    /// Overrides for the catalog a catalog identifier is resolved through.
+    pub catalog: catalog::CatalogOptions,
+}
+
+/// Where a table's current metadata lives, and how it was found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Located {
+    /// Path (or `file://` URI) of the current `*.metadata.json`.
+    pub metadata_location: String,
+    /// The catalog entry when the table was named by identifier.
+    pub catalog_table: Option<catalog::CatalogTable>,
+}
+
+/// Resolves `table` to the location of its current Iceberg metadata file.
+pub fn locate(table: &str, options: &LocateOptions) -> Result<Located> {
+    let table = table.trim();
+    if table.is_empty() {
+        return Err(Error::invalid("table must not be empty"));
+    }
+    let raw_path = strip_file_scheme(table);
+    let path = Path::new(raw_path);
+    if path.is_file() {
+        return locate_metadata_file(path);
+    }
+    if path.is_dir() {
+        return locate_table_dir(path, options.latest_metadata);
+    }
+    if looks_like_path(table) {
+        return Err(Error::new(ErrorKind::NotFound, format!("table path '{table}' does not exist")));
+    }
+    let catalog_table = catalog::resolve(table, &options.catalog)?;
+    Ok(Located { metadata_location: catalog_table.metadata_location.clone(), catalog_table: Some(catalog_table) })
+}
+
+/// `file:///a/b` → `/a/b`; anything else unchanged.
+pub fn strip_file_scheme(location: &str) -> &str {
+    if let Some(rest) = location.strip_prefix("file://") {
+        rest
+    } else if let Some(rest) = location.strip_prefix("file:") {
+        rest
+    } else {
+        location
+    }
+}
+
+fn looks_like_path(table: &str) -> bool {
+    table.contains('/') || table.contains('\\') || table.ends_with(".json") || table.starts_with('.')
+}
+
+fn locate_metadata_file(path: &Path) -> Result<Located> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    if !name.ends_with(".json") {
+        return Err(Error::invalid(format!(
+            "'{}' is a file but not an Iceberg metadata file (*.metadata.json)",
+            path.display()
+        )));
+    }
+    Ok(Located { metadata_location: path.to_string_lossy().into_owned(), catalog_table: None })
+}
+
+fn locate_table_dir(dir: &Path, latest_metadata: bool) -> Result<Located> {
+    if dir.join("_delta_log").is_dir() {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            format!("'{}' is a Delta Lake table; this version profiles Iceberg tables only", dir.display()),
+        ));
+    }
+    let metadata_dir = dir.join("metadata");
+    if !metadata_dir.is_dir() {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!("'{}' is not an Iceberg table directory: it has no metadata/ directory", dir.display()),
+        ));
+    }
+    let hint = metadata_dir.join("version-hint.text");
+    let chosen = if hint.is_file() {
+        metadata_file_from_hint(&metadata_dir, &std::fs::read_to_string(&hint)?)?
+    } else {
+        let candidates = metadata_files(&metadata_dir)?;
+        if candidates.is_empty() {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("'{}' has no *.metadata.json files", metadata_dir.display()),
+            ));
+        }
+        if !latest_metadata {
+            return Err(Error::invalid(format!(
+                "'{}' has no metadata/version-hint.text, so the current metadata file is unknown \
+                 ({} candidates); pass the metadata.json path, a catalog identifier, or \
+                 latest_metadata := true to use the newest one",
+                dir.display(),
+                candidates.len()
+            )));
+        }
+        newest_metadata_file(candidates)
+    };
+    Ok(Located { metadata_location: chosen.to_string_lossy().into_owned(), catalog_table: None })
+}
+
+fn metadata_files(metadata_dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(metadata_dir)? {
+        let path = entry?.path();
+        if path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(".metadata.json")) {
+            out.push(path);
+        }
+    }
+    Ok(out)
+}
+
+/// The version a metadata file name carries: `v12.metadata.json` → 12, `00012-<uuid>.metadata.json` → 12.
+pub fn metadata_version(file_name: &str) -> Option<u64> {
+    let stem = file_name.strip_prefix('v').unwrap_or(file_name);
+    let digits: String = stem.chars().take_while(|c| c.is_ascii_digit()).collect();
+    let rest = &stem[digits.len()..];
+    if digits.is_empty() || !(rest.starts_with('.') || rest.starts_with('-')) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+fn newest_metadata_file(candidates: Vec<PathBuf>) -> PathBuf {
+    let key = |p: &PathBuf| {
+        let version = p.file_name().and_then(|n| n.to_str()).and_then(metadata_version);
+        let mtime = p.metadata().and_then(|m| m.modified()).ok();
+        (version, mtime)
+    };
+    candidates.into_iter().max_by_key(key).expect("caller checked non-empty")
+}
+
+fn metadata_file_from_hint(metadata_dir: &Path, hint: &str) -> Result<PathBuf> {
+    let hint = hint.trim();
+    if hint.ends_with(".metadata.json") {
+        let path = metadata_dir.join(hint.rsplit('/').next().unwrap_or(hint));
+        if path.is_file() {
+            return Ok(path);
+        }
+    } else if let Ok(version) = hint.parse::<u64>() {
+        for name in [format!("v{version}.metadata.json"), format!("v{version}.gz.metadata.json")] {
+            let path = metadata_dir.join(name);
+            if path.is_file() {
+                return Ok(path);
+            }
+        }
+        let prefix = format!("{version:05}-");
+        for path in metadata_files(metadata_dir)? {
+            if path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&prefix)) {
+                return Ok(path);
+            }
+        }
+    }
+    Err(Error::new(
+        ErrorKind::CorruptMetadata,
+        format!("metadata/version-hint.text points to '{hint}', but no such metadata file exists"),
+    )
+    .with_context("directory", metadata_dir.display().to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_versions_from_file_names() {
+        let cases = [
+            ("v12.metadata.json", Some(12)),
+            ("00012-0f1e2d.metadata.json", Some(12)),
+            ("v3.gz.metadata.json", Some(3)),
+            ("metadata.json", None),
+            ("vx.metadata.json", None),
+        ];
+        for (name, want) in cases {
+            assert_eq!(metadata_version(name), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn file_scheme_is_stripped() {
+        assert_eq!(strip_file_scheme("file:///tmp/t"), "/tmp/t");
+        assert_eq!(strip_file_scheme("file:/tmp/t"), "/tmp/t");
+        assert_eq!(strip_file_scheme("/tmp/t"), "/tmp/t");
+    }
+
+    #[test]
+    fn directory_without_hint_is_refused_unless_latest_requested() {
+        let dir = std::env::temp_dir().join(format!("lakehouse-locate-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(dir.join("metadata")).unwrap();
+        std::fs::write(dir.join("metadata/00000-a.metadata.json"), "{}").unwrap();
+        std::fs::write(dir.join("metadata/00001-b.metadata.json"), "{}").unwrap();
+        let err = locate(dir.to_str().unwrap(), &LocateOptions::default()).unwrap_err();
+        assert!(err.to_string().contains("latest_metadata := true"), "{err}");
+        let opts = LocateOptions { latest_metadata: true, ..Default::default() };
+        let located = locate(dir.to_str().unwrap(), &opts).unwrap();
+        assert!(located.metadata_location.ends_with("00001-b.metadata.json"));
+        std::fs::write(dir.join("metadata/version-hint.text"), "0").unwrap();
+        let located = locate(dir.to_str().unwrap(), &LocateOptions::default()).unwrap();
+        assert!(located.metadata_location.ends_with("00000-a.metadata.json"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn missing_path_is_not_found() {
+        let err = locate("/no/such/table", &LocateOptions::default()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NotFound);
+    }
+}

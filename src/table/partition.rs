@@ -1,0 +1,139 @@
+//! Readable partition labels (`partition_date=2026-10-01/bucket=3`) from Iceberg partition tuples.
+//!
+//! Formatting follows Java Iceberg's `Transform.toHumanString`: `year`/`month`/`day`/`hour`
+//! results print as dates (`2026`, `2026-10`, `2026-10-01`, `2026-10-01-05`), identity values as
+//! their source type prints them, null as `null`. Unlike iceberg-rust's `partition_to_path`, it
+//! never panics on a value whose type disagrees with the spec: it falls back to the raw literal.
+
+use chrono::{DateTime, Datelike, Duration, NaiveDate};
+use iceberg::spec::{Literal, PartitionSpec, PrimitiveLiteral, PrimitiveType, Struct, Transform, Type};
+
+/// The label of the single partition of an unpartitioned table (or spec).
+pub const UNPARTITIONED: &str = "(unpartitioned)";
+
+/// `name=value/…` for one partition tuple of `spec`; `field_types` are the spec's result types
+/// (missing when the spec no longer binds to the schema).
+pub fn label(spec: &PartitionSpec, field_types: Option<&[Type]>, data: &Struct) -> String {
+    if spec.fields().is_empty() {
+        return UNPARTITIONED.to_string();
+    }
+    let values: Vec<Option<&Literal>> = data.iter().collect();
+    spec.fields()
+        .iter()
+        .enumerate()
+        .map(|(i, field)| {
+            let value = values.get(i).copied().flatten();
+            let ty = field_types.and_then(|t| t.get(i));
+            format!("{}={}", field.name, human(&field.transform, ty, value))
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+fn human(transform: &Transform, ty: Option<&Type>, value: Option<&Literal>) -> String {
+    let Some(Literal::Primitive(value)) = value else {
+        return "null".to_string();
+    };
+    match (transform, value) {
+        (Transform::Void, _) => "null".to_string(),
+        (Transform::Year, PrimitiveLiteral::Int(v)) => format!("{}", 1970 + v),
+        (Transform::Month, PrimitiveLiteral::Int(v)) => {
+            let (y, m) = (1970 + v.div_euclid(12), v.rem_euclid(12) + 1);
+            format!("{y:04}-{m:02}")
+        }
+        (Transform::Day, PrimitiveLiteral::Int(v)) => date(*v),
+        (Transform::Hour, PrimitiveLiteral::Int(v)) => {
+            let t = DateTime::UNIX_EPOCH + Duration::hours(i64::from(*v));
+            format!("{:04}-{:02}-{:02}-{:02}", t.year(), t.month(), t.day(), t.format("%H"))
+        }
+        _ => primitive(ty, value),
+    }
+}
+
+fn date(days: i32) -> String {
+    NaiveDate::from_ymd_opt(1970, 1, 1)
+        .and_then(|d| d.checked_add_signed(Duration::days(i64::from(days))))
+        .map(|d| d.to_string())
+        .unwrap_or_else(|| days.to_string())
+}
+
+fn micros(v: i64, zone: &str) -> String {
+    DateTime::from_timestamp_micros(v)
+        .map(|t| format!("{}{zone}", t.naive_utc().format("%Y-%m-%dT%H:%M:%S%.f")))
+        .unwrap_or_else(|| v.to_string())
+}
+
+fn primitive(ty: Option<&Type>, value: &PrimitiveLiteral) -> String {
+    let ty = match ty {
+        Some(Type::Primitive(p)) => Some(p),
+        _ => None,
+    };
+    match (ty, value) {
+        (Some(PrimitiveType::Date), PrimitiveLiteral::Int(v)) => date(*v),
+        (Some(PrimitiveType::Timestamp), PrimitiveLiteral::Long(v)) => micros(*v, ""),
+        (Some(PrimitiveType::Timestamptz), PrimitiveLiteral::Long(v)) => micros(*v, "Z"),
+        (Some(PrimitiveType::Decimal { scale, .. }), PrimitiveLiteral::Int128(v)) => decimal(*v, *scale),
+        (Some(PrimitiveType::Uuid), PrimitiveLiteral::UInt128(v)) => uuid::Uuid::from_u128(*v).to_string(),
+        (_, PrimitiveLiteral::Boolean(v)) => v.to_string(),
+        (_, PrimitiveLiteral::Int(v)) => v.to_string(),
+        (_, PrimitiveLiteral::Long(v)) => v.to_string(),
+        (_, PrimitiveLiteral::Float(v)) => v.to_string(),
+        (_, PrimitiveLiteral::Double(v)) => v.to_string(),
+        (_, PrimitiveLiteral::String(v)) => v.clone(),
+        (_, PrimitiveLiteral::Binary(v)) => v.iter().map(|b| format!("{b:02x}")).collect(),
+        (_, PrimitiveLiteral::Int128(v)) => v.to_string(),
+        (_, PrimitiveLiteral::UInt128(v)) => v.to_string(),
+        (_, PrimitiveLiteral::AboveMax) => "above-max".to_string(),
+        (_, PrimitiveLiteral::BelowMin) => "below-min".to_string(),
+    }
+}
+
+fn decimal(unscaled: i128, scale: u32) -> String {
+    if scale == 0 {
+        return unscaled.to_string();
+    }
+    let sign = if unscaled < 0 { "-" } else { "" };
+    let digits = format!("{:0>width$}", unscaled.unsigned_abs(), width = scale as usize + 1);
+    let (int, frac) = digits.split_at(digits.len() - scale as usize);
+    format!("{sign}{int}.{frac}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lit(v: PrimitiveLiteral) -> Option<Literal> {
+        Some(Literal::Primitive(v))
+    }
+
+    #[test]
+    fn human_strings_follow_java_iceberg() {
+        let date_ty = Type::Primitive(PrimitiveType::Date);
+        let int_ty = Type::Primitive(PrimitiveType::Int);
+        let cases: Vec<(Transform, Option<Type>, Option<Literal>, &str)> = vec![
+            (Transform::Identity, Some(date_ty.clone()), lit(PrimitiveLiteral::Int(20362)), "2025-10-01"),
+            (Transform::Day, Some(date_ty), lit(PrimitiveLiteral::Int(0)), "1970-01-01"),
+            (Transform::Month, Some(int_ty.clone()), lit(PrimitiveLiteral::Int(681)), "2026-10"),
+            (Transform::Year, Some(int_ty.clone()), lit(PrimitiveLiteral::Int(56)), "2026"),
+            (Transform::Hour, Some(int_ty.clone()), lit(PrimitiveLiteral::Int(25)), "1970-01-02-01"),
+            (Transform::Bucket(16), Some(int_ty.clone()), lit(PrimitiveLiteral::Int(3)), "3"),
+            (Transform::Identity, None, lit(PrimitiveLiteral::String("a/b".into())), "a/b"),
+            (Transform::Identity, Some(int_ty), None, "null"),
+            (
+                Transform::Identity,
+                Some(Type::Primitive(PrimitiveType::Decimal { precision: 9, scale: 2 })),
+                lit(PrimitiveLiteral::Int128(-5)),
+                "-0.05",
+            ),
+        ];
+        for (transform, ty, value, want) in cases {
+            assert_eq!(human(&transform, ty.as_ref(), value.as_ref()), want, "{transform:?}");
+        }
+    }
+
+    #[test]
+    fn mismatched_types_do_not_panic() {
+        let ty = Type::Primitive(PrimitiveType::Date);
+        assert_eq!(human(&Transform::Identity, Some(&ty), lit(PrimitiveLiteral::Long(7)).as_ref()), "7");
+    }
+}
