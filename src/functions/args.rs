@@ -48,11 +48,16 @@ impl<'a> Args<'a> {
         Self { bind }
     }
 
-    /// Positional VARCHAR argument `index`, named `name` in messages; NULL and '' are refused.
+    /// Positional VARCHAR argument `index` (declared `ANY`), named `name` in messages; NULL,
+    /// non-text and '' are refused.
     pub fn required_string(&self, index: u64, name: &str) -> Result<String> {
         let value = self.bind.get_parameter(index);
         if value.is_null() {
             return Err(Error::invalid(format!("{name} must not be NULL")));
+        }
+        let id = value.logical_type_id();
+        if id != LogicalTypeId::Varchar {
+            return Err(Error::invalid(format!("{name} must be a VARCHAR, got {} '{value}'", type_name(id))));
         }
         let text = value.to_string();
         if text.trim().is_empty() {

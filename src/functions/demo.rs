@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
-use super::args::{Args, named};
+use super::args::{self, Args, named};
 use super::{Cell, RowFunction};
 use crate::demo::{DemoOptions, write_demo};
 use crate::duck::HostDb;
@@ -19,7 +19,7 @@ impl RowFunction for Demo {
     type Input = DemoOptions;
 
     fn parameters() -> Vec<LogicalTypeHandle> {
-        vec![LogicalTypeHandle::from(LogicalTypeId::Varchar)]
+        vec![args::any()]
     }
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {

@@ -3,7 +3,7 @@
 
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
-use super::args::{Args, TABLE_PARAMETERS, named};
+use super::args::{self, Args, TABLE_PARAMETERS, named};
 use super::{Cell, RowFunction};
 use crate::duck::HostDb;
 use crate::error::Result;
@@ -46,7 +46,7 @@ impl RowFunction for Fragmentation {
     type Input = ProfileInput;
 
     fn parameters() -> Vec<LogicalTypeHandle> {
-        vec![LogicalTypeHandle::from(LogicalTypeId::Varchar)]
+        vec![args::any()]
     }
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {

@@ -3,7 +3,7 @@
 
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
-use super::args::{Args, TABLE_PARAMETERS, named};
+use super::args::{self, Args, TABLE_PARAMETERS, named};
 use super::fragmentation::{ProfileInput, parse_profile_input, profile_table};
 use super::{Cell, RowFunction};
 use crate::duck::HostDb;
@@ -24,7 +24,7 @@ impl RowFunction for FragmentationSummary {
     type Input = SummaryInput;
 
     fn parameters() -> Vec<LogicalTypeHandle> {
-        vec![LogicalTypeHandle::from(LogicalTypeId::Varchar)]
+        vec![args::any()]
     }
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {

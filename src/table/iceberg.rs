@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use iceberg::io::FileIO;
-use iceberg::spec::{DataContentType, ManifestFile, ManifestList, PartitionSpec, TableMetadata, Type};
+use iceberg::spec::{DataContentType, Manifest, ManifestFile, ManifestList, PartitionSpec, TableMetadata, Type};
 
 use super::{DataFile, FileContent, partition};
 use crate::error::{Error, ErrorKind, Result};
@@ -29,11 +29,7 @@ impl IcebergTable {
     /// Reads and parses the metadata file at `metadata_location`.
     pub fn load(metadata_location: &str) -> Result<Self> {
         let file_io = FileIO::new_with_fs();
-        let bytes = runtime::block_on(async { file_io.new_input(metadata_location)?.read().await })?
-            .map_err(|e| {
-                Error::new(ErrorKind::NotFound, format!("cannot read metadata file '{metadata_location}'"))
-                    .with_context("cause", Error::from(e).to_string())
-            })?;
+        let bytes = runtime::block_on(read_file(&file_io, metadata_location, "metadata file"))??;
         let metadata: TableMetadata = serde_json::from_slice(&bytes).map_err(|e| {
             Error::new(
                 ErrorKind::CorruptMetadata,
@@ -49,11 +45,7 @@ impl IcebergTable {
             return Ok(Vec::new());
         };
         let list_path = snapshot.manifest_list().to_string();
-        let bytes = runtime::block_on(async { self.file_io.new_input(&list_path)?.read().await })?
-            .map_err(|e| {
-                Error::new(ErrorKind::NotFound, format!("cannot read manifest list '{list_path}'"))
-                    .with_context("cause", Error::from(e).to_string())
-            })?;
+        let bytes = runtime::block_on(read_file(&self.file_io, &list_path, "manifest list"))??;
         let list = ManifestList::parse_with_version(&bytes, self.metadata.format_version()).map_err(|e| {
             Error::new(ErrorKind::CorruptMetadata, format!("manifest list '{list_path}' is corrupt"))
                 .with_context("cause", Error::from(e).to_string())
@@ -83,13 +75,21 @@ impl IcebergTable {
     }
 }
 
-async fn read_manifest(metadata: &TableMetadata, file_io: &FileIO, manifest: &ManifestFile) -> Result<Vec<DataFile>> {
-    let path = &manifest.manifest_path;
+/// Reads a whole metadata file; `what` names it in errors ("manifest list '…' does not exist").
+pub async fn read_file(file_io: &FileIO, path: &str, what: &str) -> Result<bytes::Bytes> {
     let input = file_io.new_input(path)?;
     if !input.exists().await? {
-        return Err(Error::new(ErrorKind::NotFound, format!("manifest '{path}' does not exist")));
+        return Err(Error::new(ErrorKind::NotFound, format!("{what} '{path}' does not exist")));
     }
-    let loaded = manifest.load_manifest(file_io).await.map_err(|e| {
+    input.read().await.map_err(|e| {
+        Error::new(ErrorKind::Io, format!("cannot read {what} '{path}'")).with_context("cause", Error::from(e).to_string())
+    })
+}
+
+async fn read_manifest(metadata: &TableMetadata, file_io: &FileIO, manifest: &ManifestFile) -> Result<Vec<DataFile>> {
+    let path = &manifest.manifest_path;
+    let bytes = read_file(file_io, path, "manifest").await?;
+    let loaded = Manifest::parse_avro(&bytes).map_err(|e| {
         Error::new(ErrorKind::CorruptMetadata, format!("manifest '{path}' cannot be read"))
             .with_context("cause", Error::from(e).to_string())
     })?;
