@@ -36,8 +36,12 @@ demo: venv release
 	rm -rf $(DEMO_DIR)
 	$(DUCKDB) -unsigned -c "LOAD 'build/release/lakehouse.duckdb_extension'; \
 	  SELECT data_files, snapshots, record_count, small_file_threshold_mb FROM lakehouse_demo('$(DEMO_DIR)'); \
-	  SELECT * FROM lakehouse_fragmentation('$(DEMO_DIR)', small_file_threshold_mb := 0.064, fragmentation_ratio_threshold := 0.35); \
-	  SELECT * FROM lakehouse_fragmentation_summary('$(DEMO_DIR)', small_file_threshold_mb := 0.064, target_file_size_mb := 0.128);"
+	  SELECT partition, total_files, small_files, round(total_size_mb, 3) AS total_size_mb, \
+	         round(avg_file_size_mb, 4) AS avg_file_size_mb, round(fragmentation_ratio, 4) AS fragmentation_ratio, \
+	         requires_compaction \
+	  FROM lakehouse_fragmentation('$(DEMO_DIR)', small_file_threshold_mb := 0.064, fragmentation_ratio_threshold := 0.35); \
+	  SELECT * EXCLUDE (compactable_bytes) \
+	  FROM lakehouse_fragmentation_summary('$(DEMO_DIR)', small_file_threshold_mb := 0.064, target_file_size_mb := 0.128);"
 
 TEST_EXT ?= build/debug/lakehouse.duckdb_extension
 
