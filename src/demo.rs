@@ -17,15 +17,15 @@ use std::path::{Path, PathBuf};
 use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFileBuilder, DataFileFormat, FormatVersion, Literal, ManifestFile, ManifestListWriter,
-    ManifestWriterBuilder, NestedField, Operation, PrimitiveType, Schema, Snapshot, SnapshotReference,
-    SnapshotRetention, SortOrder, Struct, Summary, TableMetadata, TableMetadataBuilder, Transform, Type,
-    UnboundPartitionSpec,
+    ManifestWriterBuilder, NestedField, Operation, PrimitiveType, Schema, SortOrder, Struct, Summary, TableMetadata,
+    TableMetadataBuilder, Transform, Type, UnboundPartitionSpec,
 };
 
 use crate::duck::{HostDb, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::profile::MIB;
 use crate::runtime;
+use crate::table::iceberg::{NewSnapshot, add_to_main, new_snapshot_id};
 
 /// Options of a demo table.
 #[derive(Debug, Clone)]
@@ -180,9 +180,7 @@ fn write_data_file(conn: &duckdb::Connection, path: &Path, date: &str, first_id:
     );
     let mut stmt = conn.prepare(&sql)?;
     let mut result = stmt.query([])?;
-    let row = result
-        .next()?
-        .ok_or_else(|| Error::new(ErrorKind::DuckDb, "COPY … RETURN_STATS returned no row"))?;
+    let row = result.next()?.ok_or_else(|| Error::new(ErrorKind::DuckDb, "COPY … RETURN_STATS returned no row"))?;
     let count: u64 = row.get(1)?;
     let bytes: u64 = row.get(2)?;
     Ok((count, bytes))
@@ -229,7 +227,7 @@ pub fn write_demo(options: &DemoOptions, host: &HostDb) -> Result<DemoReport> {
 
     for snapshot_index in 0..options.snapshots {
         let sequence_number = i64::from(snapshot_index) + 1;
-        let snapshot_id = (uuid::Uuid::new_v4().as_u64_pair().0 >> 1) as i64;
+        let snapshot_id = new_snapshot_id();
         let timestamp_ms = now_ms - span_ms + i64::from(snapshot_index) * step_ms;
         let mut added_files = Vec::new();
         let (mut added_bytes, mut added_rows) = (0u64, 0u64);
@@ -305,23 +303,6 @@ pub fn write_demo(options: &DemoOptions, host: &HostDb) -> Result<DemoReport> {
                 ("total-equality-deletes".to_string(), "0".to_string()),
             ]),
         };
-        let snapshot = Snapshot::builder()
-            .with_snapshot_id(snapshot_id)
-            .with_parent_snapshot_id(parent)
-            .with_sequence_number(sequence_number)
-            .with_timestamp_ms(timestamp_ms)
-            .with_manifest_list(manifest_list_path)
-            .with_summary(summary)
-            .with_schema_id(schema.schema_id())
-            .build();
-        let main = SnapshotReference {
-            snapshot_id,
-            retention: SnapshotRetention::Branch {
-                min_snapshots_to_keep: None,
-                max_snapshot_age_ms: None,
-                max_ref_age_ms: None,
-            },
-        };
         let builder = match previous.take() {
             None => TableMetadataBuilder::new(
                 schema.as_ref().clone(),
@@ -333,7 +314,18 @@ pub fn write_demo(options: &DemoOptions, host: &HostDb) -> Result<DemoReport> {
             )?,
             Some((metadata, location)) => TableMetadataBuilder::new_from_metadata(metadata, Some(location)),
         };
-        let metadata = builder.add_snapshot(snapshot)?.set_ref("main", main)?.build()?.metadata;
+        let metadata = add_to_main(
+            builder,
+            NewSnapshot {
+                snapshot_id,
+                parent,
+                sequence_number,
+                timestamp_ms,
+                manifest_list: manifest_list_path,
+                summary,
+                schema_id: schema.schema_id(),
+            },
+        )?;
         let version = snapshot_index + 1;
         let metadata_location = format!("{}/v{version}.metadata.json", metadata_dir.display());
         let json = serde_json::to_vec_pretty(&metadata)

@@ -115,10 +115,7 @@ mod tests {
         let err = Error::invalid("threshold must be positive")
             .with_context("parameter", "small_file_threshold_mb")
             .with_context("value", "-1");
-        assert_eq!(
-            err.to_string(),
-            "threshold must be positive (parameter: small_file_threshold_mb) (value: -1)"
-        );
+        assert_eq!(err.to_string(), "threshold must be positive (parameter: small_file_threshold_mb) (value: -1)");
         assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     }
 }

@@ -18,10 +18,12 @@
 //! - [`functions`]: one file per SQL function, on a shared row-function adapter that parses
 //!   arguments at bind and prefixes every error with the function's name.
 
+pub mod action;
 pub mod demo;
 pub mod duck;
 pub mod error;
 pub mod functions;
+pub mod plan;
 pub mod profile;
 pub mod runtime;
 pub mod table;

@@ -212,7 +212,10 @@ mod tests {
         let parts = profile(&reference_files(), &Thresholds::default());
         let got: Vec<(&str, u64, u64, bool)> =
             parts.iter().map(|p| (p.partition.as_str(), p.total_files, p.small_files, p.requires_compaction)).collect();
-        assert_eq!(got, vec![("d=1", 52, 48, true), ("d=2", 70, 65, true), ("d=3", 20, 4, false), ("d=4", 25, 2, false)]);
+        assert_eq!(
+            got,
+            vec![("d=1", 52, 48, true), ("d=2", 70, 65, true), ("d=3", 20, 4, false), ("d=4", 25, 2, false)]
+        );
         assert!((parts[0].fragmentation_ratio - 48.0 / 52.0).abs() < 1e-12);
         let summary = summarize(&parts, 128.0);
         assert_eq!(summary.total_partitions, 4);
@@ -227,8 +230,8 @@ mod tests {
     #[test]
     fn boundaries_and_delete_files() {
         let files = vec![
-            file("p", 64.0, FileContent::Data),         // exactly the threshold: not small
-            file("p", 63.99, FileContent::Data),        // small
+            file("p", 64.0, FileContent::Data),           // exactly the threshold: not small
+            file("p", 63.99, FileContent::Data),          // small
             file("p", 1.0, FileContent::PositionDeletes), // counted apart
         ];
         let parts = profile(&files, &Thresholds::new(64.0, 0.5).unwrap());
@@ -239,7 +242,8 @@ mod tests {
 
     #[test]
     fn invalid_thresholds_are_refused() {
-        for (size, ratio) in [(-1.0, 0.35), (0.0, 0.35), (f64::NAN, 0.35), (64.0, -0.1), (64.0, 1.5), (64.0, f64::NAN)] {
+        for (size, ratio) in [(-1.0, 0.35), (0.0, 0.35), (f64::NAN, 0.35), (64.0, -0.1), (64.0, 1.5), (64.0, f64::NAN)]
+        {
             assert!(Thresholds::new(size, ratio).is_err(), "{size} {ratio}");
         }
         assert!(Thresholds::new(0.001, 0.0).is_ok());

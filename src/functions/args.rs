@@ -8,11 +8,15 @@ use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, Value};
 
 use crate::error::{Error, Result};
+use crate::profile::Thresholds;
 use crate::table::LocateOptions;
 use crate::table::catalog::CatalogOptions;
 
 /// The named parameters every function that takes a `table` accepts.
 pub const TABLE_PARAMETERS: [&str; 4] = ["latest_metadata", "catalog", "catalog_uri", "warehouse"];
+
+/// The verdict's named parameters (see [`Args::thresholds`]).
+pub const THRESHOLD_PARAMETERS: [&str; 2] = ["small_file_threshold_mb", "fragmentation_ratio_threshold"];
 
 /// `ANY`, the declared type of every named parameter.
 pub fn any() -> LogicalTypeHandle {
@@ -33,7 +37,19 @@ fn is_numeric(id: LogicalTypeId) -> bool {
     use LogicalTypeId::*;
     matches!(
         id,
-        Tinyint | Smallint | Integer | Bigint | UTinyint | USmallint | UInteger | UBigint | Float | Double | Decimal | Hugeint | UHugeint
+        Tinyint
+            | Smallint
+            | Integer
+            | Bigint
+            | UTinyint
+            | USmallint
+            | UInteger
+            | UBigint
+            | Float
+            | Double
+            | Decimal
+            | Hugeint
+            | UHugeint
     )
 }
 
@@ -130,6 +146,34 @@ impl<'a> Args<'a> {
             return Err(Error::invalid(format!("{name} must be a VARCHAR, got {}{shown}", type_name(id))));
         }
         Ok(Some(value.to_string()))
+    }
+
+    /// An optional LIST of VARCHAR named parameter (absent or NULL → None).
+    pub fn opt_string_list(&self, name: &str) -> Result<Option<Vec<String>>> {
+        let Some(value) = self.named_value(name) else { return Ok(None) };
+        if value.is_null() {
+            return Ok(None);
+        }
+        let id = value.logical_type_id();
+        let Some(items) = value.to_list() else {
+            return Err(Error::invalid(format!("{name} must be a LIST of VARCHAR, got {}", type_name(id))));
+        };
+        items
+            .iter()
+            .map(|item| {
+                if item.is_null() || item.logical_type_id() != LogicalTypeId::Varchar {
+                    Err(Error::invalid(format!("{name} must be a LIST of non-NULL VARCHAR partition labels")))
+                } else {
+                    Ok(item.to_string())
+                }
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(Some)
+    }
+
+    /// The verdict thresholds of [`THRESHOLD_PARAMETERS`] (defaults 64 MiB and 0.35), validated.
+    pub fn thresholds(&self) -> Result<Thresholds> {
+        Thresholds::new(self.f64("small_file_threshold_mb", 64.0)?, self.f64("fragmentation_ratio_threshold", 0.35)?)
     }
 
     /// The options of [`TABLE_PARAMETERS`].

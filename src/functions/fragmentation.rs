@@ -3,7 +3,7 @@
 
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
-use super::args::{self, Args, TABLE_PARAMETERS, named};
+use super::args::{self, Args, TABLE_PARAMETERS, THRESHOLD_PARAMETERS, named};
 use super::{Cell, RowFunction};
 use crate::duck::HostDb;
 use crate::error::Result;
@@ -23,10 +23,7 @@ pub struct ProfileInput {
 /// Parses `table` and the threshold and table options.
 pub fn parse_profile_input(args: &Args) -> Result<ProfileInput> {
     let table = args.required_string(0, "table")?;
-    let thresholds = Thresholds::new(
-        args.f64("small_file_threshold_mb", 64.0)?,
-        args.f64("fragmentation_ratio_threshold", 0.35)?,
-    )?;
+    let thresholds = args.thresholds()?;
     Ok(ProfileInput { table, locate: args.locate_options()?, thresholds })
 }
 
@@ -50,7 +47,7 @@ impl RowFunction for Fragmentation {
     }
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
-        let mut names = vec!["small_file_threshold_mb", "fragmentation_ratio_threshold"];
+        let mut names = THRESHOLD_PARAMETERS.to_vec();
         names.extend(TABLE_PARAMETERS);
         named(&names)
     }

@@ -3,7 +3,7 @@
 
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
-use super::args::{self, Args, TABLE_PARAMETERS, named};
+use super::args::{self, Args, TABLE_PARAMETERS, THRESHOLD_PARAMETERS, named};
 use super::fragmentation::{ProfileInput, parse_profile_input, profile_table};
 use super::{Cell, RowFunction};
 use crate::duck::HostDb;
@@ -28,7 +28,8 @@ impl RowFunction for FragmentationSummary {
     }
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
-        let mut names = vec!["small_file_threshold_mb", "fragmentation_ratio_threshold", "target_file_size_mb"];
+        let mut names = THRESHOLD_PARAMETERS.to_vec();
+        names.extend(["target_file_size_mb"]);
         names.extend(TABLE_PARAMETERS);
         named(&names)
     }

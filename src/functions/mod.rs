@@ -7,6 +7,7 @@
 //! or a prepared statement never touches a table.
 
 pub mod args;
+pub mod compact;
 pub mod demo;
 pub mod fragmentation;
 pub mod fragmentation_summary;
@@ -148,5 +149,6 @@ pub fn register(connection: &duckdb::Connection, host: HostDb) -> duckdb::Result
         &host,
     )?;
     connection.register_table_function_with_extra_info::<Table<demo::Demo>, _>(demo::Demo::NAME, &host)?;
+    connection.register_table_function_with_extra_info::<Table<compact::Compact>, _>(compact::Compact::NAME, &host)?;
     Ok(())
 }

@@ -153,7 +153,11 @@ fn yaml_path() -> Option<PathBuf> {
 
 /// Splits `[catalog.]namespace.table`: a leading part is taken as the catalog when it names a
 /// configured catalog and no `catalog` option was given.
-pub fn split_identifier(identifier: &str, config: &PyicebergConfig, options: &CatalogOptions) -> Result<(Option<String>, String, String)> {
+pub fn split_identifier(
+    identifier: &str,
+    config: &PyicebergConfig,
+    options: &CatalogOptions,
+) -> Result<(Option<String>, String, String)> {
     let parts: Vec<&str> = identifier.split('.').collect();
     if parts.len() < 2 || parts.iter().any(|p| p.trim().is_empty()) {
         return Err(Error::invalid(format!(
@@ -217,6 +221,11 @@ pub fn sqlite_path(uri: &str) -> Result<PathBuf> {
     Ok(PathBuf::from(path))
 }
 
+/// The current metadata location of `namespace.table` in the sqlite catalog at `database`.
+pub fn lookup_in(database: &PathBuf, catalog: &str, namespace: &str, table: &str) -> Result<String> {
+    lookup(database, catalog, namespace, table)
+}
+
 fn lookup(database: &PathBuf, catalog: &str, namespace: &str, table: &str) -> Result<String> {
     if !database.is_file() {
         return Err(Error::new(
@@ -265,9 +274,7 @@ mod tests {
     #[test]
     fn env_overrides_yaml_and_options_override_env() {
         let mut config = PyicebergConfig::default();
-        config
-            .merge_yaml("catalog:\n  default:\n    uri: sqlite:////yaml.db\n    warehouse: file:///w\n")
-            .unwrap();
+        config.merge_yaml("catalog:\n  default:\n    uri: sqlite:////yaml.db\n    warehouse: file:///w\n").unwrap();
         config.merge_env(env(&[("PYICEBERG_CATALOG__DEFAULT__URI", "sqlite:////env.db"), ("HOME", "/x")]));
         let c = config.catalog(&CatalogOptions::default());
         assert_eq!(c.name, "default");

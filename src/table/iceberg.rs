@@ -53,26 +53,78 @@ impl IcebergTable {
         Ok(list.consume_entries().into_iter().collect())
     }
 
-    /// Every live (added or existing) data and delete file of the current snapshot.
-    pub fn live_files(&self) -> Result<Vec<DataFile>> {
+    /// Every manifest of the current snapshot, decoded (entries inherit sequence numbers and
+    /// snapshot ids from the manifest list), in manifest-list order.
+    pub fn load_manifests(&self) -> Result<Vec<LoadedManifest>> {
         let manifests = self.current_manifests()?;
-        let metadata = self.metadata.clone();
         let file_io = self.file_io.clone();
         runtime::block_on(async move {
             let mut handles = Vec::with_capacity(manifests.len());
-            for manifest in manifests {
-                let (metadata, file_io) = (metadata.clone(), file_io.clone());
-                handles.push(runtime::spawn(async move { read_manifest(&metadata, &file_io, &manifest).await })?);
+            for file in manifests {
+                let file_io = file_io.clone();
+                handles.push(runtime::spawn(async move { load_manifest(&file_io, file).await })?);
             }
-            let mut files = Vec::new();
+            let mut loaded = Vec::with_capacity(handles.len());
             let mut results = futures::stream::iter(handles).buffered(MANIFEST_CONCURRENCY);
             while let Some(joined) = results.next().await {
-                let part = joined.map_err(|e| Error::new(ErrorKind::Io, format!("manifest reader failed: {e}")))??;
-                files.extend(part);
+                loaded.push(joined.map_err(|e| Error::new(ErrorKind::Io, format!("manifest reader failed: {e}")))??);
             }
-            Ok(files)
+            Ok(loaded)
         })?
     }
+
+    /// Every live (added or existing) data and delete file of the current snapshot.
+    pub fn live_files(&self) -> Result<Vec<DataFile>> {
+        let manifests = self.load_manifests()?;
+        let mut files = Vec::new();
+        for manifest in &manifests {
+            files.extend(self.model_files(manifest));
+        }
+        Ok(files)
+    }
+
+    /// The live files of one manifest in the format-neutral model.
+    pub fn model_files(&self, loaded: &LoadedManifest) -> Vec<DataFile> {
+        let spec_id = loaded.file.partition_spec_id;
+        let spec: PartitionSpec = match self.metadata.partition_spec_by_id(spec_id) {
+            Some(spec) => spec.as_ref().clone(),
+            None => loaded.manifest.metadata().partition_spec().clone(),
+        };
+        let field_types: Option<Vec<Type>> = spec
+            .partition_type(loaded.manifest.metadata().schema())
+            .ok()
+            .map(|t| t.fields().iter().map(|f| f.field_type.as_ref().clone()).collect());
+        loaded
+            .manifest
+            .entries()
+            .iter()
+            .filter(|e| e.is_alive())
+            .map(|entry| {
+                let file = entry.data_file();
+                DataFile {
+                    path: file.file_path().to_string(),
+                    size_bytes: file.file_size_in_bytes(),
+                    record_count: file.record_count(),
+                    partition: partition::label(&spec, field_types.as_deref(), file.partition()),
+                    spec_id,
+                    content: match file.content_type() {
+                        DataContentType::Data => FileContent::Data,
+                        DataContentType::PositionDeletes => FileContent::PositionDeletes,
+                        DataContentType::EqualityDeletes => FileContent::EqualityDeletes,
+                    },
+                }
+            })
+            .collect()
+    }
+}
+
+/// A manifest-list entry with its decoded manifest.
+#[derive(Debug, Clone)]
+pub struct LoadedManifest {
+    /// The manifest-list entry.
+    pub file: ManifestFile,
+    /// The decoded manifest.
+    pub manifest: Manifest,
 }
 
 /// Reads a whole metadata file; `what` names it in errors ("manifest list '…' does not exist").
@@ -82,41 +134,65 @@ pub async fn read_file(file_io: &FileIO, path: &str, what: &str) -> Result<bytes
         return Err(Error::new(ErrorKind::NotFound, format!("{what} '{path}' does not exist")));
     }
     input.read().await.map_err(|e| {
-        Error::new(ErrorKind::Io, format!("cannot read {what} '{path}'")).with_context("cause", Error::from(e).to_string())
+        Error::new(ErrorKind::Io, format!("cannot read {what} '{path}'"))
+            .with_context("cause", Error::from(e).to_string())
     })
 }
 
-async fn read_manifest(metadata: &TableMetadata, file_io: &FileIO, manifest: &ManifestFile) -> Result<Vec<DataFile>> {
-    let path = &manifest.manifest_path;
-    let bytes = read_file(file_io, path, "manifest").await?;
-    let loaded = Manifest::parse_avro(&bytes).map_err(|e| {
+async fn load_manifest(file_io: &FileIO, file: ManifestFile) -> Result<LoadedManifest> {
+    let path = &file.manifest_path;
+    if !file_io.new_input(path)?.exists().await? {
+        return Err(Error::new(ErrorKind::NotFound, format!("manifest '{path}' does not exist")));
+    }
+    let manifest = file.load_manifest(file_io).await.map_err(|e| {
         Error::new(ErrorKind::CorruptMetadata, format!("manifest '{path}' cannot be read"))
             .with_context("cause", Error::from(e).to_string())
     })?;
-    let spec_id = manifest.partition_spec_id;
-    let spec: PartitionSpec = match metadata.partition_spec_by_id(spec_id) {
-        Some(spec) => spec.as_ref().clone(),
-        None => loaded.metadata().partition_spec().clone(),
+    Ok(LoadedManifest { file, manifest })
+}
+
+/// A random positive snapshot id.
+pub fn new_snapshot_id() -> i64 {
+    (uuid::Uuid::new_v4().as_u64_pair().0 >> 1) as i64
+}
+
+/// The fields of a snapshot that a writer chooses.
+pub struct NewSnapshot {
+    /// Its id ([`new_snapshot_id`]).
+    pub snapshot_id: i64,
+    /// The snapshot it follows on `main`.
+    pub parent: Option<i64>,
+    /// The table's next sequence number.
+    pub sequence_number: i64,
+    /// When it was taken.
+    pub timestamp_ms: i64,
+    /// Its manifest list.
+    pub manifest_list: String,
+    /// What it did, with summary figures.
+    pub summary: iceberg::spec::Summary,
+    /// The schema it was written with.
+    pub schema_id: i32,
+}
+
+/// Adds `new` to `builder` as the head of the `main` branch and builds the metadata.
+pub fn add_to_main(builder: iceberg::spec::TableMetadataBuilder, new: NewSnapshot) -> Result<TableMetadata> {
+    use iceberg::spec::{Snapshot, SnapshotReference, SnapshotRetention};
+    let snapshot = Snapshot::builder()
+        .with_snapshot_id(new.snapshot_id)
+        .with_parent_snapshot_id(new.parent)
+        .with_sequence_number(new.sequence_number)
+        .with_timestamp_ms(new.timestamp_ms)
+        .with_manifest_list(new.manifest_list)
+        .with_summary(new.summary)
+        .with_schema_id(new.schema_id)
+        .build();
+    let main = SnapshotReference {
+        snapshot_id: new.snapshot_id,
+        retention: SnapshotRetention::Branch {
+            min_snapshots_to_keep: None,
+            max_snapshot_age_ms: None,
+            max_ref_age_ms: None,
+        },
     };
-    let field_types: Option<Vec<Type>> = spec
-        .partition_type(loaded.metadata().schema())
-        .ok()
-        .map(|t| t.fields().iter().map(|f| f.field_type.as_ref().clone()).collect());
-    let mut out = Vec::with_capacity(loaded.entries().len());
-    for entry in loaded.entries().iter().filter(|e| e.is_alive()) {
-        let file = entry.data_file();
-        out.push(DataFile {
-            path: file.file_path().to_string(),
-            size_bytes: file.file_size_in_bytes(),
-            record_count: file.record_count(),
-            partition: partition::label(&spec, field_types.as_deref(), file.partition()),
-            spec_id,
-            content: match file.content_type() {
-                DataContentType::Data => FileContent::Data,
-                DataContentType::PositionDeletes => FileContent::PositionDeletes,
-                DataContentType::EqualityDeletes => FileContent::EqualityDeletes,
-            },
-        });
-    }
-    Ok(out)
+    Ok(builder.add_snapshot(snapshot)?.set_ref("main", main)?.build()?.metadata)
 }

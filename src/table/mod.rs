@@ -5,6 +5,7 @@
 //! Iceberg SQL catalog configured the way pyiceberg users configure theirs ([`catalog`]).
 
 pub mod catalog;
+pub mod commit;
 pub mod iceberg;
 pub mod partition;
 
@@ -175,7 +176,7 @@ fn newest_metadata_file(candidates: Vec<PathBuf>) -> PathBuf {
     candidates.into_iter().max_by_key(key).expect("caller checked non-empty")
 }
 
-fn metadata_file_from_hint(metadata_dir: &Path, hint: &str) -> Result<PathBuf> {
+pub(crate) fn metadata_file_from_hint(metadata_dir: &Path, hint: &str) -> Result<PathBuf> {
     let hint = hint.trim();
     if hint.ends_with(".metadata.json") {
         let path = metadata_dir.join(hint.rsplit('/').next().unwrap_or(hint));

@@ -1,0 +1,633 @@
+//! Executing a compaction plan: rewrite each group of small files with DuckDB, then commit one
+//! `replace` snapshot that adds the new files and deletes the old ones.
+//!
+//! Safety rules:
+//! - every output file must hold exactly the rows of its inputs (checked before commit);
+//! - the commit is one new metadata file, made current atomically; if the table moved on while we
+//!   rewrote, the commit is retried on the new head when every replaced file is still live there,
+//!   otherwise it is abandoned;
+//! - on any failure the files we wrote (data, manifests, manifest lists) are removed, so the table
+//!   is exactly as it was; replaced files stay on disk for older snapshots until expiry.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use iceberg::io::FileIO;
+use iceberg::spec::{
+    DataContentType, DataFile as IcebergDataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion,
+    ManifestContentType, ManifestFile, ManifestListWriter, ManifestWriter, ManifestWriterBuilder, NestedField,
+    Operation, PartitionSpec, PrimitiveType, Schema, SchemaRef, Summary, TableMetadata, TableMetadataBuilder, Type,
+};
+
+use crate::duck::{HostDb, quote_ident, quote_literal};
+use crate::error::{Error, ErrorKind, Result};
+use crate::plan::compaction::{CompactionOptions, PartitionPlan, Verdict, plan};
+use crate::runtime;
+use crate::table::commit::{CommitOutcome, commit};
+use crate::table::iceberg::{IcebergTable, LoadedManifest, NewSnapshot, add_to_main, new_snapshot_id};
+use crate::table::{self, DataFile, LocateOptions, Located, strip_file_scheme};
+
+/// Commit attempts before giving up on a table that keeps moving.
+const MAX_COMMIT_ATTEMPTS: usize = 4;
+
+/// What a compaction did (or, dry, would do).
+#[derive(Debug, Clone)]
+pub struct CompactionReport {
+    /// One plan per partition, in profile order.
+    pub plans: Vec<PartitionPlan>,
+    /// Output files written per partition label and spec (empty for a dry run).
+    pub output_files: HashMap<(String, i32), u64>,
+    /// The committed snapshot, if any.
+    pub snapshot_id: Option<i64>,
+    /// The metadata file now current, if a snapshot was committed.
+    pub metadata_location: Option<String>,
+    /// Whether nothing was written on purpose.
+    pub dry_run: bool,
+}
+
+/// A file written by the rewrite, ready for a manifest.
+struct Written {
+    local_path: String,
+    data_file: IcebergDataFile,
+    replaces: Vec<String>,
+    key: (String, i32),
+}
+
+/// Locates `table`, plans, and (unless `dry_run`) rewrites and commits.
+pub fn compact(
+    table_name: &str,
+    locate: &LocateOptions,
+    options: &CompactionOptions,
+    dry_run: bool,
+    host: &HostDb,
+) -> Result<CompactionReport> {
+    options.validate()?;
+    let located = table::locate(table_name, locate)?;
+    let table = IcebergTable::load(&located.metadata_location)?;
+    if table.metadata.format_version() > FormatVersion::V2 {
+        return Err(Error::new(ErrorKind::Unsupported, "compaction supports Iceberg format versions 1 and 2"));
+    }
+    let manifests = table.load_manifests()?;
+    let (files, sources) = live_data(&table, &manifests);
+    let plans = plan(&files, options);
+    let mut report =
+        CompactionReport { plans, output_files: HashMap::new(), snapshot_id: None, metadata_location: None, dry_run };
+    if dry_run || report.plans.iter().all(|p| p.groups.is_empty()) {
+        return Ok(report);
+    }
+
+    let conn = host.connect()?;
+    let mut written: Vec<Written> = Vec::new();
+    let result = (|| {
+        for p in report.plans.iter().filter(|p| p.verdict == Verdict::Compact) {
+            for group in &p.groups {
+                let inputs: Vec<&IcebergDataFile> = group.iter().map(|&i| sources[i]).collect();
+                let out = rewrite_group(&conn, &table, &inputs, (p.partition.clone(), p.spec_id))?;
+                written.push(out);
+            }
+        }
+        commit_with_retries(located.clone(), table.clone(), manifests.clone(), &written)
+    })();
+    drop(conn);
+    match result {
+        Ok((snapshot_id, location)) => {
+            for w in &written {
+                *report.output_files.entry(w.key.clone()).or_default() += 1;
+            }
+            report.snapshot_id = Some(snapshot_id);
+            report.metadata_location = Some(location);
+            Ok(report)
+        }
+        Err(e) => {
+            for w in &written {
+                let _ = std::fs::remove_file(&w.local_path);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The live data files (model and iceberg form, index-aligned) of the loaded manifests.
+fn live_data<'a>(table: &IcebergTable, manifests: &'a [LoadedManifest]) -> (Vec<DataFile>, Vec<&'a IcebergDataFile>) {
+    let mut files = Vec::new();
+    let mut sources = Vec::new();
+    for loaded in manifests {
+        let model = table.model_files(loaded);
+        let alive = loaded.manifest.entries().iter().filter(|e| e.is_alive()).map(|e| e.data_file());
+        for (m, source) in model.into_iter().zip(alive) {
+            files.push(m);
+            sources.push(source);
+        }
+    }
+    (files, sources)
+}
+
+/// DuckDB's name for an Iceberg primitive type.
+fn duckdb_type(ty: &PrimitiveType) -> Option<String> {
+    Some(match ty {
+        PrimitiveType::Boolean => "BOOLEAN".into(),
+        PrimitiveType::Int => "INTEGER".into(),
+        PrimitiveType::Long => "BIGINT".into(),
+        PrimitiveType::Float => "FLOAT".into(),
+        PrimitiveType::Double => "DOUBLE".into(),
+        PrimitiveType::Decimal { precision, scale } => format!("DECIMAL({precision}, {scale})"),
+        PrimitiveType::Date => "DATE".into(),
+        PrimitiveType::Time => "TIME".into(),
+        PrimitiveType::Timestamp => "TIMESTAMP".into(),
+        PrimitiveType::Timestamptz => "TIMESTAMPTZ".into(),
+        PrimitiveType::TimestampNs => "TIMESTAMP_NS".into(),
+        PrimitiveType::String => "VARCHAR".into(),
+        PrimitiveType::Uuid => "UUID".into(),
+        PrimitiveType::Fixed(_) | PrimitiveType::Binary => "BLOB".into(),
+        PrimitiveType::TimestamptzNs => return None,
+    })
+}
+
+/// `FIELD_IDS` value for one field: the id, or a struct naming children's ids.
+fn field_ids(field: &NestedField) -> String {
+    match field.field_type.as_ref() {
+        Type::Primitive(_) => field.id.to_string(),
+        Type::Struct(s) => {
+            let children: Vec<String> =
+                s.fields().iter().map(|f| format!("{}: {}", quote_ident(&f.name), field_ids(f))).collect();
+            format!("{{__duckdb_field_id: {}, {}}}", field.id, children.join(", "))
+        }
+        Type::List(l) => format!("{{__duckdb_field_id: {}, element: {}}}", field.id, field_ids(&l.element_field)),
+        Type::Map(m) => format!(
+            "{{__duckdb_field_id: {}, key: {}, value: {}}}",
+            field.id,
+            field_ids(&m.key_field),
+            field_ids(&m.value_field)
+        ),
+    }
+}
+
+/// The `SELECT` reading `inputs` as the current schema: by field id (renames and added columns
+/// resolve like Iceberg readers) when every column is primitive, by name otherwise.
+fn select_sql(schema: &Schema, inputs: &[String], sort: &[String]) -> String {
+    let files = format!("[{}]", inputs.iter().map(|p| quote_literal(p)).collect::<Vec<_>>().join(", "));
+    let fields = schema.as_struct().fields();
+    let columns = fields.iter().map(|f| quote_ident(&f.name)).collect::<Vec<_>>().join(", ");
+    let by_id: Option<Vec<String>> = fields
+        .iter()
+        .map(|f| match f.field_type.as_ref() {
+            Type::Primitive(p) => duckdb_type(p).map(|t| {
+                format!(
+                    "{}: {{name: {}, type: {}, default_value: NULL}}",
+                    f.id,
+                    quote_literal(&f.name),
+                    quote_literal(&t)
+                )
+            }),
+            _ => None,
+        })
+        .collect();
+    let source = match by_id {
+        Some(entries) => format!("read_parquet({files}, schema = MAP {{{}}})", entries.join(", ")),
+        None => format!("read_parquet({files}, union_by_name = true)"),
+    };
+    let order = if sort.is_empty() { String::new() } else { format!(" ORDER BY {}", sort.join(", ")) };
+    format!("SELECT {columns} FROM {source}{order}")
+}
+
+/// `ORDER BY` terms for the table's default sort order (identity transforms only).
+fn sort_terms(table: &IcebergTable) -> Vec<String> {
+    let schema = table.metadata.current_schema();
+    table
+        .metadata
+        .default_sort_order()
+        .fields
+        .iter()
+        .filter(|f| f.transform == iceberg::spec::Transform::Identity)
+        .filter_map(|f| {
+            let field = schema.field_by_id(f.source_id)?;
+            let dir = if f.direction == iceberg::spec::SortDirection::Descending { "DESC" } else { "ASC" };
+            let nulls = if f.null_order == iceberg::spec::NullOrder::First { "NULLS FIRST" } else { "NULLS LAST" };
+            Some(format!("{} {dir} {nulls}", quote_ident(&field.name)))
+        })
+        .collect()
+}
+
+fn compression(table: &IcebergTable) -> &'static str {
+    match table.metadata.properties().get("write.parquet.compression-codec").map(|s| s.to_lowercase()).as_deref() {
+        Some("snappy") => "snappy",
+        Some("gzip") => "gzip",
+        Some("lz4") | Some("lz4_raw") => "lz4",
+        Some("brotli") => "brotli",
+        Some("uncompressed") | Some("none") => "uncompressed",
+        _ => "zstd",
+    }
+}
+
+/// Rewrites one group into one file next to its first input; checks the row count.
+fn rewrite_group(
+    conn: &duckdb::Connection,
+    table: &IcebergTable,
+    inputs: &[&IcebergDataFile],
+    key: (String, i32),
+) -> Result<Written> {
+    let location = table.metadata.location().trim_end_matches('/');
+    let first = inputs[0].file_path();
+    let dir = match first.rsplit_once('/') {
+        Some((dir, _)) if dir.starts_with(location) => dir.to_string(),
+        _ => format!("{location}/data"),
+    };
+    let file_path = format!("{dir}/{}-compacted.parquet", uuid::Uuid::new_v4());
+    let local_path = strip_file_scheme(&file_path).to_string();
+    if let Some(parent) = Path::new(&local_path).parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let schema = table.metadata.current_schema();
+    let local_inputs: Vec<String> = inputs.iter().map(|f| strip_file_scheme(f.file_path()).to_string()).collect();
+    let ids = schema
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| format!("{}: {}", quote_ident(&f.name), field_ids(f)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = format!(
+        "COPY ({}) TO {} (FORMAT parquet, COMPRESSION {}, FIELD_IDS {{{ids}}}, RETURN_STATS)",
+        select_sql(schema, &local_inputs, &sort_terms(table)),
+        quote_literal(&local_path),
+        compression(table),
+    );
+    let written = (|| {
+        let (rows, bytes): (u64, u64) = conn.query_row(&sql, [], |r| Ok((r.get(1)?, r.get(2)?)))?;
+        let expected: u64 = inputs.iter().map(|f| f.record_count()).sum();
+        if rows != expected {
+            return Err(Error::new(
+                ErrorKind::CorruptMetadata,
+                format!(
+                    "rewrite of {} files produced {rows} rows, the manifests list {expected}; nothing was committed",
+                    inputs.len()
+                ),
+            ));
+        }
+        let stats = column_stats(conn, &local_path, schema)?;
+        DataFileBuilder::default()
+            .content(DataContentType::Data)
+            .file_path(file_path.clone())
+            .file_format(DataFileFormat::Parquet)
+            .partition(inputs[0].partition().clone())
+            .partition_spec_id(key.1)
+            .record_count(rows)
+            .file_size_in_bytes(bytes)
+            .column_sizes(stats.sizes)
+            .value_counts(stats.values)
+            .null_value_counts(stats.nulls)
+            .lower_bounds(stats.lower)
+            .upper_bounds(stats.upper)
+            .build()
+            .map_err(|e| Error::new(ErrorKind::CorruptMetadata, format!("data file entry: {e}")))
+    })();
+    match written {
+        Ok(data_file) => Ok(Written {
+            local_path,
+            data_file,
+            replaces: inputs.iter().map(|f| f.file_path().to_string()).collect(),
+            key,
+        }),
+        Err(e) => {
+            let _ = std::fs::remove_file(&local_path);
+            Err(e)
+        }
+    }
+}
+
+#[derive(Default)]
+struct ColumnStats {
+    sizes: HashMap<i32, u64>,
+    values: HashMap<i32, u64>,
+    nulls: HashMap<i32, u64>,
+    lower: HashMap<i32, Datum>,
+    upper: HashMap<i32, Datum>,
+}
+
+/// Parses a Parquet statistics value (as DuckDB prints it) into an Iceberg bound. Only types
+/// whose printed form is exact get bounds; a wrong bound would make other engines skip rows.
+fn bound(ty: &PrimitiveType, text: &str) -> Option<Datum> {
+    match ty {
+        PrimitiveType::Int => text.parse::<i32>().ok().map(Datum::int),
+        PrimitiveType::Long => text.parse::<i64>().ok().map(Datum::long),
+        PrimitiveType::Date => {
+            let epoch = chrono::NaiveDate::from_ymd_opt(1970, 1, 1)?;
+            let day = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()?;
+            i32::try_from((day - epoch).num_days()).ok().map(Datum::date)
+        }
+        PrimitiveType::Timestamp => chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
+            .ok()
+            .map(|t| Datum::timestamp_micros(t.and_utc().timestamp_micros())),
+        _ => None,
+    }
+}
+
+/// Per-column sizes, value and null counts, and bounds from the written file's footer.
+fn column_stats(conn: &duckdb::Connection, path: &str, schema: &Schema) -> Result<ColumnStats> {
+    let mut stmt = conn.prepare(
+        "SELECT path_in_schema, stats_min_value, stats_max_value, stats_null_count, total_compressed_size, num_values \
+         FROM parquet_metadata(?)",
+    )?;
+    let mut rows = stmt.query([path])?;
+    let mut stats = ColumnStats::default();
+    let mut lower_text: HashMap<i32, Vec<Option<String>>> = HashMap::new();
+    let mut upper_text: HashMap<i32, Vec<Option<String>>> = HashMap::new();
+    let mut null_known: HashMap<i32, bool> = HashMap::new();
+    while let Some(row) = rows.next()? {
+        let column: String = row.get(0)?;
+        let Some(field) = schema.as_struct().field_by_name(&column) else { continue };
+        if !matches!(field.field_type.as_ref(), Type::Primitive(_)) {
+            continue;
+        }
+        let id = field.id;
+        let nulls: Option<i64> = row.get(3)?;
+        *stats.sizes.entry(id).or_default() += row.get::<_, i64>(4)?.max(0) as u64;
+        *stats.values.entry(id).or_default() += row.get::<_, i64>(5)?.max(0) as u64;
+        match nulls {
+            Some(n) => *stats.nulls.entry(id).or_default() += n.max(0) as u64,
+            None => {
+                null_known.insert(id, false);
+            }
+        }
+        lower_text.entry(id).or_default().push(row.get(1)?);
+        upper_text.entry(id).or_default().push(row.get(2)?);
+    }
+    for (id, known) in null_known {
+        if !known {
+            stats.nulls.remove(&id);
+        }
+    }
+    for field in schema.as_struct().fields() {
+        let Type::Primitive(ty) = field.field_type.as_ref() else { continue };
+        let parse_all = |texts: Option<&Vec<Option<String>>>| -> Option<Vec<Datum>> {
+            texts?.iter().map(|t| t.as_deref().and_then(|t| bound(ty, t))).collect()
+        };
+        // Only when every row group has a parseable bound (an all-null row group has none).
+        if let (Some(lo), Some(hi)) = (parse_all(lower_text.get(&field.id)), parse_all(upper_text.get(&field.id))) {
+            let min = lo.into_iter().reduce(|a, b| if b < a { b } else { a });
+            let max = hi.into_iter().reduce(|a, b| if b > a { b } else { a });
+            if let (Some(min), Some(max)) = (min, max) {
+                stats.lower.insert(field.id, min);
+                stats.upper.insert(field.id, max);
+            }
+        }
+    }
+    Ok(stats)
+}
+
+/// Commits, retrying on a moved head while every replaced file is still live there.
+fn commit_with_retries(
+    mut located: Located,
+    mut table: IcebergTable,
+    mut manifests: Vec<LoadedManifest>,
+    written: &[Written],
+) -> Result<(i64, String)> {
+    let replaced: HashSet<&str> = written.iter().flat_map(|w| w.replaces.iter().map(String::as_str)).collect();
+    pause_for_tests();
+    for _attempt in 0..MAX_COMMIT_ATTEMPTS {
+        let mut scratch = Vec::new();
+        let attempt = (|| {
+            let (metadata, snapshot_id) = build_snapshot(&table, &manifests, &replaced, written, &mut scratch)?;
+            Ok::<_, Error>((commit(&located, &metadata)?, snapshot_id))
+        })();
+        match attempt {
+            Ok((CommitOutcome::Committed(location), snapshot_id)) => return Ok((snapshot_id, location)),
+            Ok((CommitOutcome::Conflict, _)) => {
+                remove_all(&scratch);
+                // Re-read the head; retry only if nothing we replace was touched.
+                located = relocate(&located)?;
+                table = IcebergTable::load(&located.metadata_location)?;
+                manifests = table.load_manifests()?;
+                let (files, _) = live_data(&table, &manifests);
+                let live: HashSet<&str> = files.iter().map(|f| f.path.as_str()).collect();
+                if let Some(gone) = replaced.iter().find(|p| !live.contains(**p)) {
+                    return Err(Error::new(
+                        ErrorKind::Catalog,
+                        format!(
+                            "commit conflict: the table changed while compacting and '{gone}' is no longer live; \
+                             nothing was committed and the rewritten files were removed"
+                        ),
+                    ));
+                }
+            }
+            Err(e) => {
+                remove_all(&scratch);
+                return Err(e);
+            }
+        }
+    }
+    Err(Error::new(
+        ErrorKind::Catalog,
+        format!("commit conflict: the table kept changing; gave up after {MAX_COMMIT_ATTEMPTS} attempts"),
+    ))
+}
+
+/// Test hook: `LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS` holds the commit back so an integration test
+/// can commit a concurrent change in between. Unset in normal use.
+fn pause_for_tests() {
+    if let Some(ms) = std::env::var("LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS").ok().and_then(|v| v.parse::<u64>().ok()) {
+        std::thread::sleep(std::time::Duration::from_millis(ms.min(60_000)));
+    }
+}
+
+fn remove_all(paths: &[String]) {
+    for p in paths {
+        let _ = std::fs::remove_file(strip_file_scheme(p));
+    }
+}
+
+/// Where the table's current metadata is now (the catalog's pointer, or the version hint).
+fn relocate(located: &Located) -> Result<Located> {
+    match &located.catalog_table {
+        Some(t) => {
+            let fresh = table::catalog::lookup_in(&t.database, &t.catalog, &t.namespace, &t.table)?;
+            Ok(Located {
+                metadata_location: fresh.clone(),
+                catalog_table: Some(table::catalog::CatalogTable { metadata_location: fresh, ..t.clone() }),
+            })
+        }
+        None => {
+            let base = Path::new(strip_file_scheme(&located.metadata_location));
+            let dir = base
+                .parent()
+                .and_then(Path::parent)
+                .ok_or_else(|| Error::invalid("metadata file has no table directory"))?;
+            let hint = dir.join("metadata").join("version-hint.text");
+            if hint.is_file() {
+                table::locate(&dir.to_string_lossy(), &LocateOptions::default())
+            } else {
+                table::locate(&dir.to_string_lossy(), &LocateOptions { latest_metadata: true, ..Default::default() })
+            }
+        }
+    }
+}
+
+fn manifest_writer(
+    file_io: &FileIO,
+    path: &str,
+    snapshot_id: i64,
+    schema: SchemaRef,
+    spec: PartitionSpec,
+    version: FormatVersion,
+) -> Result<ManifestWriter> {
+    let builder = ManifestWriterBuilder::new(file_io.new_output(path)?, Some(snapshot_id), schema, spec);
+    Ok(match version {
+        FormatVersion::V1 => builder.build_v1(),
+        _ => builder.build_v2_data(),
+    })
+}
+
+/// Writes the manifests and manifest list of the replace snapshot on `table`; returns the new
+/// metadata. Every file written is recorded in `scratch` for cleanup.
+fn build_snapshot(
+    table: &IcebergTable,
+    manifests: &[LoadedManifest],
+    replaced: &HashSet<&str>,
+    written: &[Written],
+    scratch: &mut Vec<String>,
+) -> Result<(TableMetadata, i64)> {
+    let metadata = &table.metadata;
+    let version = metadata.format_version();
+    let file_io = &table.file_io;
+    let snapshot_id = new_snapshot_id();
+    let sequence_number = metadata.next_sequence_number();
+    let parent = metadata.current_snapshot_id();
+    let metadata_dir = {
+        let loc = &table.metadata_location;
+        loc.rsplit_once('/').map(|(d, _)| d.to_string()).unwrap_or_else(|| format!("{}/metadata", metadata.location()))
+    };
+    let new_manifest_path = |suffix: &str| format!("{metadata_dir}/{}-{suffix}.avro", uuid::Uuid::new_v4());
+
+    let mut new_manifests: Vec<ManifestFile> = Vec::new();
+    let mut found = 0usize;
+    let (mut deleted_files, mut deleted_records, mut removed_bytes) = (0u64, 0u64, 0u64);
+    let (mut total_files, mut total_records, mut total_bytes, mut total_deletes) = (0u64, 0u64, 0u64, 0u64);
+    runtime::block_on(async {
+        // Carry over or rewrite the existing manifests.
+        for loaded in manifests {
+            let alive: Vec<_> = loaded.manifest.entries().iter().filter(|e| e.is_alive()).collect();
+            if loaded.file.content == ManifestContentType::Deletes {
+                total_deletes += alive.len() as u64;
+                new_manifests.push(loaded.file.clone());
+                continue;
+            }
+            let touched = alive.iter().any(|e| replaced.contains(e.file_path()));
+            if !touched {
+                for e in &alive {
+                    total_files += 1;
+                    total_records += e.record_count();
+                    total_bytes += e.file_size_in_bytes();
+                }
+                new_manifests.push(loaded.file.clone());
+                continue;
+            }
+            let path = new_manifest_path("m0");
+            scratch.push(path.clone());
+            let mut writer = manifest_writer(
+                file_io,
+                &path,
+                snapshot_id,
+                loaded.manifest.metadata().schema().clone(),
+                loaded.manifest.metadata().partition_spec().clone(),
+                version,
+            )?;
+            for e in alive {
+                let seq = e.sequence_number().unwrap_or(0);
+                let file_seq = e.file_sequence_number.or(Some(seq));
+                if replaced.contains(e.file_path()) {
+                    found += 1;
+                    deleted_files += 1;
+                    deleted_records += e.record_count();
+                    removed_bytes += e.file_size_in_bytes();
+                    writer.add_delete_file(e.data_file().clone(), seq, file_seq)?;
+                } else {
+                    total_files += 1;
+                    total_records += e.record_count();
+                    total_bytes += e.file_size_in_bytes();
+                    let added_by = e.snapshot_id().unwrap_or(loaded.file.added_snapshot_id);
+                    writer.add_existing_file(e.data_file().clone(), added_by, seq, file_seq)?;
+                }
+            }
+            new_manifests.push(writer.write_manifest_file().await?);
+        }
+        if found != replaced.len() {
+            return Err(Error::new(
+                ErrorKind::CorruptMetadata,
+                format!("{} of the files to replace are not live in the base snapshot", replaced.len() - found),
+            ));
+        }
+        // One manifest of added files per partition spec.
+        let mut by_spec: HashMap<i32, Vec<&Written>> = HashMap::new();
+        for w in written {
+            by_spec.entry(w.key.1).or_default().push(w);
+        }
+        let mut added_manifests = Vec::new();
+        let (mut added_records, mut added_bytes) = (0u64, 0u64);
+        for (spec_id, files) in by_spec {
+            let spec = metadata.partition_spec_by_id(spec_id).ok_or_else(|| {
+                Error::new(ErrorKind::CorruptMetadata, format!("partition spec {spec_id} is missing"))
+            })?;
+            let path = new_manifest_path("m1");
+            scratch.push(path.clone());
+            let mut writer = manifest_writer(
+                file_io,
+                &path,
+                snapshot_id,
+                metadata.current_schema().clone(),
+                spec.as_ref().clone(),
+                version,
+            )?;
+            for w in files {
+                added_records += w.data_file.record_count();
+                added_bytes += w.data_file.file_size_in_bytes();
+                writer.add_file(w.data_file.clone(), sequence_number)?;
+            }
+            added_manifests.push(writer.write_manifest_file().await?);
+        }
+        total_files += written.len() as u64;
+        total_records += added_records;
+        total_bytes += added_bytes;
+
+        let list_path = format!("{metadata_dir}/snap-{snapshot_id}-1-{}.avro", uuid::Uuid::new_v4());
+        scratch.push(list_path.clone());
+        let output = file_io.new_output(&list_path)?.writer().await?;
+        let mut list = match version {
+            FormatVersion::V1 => ManifestListWriter::v1(output, snapshot_id, parent),
+            _ => ManifestListWriter::v2(output, snapshot_id, parent, sequence_number),
+        };
+        list.add_manifests(added_manifests.into_iter().chain(new_manifests))?;
+        list.close().await?;
+
+        let summary = Summary {
+            operation: Operation::Replace,
+            additional_properties: HashMap::from([
+                ("added-data-files".to_string(), written.len().to_string()),
+                ("deleted-data-files".to_string(), deleted_files.to_string()),
+                ("added-records".to_string(), added_records.to_string()),
+                ("deleted-records".to_string(), deleted_records.to_string()),
+                ("added-files-size".to_string(), added_bytes.to_string()),
+                ("removed-files-size".to_string(), removed_bytes.to_string()),
+                ("total-data-files".to_string(), total_files.to_string()),
+                ("total-records".to_string(), total_records.to_string()),
+                ("total-files-size".to_string(), total_bytes.to_string()),
+                ("total-delete-files".to_string(), total_deletes.to_string()),
+                ("engine-name".to_string(), "lakehouse".to_string()),
+            ]),
+        };
+        let builder =
+            TableMetadataBuilder::new_from_metadata(metadata.as_ref().clone(), Some(table.metadata_location.clone()));
+        let next = add_to_main(
+            builder,
+            NewSnapshot {
+                snapshot_id,
+                parent,
+                sequence_number,
+                timestamp_ms: chrono::Utc::now().timestamp_millis(),
+                manifest_list: list_path,
+                summary,
+                schema_id: metadata.current_schema_id(),
+            },
+        )?;
+        Ok((next, snapshot_id))
+    })?
+}

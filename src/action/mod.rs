@@ -1,0 +1,3 @@
+//! Actions: execute a plan against a table and return what was done.
+
+pub mod compact;

@@ -1,0 +1,270 @@
+//! Bin-pack compaction planning (pure).
+//!
+//! Per partition (of one partition spec) the verdict comes from the profile's thresholds. Only a
+//! degraded partition is compacted, and only its *small* files are rewritten: they are packed,
+//! largest first, into groups of about `target_file_size_mb` (first-fit decreasing); each group
+//! becomes one output file, so output sizes are controlled here and not by the writer. A group of
+//! one file would rewrite a file into itself and is dropped. Partitions with delete files are
+//! skipped until deletes are applied during rewrite, so no deleted row can come back.
+
+use std::collections::BTreeMap;
+
+use crate::error::{Error, Result};
+use crate::profile::{MIB, Thresholds, profile};
+use crate::table::{DataFile, FileContent};
+
+/// What the user asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompactionOptions {
+    /// Verdict thresholds.
+    pub thresholds: Thresholds,
+    /// Output file size to aim for, MiB.
+    pub target_file_size_mb: f64,
+    /// A partition with fewer small files than this is skipped.
+    pub min_input_files: u64,
+    /// Only these partition labels (as the profile prints them), when given.
+    pub partitions: Option<Vec<String>>,
+}
+
+impl Default for CompactionOptions {
+    fn default() -> Self {
+        Self { thresholds: Thresholds::default(), target_file_size_mb: 128.0, min_input_files: 2, partitions: None }
+    }
+}
+
+impl CompactionOptions {
+    /// Checks the target and `min_input_files`.
+    pub fn validate(&self) -> Result<()> {
+        if !self.target_file_size_mb.is_finite() || self.target_file_size_mb <= 0.0 {
+            return Err(Error::invalid(format!(
+                "target_file_size_mb must be a positive number of MiB, got {}",
+                self.target_file_size_mb
+            )));
+        }
+        if self.target_file_size_mb < self.thresholds.small_file_threshold_mb {
+            return Err(Error::invalid(format!(
+                "target_file_size_mb ({}) must not be below small_file_threshold_mb ({}): compacted files would still be small",
+                self.target_file_size_mb, self.thresholds.small_file_threshold_mb
+            )));
+        }
+        if self.min_input_files < 2 {
+            return Err(Error::invalid(format!("min_input_files must be at least 2, got {}", self.min_input_files)));
+        }
+        Ok(())
+    }
+}
+
+/// The decision for one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Small files will be rewritten.
+    Compact,
+    /// Below the ratio threshold: left alone.
+    Healthy,
+    /// Degraded or not, left alone for the stated reason.
+    Skipped,
+}
+
+impl Verdict {
+    /// Lower-case name for output rows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Compact => "compact",
+            Verdict::Healthy => "healthy",
+            Verdict::Skipped => "skipped",
+        }
+    }
+}
+
+/// The plan for one partition.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionPlan {
+    /// Partition label.
+    pub partition: String,
+    /// Partition spec id.
+    pub spec_id: i32,
+    /// The decision.
+    pub verdict: Verdict,
+    /// Why, in words (`healthy: ratio 0.20 < 0.35`).
+    pub reason: String,
+    /// Live data files now.
+    pub files_before: u64,
+    /// Small live data files now.
+    pub small_files_before: u64,
+    /// Groups of input files (indices into the planner's `files`), one output file each.
+    pub groups: Vec<Vec<usize>>,
+    /// Bytes of the files that will be rewritten.
+    pub bytes_to_rewrite: u64,
+}
+
+impl PartitionPlan {
+    /// Files rewritten.
+    pub fn input_files(&self) -> u64 {
+        self.groups.iter().map(|g| g.len() as u64).sum()
+    }
+
+    /// Live data files once the plan is applied.
+    pub fn files_after(&self) -> u64 {
+        self.files_before - self.input_files() + self.groups.len() as u64
+    }
+}
+
+/// Plans compaction of `files` (the current snapshot's live files).
+pub fn plan(files: &[DataFile], options: &CompactionOptions) -> Vec<PartitionPlan> {
+    let small_limit = options.thresholds.small_file_threshold_bytes();
+    let target_bytes = (options.target_file_size_mb * MIB) as u64;
+    let mut small_by_partition: BTreeMap<(&str, i32), Vec<usize>> = BTreeMap::new();
+    for (i, f) in files.iter().enumerate() {
+        if f.content == FileContent::Data && (f.size_bytes as f64) < small_limit {
+            small_by_partition.entry((f.partition.as_str(), f.spec_id)).or_default().push(i);
+        }
+    }
+    let threshold = options.thresholds.fragmentation_ratio_threshold;
+    profile(files, &options.thresholds)
+        .into_iter()
+        .map(|p| {
+            let mut plan = PartitionPlan {
+                partition: p.partition.clone(),
+                spec_id: p.spec_id,
+                verdict: Verdict::Skipped,
+                reason: String::new(),
+                files_before: p.total_files,
+                small_files_before: p.small_files,
+                groups: Vec::new(),
+                bytes_to_rewrite: 0,
+            };
+            let selected = options.partitions.as_ref().is_none_or(|list| list.iter().any(|l| l == &p.partition));
+            if !selected {
+                plan.reason = "skipped: not in the partitions list".into();
+            } else if !p.requires_compaction {
+                plan.verdict = Verdict::Healthy;
+                plan.reason = format!("healthy: ratio {:.2} < {threshold}", p.fragmentation_ratio);
+            } else if p.delete_files > 0 {
+                plan.reason = format!("skipped: has {} delete files", p.delete_files);
+            } else if p.small_files < options.min_input_files {
+                plan.reason =
+                    format!("skipped: {} small files < min_input_files {}", p.small_files, options.min_input_files);
+            } else {
+                let small = &small_by_partition[&(p.partition.as_str(), p.spec_id)];
+                plan.groups = bin_pack(small.iter().map(|&i| (i, files[i].size_bytes)), target_bytes);
+                plan.bytes_to_rewrite = plan.groups.iter().flatten().map(|&i| files[i].size_bytes).sum();
+                if plan.groups.is_empty() {
+                    plan.reason = "skipped: no group of two or more small files fits the target".into();
+                } else {
+                    plan.verdict = Verdict::Compact;
+                    plan.reason = format!(
+                        "compact: ratio {:.2} >= {threshold}, {} small files -> {} files",
+                        p.fragmentation_ratio,
+                        plan.input_files(),
+                        plan.groups.len()
+                    );
+                }
+            }
+            plan
+        })
+        .collect()
+}
+
+/// First-fit decreasing: groups whose sizes add up to at most `target` (a file larger than the
+/// target gets a group of its own); groups of a single file are dropped.
+pub fn bin_pack(items: impl IntoIterator<Item = (usize, u64)>, target: u64) -> Vec<Vec<usize>> {
+    let mut items: Vec<(usize, u64)> = items.into_iter().collect();
+    items.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut bins: Vec<(u64, Vec<usize>)> = Vec::new();
+    for (index, size) in items {
+        match bins.iter_mut().find(|(used, _)| used + size <= target) {
+            Some((used, members)) => {
+                *used += size;
+                members.push(index);
+            }
+            None => bins.push((size, vec![index])),
+        }
+    }
+    bins.into_iter().map(|(_, members)| members).filter(|m| m.len() >= 2).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(partition: &str, kib: u64, content: FileContent) -> DataFile {
+        DataFile {
+            path: format!("/t/{partition}/{kib}-{}.parquet", uuid::Uuid::new_v4()),
+            size_bytes: kib * 1024,
+            record_count: 1,
+            partition: partition.into(),
+            spec_id: 0,
+            content,
+        }
+    }
+
+    fn options(small_kib: f64, target_kib: f64) -> CompactionOptions {
+        CompactionOptions {
+            thresholds: Thresholds::new(small_kib / 1024.0, 0.35).unwrap(),
+            target_file_size_mb: target_kib / 1024.0,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn bin_pack_fills_to_target_and_drops_singletons() {
+        let cases: Vec<(Vec<u64>, u64, Vec<Vec<usize>>)> = vec![
+            (vec![60, 50, 40, 30, 20], 100, vec![vec![0, 2], vec![1, 3, 4]]),
+            (vec![10; 4], 100, vec![vec![0, 1, 2, 3]]),
+            (vec![90, 80], 100, vec![]),
+            (vec![], 100, vec![]),
+        ];
+        for (sizes, target, want) in cases {
+            let got = bin_pack(sizes.iter().copied().enumerate(), target);
+            assert_eq!(got, want, "{sizes:?}");
+        }
+    }
+
+    #[test]
+    fn only_degraded_partitions_get_groups() {
+        let mut files = Vec::new();
+        files.extend((0..10).map(|_| file("d=1", 10, FileContent::Data)));
+        files.extend((0..10).map(|_| file("d=2", 500, FileContent::Data)));
+        files.push(file("d=2", 10, FileContent::Data));
+        let plans = plan(&files, &options(100.0, 45.0));
+        assert_eq!(plans.len(), 2);
+        assert_eq!(plans[0].verdict, Verdict::Compact);
+        assert_eq!(plans[0].groups.len(), 3, "10 files of 10 KiB into 45 KiB groups: 4+4+2");
+        assert_eq!(plans[0].files_after(), 3);
+        assert_eq!(plans[0].bytes_to_rewrite, 100 * 1024);
+        assert_eq!(plans[1].verdict, Verdict::Healthy);
+        assert!(plans[1].reason.starts_with("healthy: ratio 0.09 < 0.35"), "{}", plans[1].reason);
+        assert!(plans[1].groups.is_empty());
+    }
+
+    #[test]
+    fn delete_files_min_input_and_partition_list_skip() {
+        let mut files = vec![file("a=1", 1, FileContent::Data), file("a=1", 1, FileContent::Data)];
+        files.push(file("a=1", 1, FileContent::PositionDeletes));
+        files.push(file("a=2", 1, FileContent::Data));
+        files.extend((0..3).map(|_| file("a=3", 1, FileContent::Data)));
+        let mut opts = options(100.0, 1000.0);
+        let plans = plan(&files, &opts);
+        let reasons: Vec<&str> = plans.iter().map(|p| p.reason.as_str()).collect();
+        assert_eq!(reasons[0], "skipped: has 1 delete files");
+        assert_eq!(reasons[1], "skipped: 1 small files < min_input_files 2");
+        assert!(reasons[2].starts_with("compact:"), "{}", reasons[2]);
+        opts.partitions = Some(vec!["a=1".into()]);
+        let plans = plan(&files, &opts);
+        assert_eq!(plans[2].reason, "skipped: not in the partitions list");
+        assert!(plans.iter().all(|p| p.groups.is_empty()));
+    }
+
+    #[test]
+    fn invalid_options() {
+        let bad = [
+            CompactionOptions { target_file_size_mb: 0.0, ..Default::default() },
+            CompactionOptions { target_file_size_mb: 32.0, ..Default::default() },
+            CompactionOptions { min_input_files: 1, ..Default::default() },
+        ];
+        for o in bad {
+            assert!(o.validate().is_err(), "{o:?}");
+        }
+        assert!(CompactionOptions::default().validate().is_ok());
+    }
+}

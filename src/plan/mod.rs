@@ -1,0 +1,4 @@
+//! Plans: plain structs that say what an action would do, computed without touching a table.
+//! `dry_run := true` returns a plan's figures; an empty plan is a no-op that writes nothing.
+
+pub mod compaction;
