@@ -1,7 +1,7 @@
 //! # lakehouse — the maintenance gate for Apache Iceberg tables, inside DuckDB
 //!
-//! A DuckDB loadable extension that profiles small-file fragmentation per partition and will
-//! compact, expire and report on degraded partitions. Metadata is read and written in Rust
+//! A DuckDB loadable extension that profiles small-file fragmentation per partition and compacts
+//! the degraded partitions (expiry and reporting are to come). Metadata is read and written in Rust
 //! through iceberg-rust; data files are written by DuckDB itself on a nested connection.
 //!
 //! ## Layout
@@ -12,6 +12,9 @@
 //!   snapshot's live files, [`table::partition`] prints partition labels, [`table::catalog`]
 //!   resolves identifiers the way pyiceberg does.
 //! - [`profile`]: fragmentation figures per partition and the summary row (pure).
+//! - [`plan`]: pure planners; [`plan::compaction`] bin-packs small files of degraded partitions.
+//! - [`action`]: executes plans; [`action::compact`] rewrites through DuckDB and commits one
+//!   `replace` snapshot ([`table::commit`] makes a metadata file current atomically).
 //! - [`demo`]: writes the fragmented demo table.
 //! - [`duck`]: the nested host connection and SQL quoting (the only place SQL text is built).
 //! - [`runtime`]: the Tokio runtime iceberg-rust's async I/O runs on.

@@ -8,6 +8,7 @@
 
 pub mod args;
 pub mod compact;
+pub mod compact_scalar;
 pub mod demo;
 pub mod fragmentation;
 pub mod fragmentation_summary;
@@ -150,5 +151,6 @@ pub fn register(connection: &duckdb::Connection, host: HostDb) -> duckdb::Result
     )?;
     connection.register_table_function_with_extra_info::<Table<demo::Demo>, _>(demo::Demo::NAME, &host)?;
     connection.register_table_function_with_extra_info::<Table<compact::Compact>, _>(compact::Compact::NAME, &host)?;
+    connection.register_scalar_function_with_state::<compact_scalar::CompactScalar>(compact::Compact::NAME, &host)?;
     Ok(())
 }
