@@ -2,8 +2,9 @@
 //!
 //! Per partition (of one partition spec) the verdict comes from the profile's thresholds. Only a
 //! degraded partition is compacted, and only its *small* files are rewritten: they are packed,
-//! largest first, into groups of about `target_file_size_mb` (first-fit decreasing); each group
-//! becomes one output file, so output sizes are controlled here and not by the writer. A group of
+//! largest first, into the fewest groups of about `target_file_size_mb`, balanced so groups are
+//! of even size ([`bin_pack`]); each group becomes one output file, so output sizes are
+//! controlled here and not by the writer. A group of
 //! one file would rewrite a file into itself and is dropped. Partitions with delete files are
 //! skipped until deletes are applied during rewrite, so no deleted row can come back.
 
@@ -165,20 +166,20 @@ pub fn plan(files: &[DataFile], options: &CompactionOptions) -> Vec<PartitionPla
         .collect()
 }
 
-/// First-fit decreasing: groups whose sizes add up to at most `target` (a file larger than the
-/// target gets a group of its own); groups of a single file are dropped.
+/// Balanced bin-packing: the fewest groups of about `target` bytes (`ceil(total / target)`),
+/// filled largest file first into the least-filled group, so groups come out of even size
+/// (258 MiB at a 128 MiB target gives three 86 MiB groups, not 128 + 128 + 2). A group exceeds
+/// `target` by less than one input file. Groups of a single file are dropped.
 pub fn bin_pack(items: impl IntoIterator<Item = (usize, u64)>, target: u64) -> Vec<Vec<usize>> {
     let mut items: Vec<(usize, u64)> = items.into_iter().collect();
+    let total: u64 = items.iter().map(|(_, size)| size).sum();
+    let count = total.div_ceil(target.max(1)).max(1) as usize;
     items.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    let mut bins: Vec<(u64, Vec<usize>)> = Vec::new();
+    let mut bins: Vec<(u64, Vec<usize>)> = vec![(0, Vec::new()); count.min(items.len().max(1))];
     for (index, size) in items {
-        match bins.iter_mut().find(|(used, _)| used + size <= target) {
-            Some((used, members)) => {
-                *used += size;
-                members.push(index);
-            }
-            None => bins.push((size, vec![index])),
-        }
+        let lightest = bins.iter_mut().min_by_key(|(used, _)| *used).expect("at least one bin");
+        lightest.0 += size;
+        lightest.1.push(index);
     }
     bins.into_iter().map(|(_, members)| members).filter(|m| m.len() >= 2).collect()
 }
@@ -209,8 +210,11 @@ mod tests {
     #[test]
     fn bin_pack_fills_to_target_and_drops_singletons() {
         let cases: Vec<(Vec<u64>, u64, Vec<Vec<usize>>)> = vec![
-            (vec![60, 50, 40, 30, 20], 100, vec![vec![0, 2], vec![1, 3, 4]]),
+            // 200 bytes at target 100: two groups of 110 and 90
+            (vec![60, 50, 40, 30, 20], 100, vec![vec![0, 3, 4], vec![1, 2]]),
             (vec![10; 4], 100, vec![vec![0, 1, 2, 3]]),
+            // 9 × 30 = 270 at target 100: three even groups, not 90 + 90 + 90 by luck of order
+            (vec![30; 9], 100, vec![vec![0, 3, 6], vec![1, 4, 7], vec![2, 5, 8]]),
             (vec![90, 80], 100, vec![]),
             (vec![], 100, vec![]),
         ];
@@ -218,6 +222,20 @@ mod tests {
             let got = bin_pack(sizes.iter().copied().enumerate(), target);
             assert_eq!(got, want, "{sizes:?}");
         }
+    }
+
+    #[test]
+    fn groups_are_even_and_no_group_exceeds_target_by_a_file() {
+        let sizes: Vec<u64> = (1..=200).map(|i| 1000 + (i * 37) % 900).collect();
+        let target = 20_000;
+        let groups = bin_pack(sizes.iter().copied().enumerate(), target);
+        let totals: Vec<u64> = groups.iter().map(|g| g.iter().map(|&i| sizes[i]).sum()).collect();
+        let total: u64 = sizes.iter().sum();
+        assert_eq!(groups.len() as u64, total.div_ceil(target));
+        let max_file = *sizes.iter().max().unwrap();
+        assert!(totals.iter().all(|t| *t < target + max_file), "{totals:?}");
+        assert!(totals.iter().max().unwrap() - totals.iter().min().unwrap() <= max_file, "{totals:?}");
+        assert_eq!(groups.iter().map(Vec::len).sum::<usize>(), sizes.len(), "every file is placed once");
     }
 
     #[test]
@@ -229,7 +247,7 @@ mod tests {
         let plans = plan(&files, &options(100.0, 45.0));
         assert_eq!(plans.len(), 2);
         assert_eq!(plans[0].verdict, Verdict::Compact);
-        assert_eq!(plans[0].groups.len(), 3, "10 files of 10 KiB into 45 KiB groups: 4+4+2");
+        assert_eq!(plans[0].groups.len(), 3, "100 KiB into 45 KiB groups: ceil(100/45) = 3 (4+3+3 files)");
         assert_eq!(plans[0].files_after(), 3);
         assert_eq!(plans[0].bytes_to_rewrite, 100 * 1024);
         assert_eq!(plans[1].verdict, Verdict::Healthy);
