@@ -163,8 +163,10 @@ fn field_ids(field: &NestedField) -> String {
 }
 
 /// The `SELECT` reading `inputs` as the current schema: by field id (renames and added columns
-/// resolve like Iceberg readers) when every column is primitive, by name otherwise.
-fn select_sql(schema: &Schema, inputs: &[String], sort: &[String]) -> String {
+/// resolve like Iceberg readers) when the files carry field ids and every column is primitive,
+/// by name otherwise (files registered without ids, e.g. pyiceberg `add_files`, are read through
+/// their column names, as Iceberg's name mapping does).
+fn select_sql(schema: &Schema, inputs: &[String], sort: &[String], files_have_ids: bool) -> String {
     let files = format!("[{}]", inputs.iter().map(|p| quote_literal(p)).collect::<Vec<_>>().join(", "));
     let fields = schema.as_struct().fields();
     let columns = fields.iter().map(|f| quote_ident(&f.name)).collect::<Vec<_>>().join(", ");
@@ -182,7 +184,7 @@ fn select_sql(schema: &Schema, inputs: &[String], sort: &[String]) -> String {
             _ => None,
         })
         .collect();
-    let source = match by_id {
+    let source = match by_id.filter(|_| files_have_ids) {
         Some(entries) => format!("read_parquet({files}, schema = MAP {{{}}})", entries.join(", ")),
         None => format!("read_parquet({files}, union_by_name = true)"),
     };
@@ -246,9 +248,10 @@ fn rewrite_group(
         .map(|f| format!("{}: {}", quote_ident(&f.name), field_ids(f)))
         .collect::<Vec<_>>()
         .join(", ");
+    let files_have_ids = files_have_field_ids(conn, &local_inputs)?;
     let sql = format!(
         "COPY ({}) TO {} (FORMAT parquet, COMPRESSION {}, FIELD_IDS {{{ids}}}, RETURN_STATS)",
-        select_sql(schema, &local_inputs, &sort_terms(table)),
+        select_sql(schema, &local_inputs, &sort_terms(table), files_have_ids),
         quote_literal(&local_path),
         compression(table),
     );
@@ -265,6 +268,7 @@ fn rewrite_group(
             ));
         }
         let stats = column_stats(conn, &local_path, schema)?;
+        check_non_null_counts(inputs, &stats, schema)?;
         DataFileBuilder::default()
             .content(DataContentType::Data)
             .file_path(file_path.clone())
@@ -293,6 +297,49 @@ fn rewrite_group(
             Err(e)
         }
     }
+}
+
+/// Whether every input file carries Parquet field ids (all or none; a mix is refused).
+fn files_have_field_ids(conn: &duckdb::Connection, inputs: &[String]) -> Result<bool> {
+    let list = format!("[{}]", inputs.iter().map(|p| quote_literal(p)).collect::<Vec<_>>().join(", "));
+    let sql = format!(
+        "SELECT count(*) FILTER (WHERE ids > 0), count(*) FROM \
+         (SELECT file_name, count(field_id) AS ids FROM parquet_schema({list}) GROUP BY file_name)"
+    );
+    let (with_ids, files): (i64, i64) = conn.query_row(&sql, [], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    match with_ids {
+        0 => Ok(false),
+        n if n == files => Ok(true),
+        _ => Err(Error::new(
+            ErrorKind::Unsupported,
+            "a group mixes Parquet files with and without field ids; nothing was committed",
+        )),
+    }
+}
+
+/// Every column must hold as many non-null values as its inputs did, per the manifests' own
+/// value and null counts (checked where every input has them). Catches a column read as NULL.
+fn check_non_null_counts(inputs: &[&IcebergDataFile], stats: &ColumnStats, schema: &Schema) -> Result<()> {
+    for field in schema.as_struct().fields() {
+        let id = field.id;
+        let expected: Option<u64> = inputs
+            .iter()
+            .map(|f| Some(f.value_counts().get(&id)?.saturating_sub(*f.null_value_counts().get(&id)?)))
+            .sum();
+        let written = stats.values.get(&id).zip(stats.nulls.get(&id)).map(|(v, n)| v.saturating_sub(*n));
+        if let (Some(expected), Some(written)) = (expected, written)
+            && expected != written
+        {
+            return Err(Error::new(
+                ErrorKind::CorruptMetadata,
+                format!(
+                    "rewrite check failed: column '{}' has {written} non-null values, its inputs {expected}; nothing was committed",
+                    field.name
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[derive(Default)]

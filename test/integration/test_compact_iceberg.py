@@ -251,3 +251,29 @@ def test_concurrent_delete_of_a_replaced_file_aborts_and_cleans_up(con, iceberg_
     rows = pyiceberg_rows(table)
     assert rows == duckdb_rows(iceberg_con, table.metadata_location)
     assert table.scan(row_filter=EqualTo("id", 3)).to_arrow().num_rows == 0, "the concurrent delete stands"
+
+
+def test_files_without_field_ids_keep_their_values(con, catalog, tmp_path):
+    """Files registered with pyiceberg add_files carry no Parquet field ids; they must be read by
+    name (as Iceberg's name mapping does), never as all-NULL columns."""
+    table = catalog.create_table(f"{c.NAMESPACE}.added", schema=c._DATE_SCHEMA, partition_spec=c._DATE_SPEC)
+    data = tmp_path / "plain"
+    data.mkdir()
+    paths = []
+    for i in range(6):
+        path = data / f"f{i}.parquet"
+        con.execute(
+            f"COPY (SELECT (range + {i * 100})::BIGINT AS id, DATE '2026-10-01' AS event_date, "
+            f"'p' || range AS payload FROM range(50)) TO '{path}' (FORMAT parquet)"
+        )
+        paths.append(str(path))
+    assert con.execute(f"SELECT count(field_id) FROM parquet_schema('{paths[0]}')").fetchone()[0] == 0
+    table.add_files(paths)
+    table = catalog.load_table(f"{c.NAMESPACE}.added")
+    before = pyiceberg_rows(table)
+    assert all(None not in r for r in before)
+    result = compact(con, f"{c.NAMESPACE}.added", catalog_uri=catalog.test_uri,
+                     small_file_threshold_mb=1.0, target_file_size_mb=8.0)
+    assert result[0]["verdict"] == "compacted", result
+    table = catalog.load_table(f"{c.NAMESPACE}.added")
+    assert pyiceberg_rows(table) == before
