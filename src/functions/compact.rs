@@ -4,7 +4,7 @@
 
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
-use super::args::{self, Args, TABLE_PARAMETERS, THRESHOLD_PARAMETERS, named};
+use super::args::{Args, TABLE_PARAMETERS, THRESHOLD_PARAMETERS, named};
 use super::{Cell, RowFunction};
 use crate::action::compact::compact;
 use crate::duck::HostDb;
@@ -26,10 +26,6 @@ pub struct Compact;
 impl RowFunction for Compact {
     const NAME: &'static str = "lakehouse_compact";
     type Input = CompactInput;
-
-    fn parameters() -> Vec<LogicalTypeHandle> {
-        vec![args::any()]
-    }
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
         let mut names = THRESHOLD_PARAMETERS.to_vec();

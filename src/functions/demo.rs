@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
-use super::args::{self, Args, named};
+use super::args::{Args, named};
 use super::{Cell, RowFunction};
 use crate::demo::{DemoOptions, write_demo};
 use crate::duck::HostDb;
@@ -17,10 +17,6 @@ pub struct Demo;
 impl RowFunction for Demo {
     const NAME: &'static str = "lakehouse_demo";
     type Input = DemoOptions;
-
-    fn parameters() -> Vec<LogicalTypeHandle> {
-        vec![args::any()]
-    }
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
         named(&["scale", "file_multiplier", "snapshots", "history_days"])

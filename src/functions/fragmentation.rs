@@ -3,7 +3,7 @@
 
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
-use super::args::{self, Args, TABLE_PARAMETERS, THRESHOLD_PARAMETERS, named};
+use super::args::{Args, TABLE_PARAMETERS, THRESHOLD_PARAMETERS, named};
 use super::{Cell, RowFunction};
 use crate::duck::HostDb;
 use crate::error::Result;
@@ -41,10 +41,6 @@ pub struct Fragmentation;
 impl RowFunction for Fragmentation {
     const NAME: &'static str = "lakehouse_fragmentation";
     type Input = ProfileInput;
-
-    fn parameters() -> Vec<LogicalTypeHandle> {
-        vec![args::any()]
-    }
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
         let mut names = THRESHOLD_PARAMETERS.to_vec();

@@ -3,7 +3,7 @@
 
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
-use super::args::{self, Args, TABLE_PARAMETERS, THRESHOLD_PARAMETERS, named};
+use super::args::{Args, TABLE_PARAMETERS, THRESHOLD_PARAMETERS, named};
 use super::fragmentation::{ProfileInput, parse_profile_input, profile_table};
 use super::{Cell, RowFunction};
 use crate::duck::HostDb;
@@ -22,10 +22,6 @@ pub struct FragmentationSummary;
 impl RowFunction for FragmentationSummary {
     const NAME: &'static str = "lakehouse_fragmentation_summary";
     type Input = SummaryInput;
-
-    fn parameters() -> Vec<LogicalTypeHandle> {
-        vec![args::any()]
-    }
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
         let mut names = THRESHOLD_PARAMETERS.to_vec();

@@ -46,8 +46,11 @@ pub trait RowFunction: 'static {
     const NAME: &'static str;
     /// Arguments parsed at bind.
     type Input: Send + Sync;
-    /// Positional parameter types.
-    fn parameters() -> Vec<LogicalTypeHandle>;
+    /// Positional parameter types: by default one, the table (or path), declared `ANY` so that
+    /// [`args::Args::required_string`] can name the function in a type error.
+    fn parameters() -> Vec<LogicalTypeHandle> {
+        vec![args::any()]
+    }
     /// Named parameters (declared `ANY`, checked in [`RowFunction::parse`]).
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)>;
     /// Output columns.
