@@ -351,10 +351,17 @@ struct ColumnStats {
     upper: HashMap<i32, Datum>,
 }
 
+/// DuckDB truncates string statistics to this many bytes: a maximum that long may be a prefix
+/// of the true maximum (too small to be an upper bound); a truncated minimum is still a valid
+/// lower bound.
+const DUCKDB_STRING_STATS_BYTES: usize = 256;
+
 /// Parses a Parquet statistics value (as DuckDB prints it) into an Iceberg bound. Only types
 /// whose printed form is exact get bounds; a wrong bound would make other engines skip rows.
-fn bound(ty: &PrimitiveType, text: &str) -> Option<Datum> {
+fn bound(ty: &PrimitiveType, text: &str, upper: bool) -> Option<Datum> {
     match ty {
+        PrimitiveType::String if upper && text.len() >= DUCKDB_STRING_STATS_BYTES => None,
+        PrimitiveType::String => Some(Datum::string(text)),
         PrimitiveType::Int => text.parse::<i32>().ok().map(Datum::int),
         PrimitiveType::Long => text.parse::<i64>().ok().map(Datum::long),
         PrimitiveType::Date => {
@@ -396,8 +403,9 @@ fn column_stats(conn: &duckdb::Connection, path: &str, schema: &Schema) -> Resul
                 null_known.insert(id, false);
             }
         }
-        lower_text.entry(id).or_default().push(row.get(1)?);
-        upper_text.entry(id).or_default().push(row.get(2)?);
+        // A value DuckDB cannot hand over as text only costs the bound, never the compaction.
+        lower_text.entry(id).or_default().push(row.get::<_, Option<String>>(1).ok().flatten());
+        upper_text.entry(id).or_default().push(row.get::<_, Option<String>>(2).ok().flatten());
     }
     for (id, known) in null_known {
         if !known {
@@ -406,11 +414,12 @@ fn column_stats(conn: &duckdb::Connection, path: &str, schema: &Schema) -> Resul
     }
     for field in schema.as_struct().fields() {
         let Type::Primitive(ty) = field.field_type.as_ref() else { continue };
-        let parse_all = |texts: Option<&Vec<Option<String>>>| -> Option<Vec<Datum>> {
-            texts?.iter().map(|t| t.as_deref().and_then(|t| bound(ty, t))).collect()
+        let parse_all = |texts: Option<&Vec<Option<String>>>, upper: bool| -> Option<Vec<Datum>> {
+            texts?.iter().map(|t| t.as_deref().and_then(|t| bound(ty, t, upper))).collect()
         };
         // Only when every row group has a parseable bound (an all-null row group has none).
-        if let (Some(lo), Some(hi)) = (parse_all(lower_text.get(&field.id)), parse_all(upper_text.get(&field.id))) {
+        let (lo, hi) = (parse_all(lower_text.get(&field.id), false), parse_all(upper_text.get(&field.id), true));
+        if let (Some(lo), Some(hi)) = (lo, hi) {
             let min = lo.into_iter().reduce(|a, b| if b < a { b } else { a });
             let max = hi.into_iter().reduce(|a, b| if b > a { b } else { a });
             if let (Some(min), Some(max)) = (min, max) {
@@ -677,4 +686,47 @@ fn build_snapshot(
         )?;
         Ok((next, snapshot_id))
     })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_only_from_exact_statistics() {
+        let long = "z".repeat(DUCKDB_STRING_STATS_BYTES);
+        let cases: Vec<(PrimitiveType, &str, bool, Option<Datum>)> = vec![
+            (PrimitiveType::Long, "-42", false, Some(Datum::long(-42))),
+            (PrimitiveType::Int, "7", true, Some(Datum::int(7))),
+            (PrimitiveType::Date, "1970-01-02", false, Some(Datum::date(1))),
+            (PrimitiveType::Timestamp, "1970-01-01 00:00:01.5", true, Some(Datum::timestamp_micros(1_500_000))),
+            (PrimitiveType::String, "abc", true, Some(Datum::string("abc"))),
+            (PrimitiveType::String, &long, false, Some(Datum::string(&long))),
+            (PrimitiveType::String, &long, true, None),
+            (PrimitiveType::Double, "1.5", false, None),
+            (PrimitiveType::Long, "not a number", false, None),
+        ];
+        for (ty, text, upper, want) in cases {
+            assert_eq!(bound(&ty, text, upper), want, "{ty:?} {text:.10} upper={upper}");
+        }
+    }
+
+    #[test]
+    fn select_reads_by_field_id_only_when_files_have_ids() {
+        let schema = Schema::builder()
+            .with_fields(vec![
+                NestedField::optional(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+                NestedField::optional(2, "it's", Type::Primitive(PrimitiveType::String)).into(),
+            ])
+            .build()
+            .unwrap();
+        let by_id = select_sql(&schema, &["/d/a.parquet".into()], &[], true);
+        assert!(by_id.contains("schema = MAP {1: {name: 'id', type: 'BIGINT'"), "{by_id}");
+        assert!(by_id.contains("\"it's\"") && by_id.contains("'it''s'"), "{by_id}");
+        let by_name = select_sql(&schema, &["/d/a.parquet".into()], &["\"id\" DESC NULLS LAST".into()], false);
+        assert!(
+            by_name.contains("union_by_name = true") && by_name.ends_with("ORDER BY \"id\" DESC NULLS LAST"),
+            "{by_name}"
+        );
+    }
 }

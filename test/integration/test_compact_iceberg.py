@@ -134,6 +134,15 @@ def test_healthy_partitions_keep_their_files_and_bounds_prune_correctly(con, ice
         got_duck = sorted_rows(iceberg_con.execute(
             f"SELECT * FROM iceberg_scan('{table.metadata_location}') WHERE id = {probe}").to_arrow_table())
         assert len(got_py) == 1 and got_py == got_duck, (probe, got_py, got_duck)
+    # String bounds too: the smallest and largest payloads of each compacted file's inputs.
+    for probe in (f"row-{i}-" + "x" * 20 for i in (0, 84, 10, 94, 104, 114)):
+        got_py = sorted_rows(table.scan(row_filter=EqualTo("payload", probe)).to_arrow())
+        got_duck = sorted_rows(iceberg_con.execute(
+            f"SELECT * FROM iceberg_scan('{table.metadata_location}') WHERE payload = '{probe}'").to_arrow_table())
+        assert len(got_py) == 1 and got_py == got_duck, (probe, got_py, got_duck)
+    bounds = {r["file_path"]: r for r in table.inspect.files().to_pylist()}
+    new_files = [r for p, r in bounds.items() if p.endswith("-compacted.parquet")]
+    assert new_files and all(r["lower_bounds"] and r["upper_bounds"] for r in new_files)
 
 
 def test_dry_run_changes_nothing(con, catalog):
