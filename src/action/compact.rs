@@ -248,7 +248,10 @@ fn rewrite_group(
         .map(|f| format!("{}: {}", quote_ident(&f.name), field_ids(f)))
         .collect::<Vec<_>>()
         .join(", ");
-    let files_have_ids = files_have_field_ids(conn, &local_inputs)?;
+    // With the manifests' value/null counts on every input, the non-null check after the rewrite
+    // catches any file read the wrong way, so one footer decides; otherwise every footer does.
+    let probe = if has_column_counts(inputs, schema) { &local_inputs[..1] } else { &local_inputs[..] };
+    let files_have_ids = files_have_field_ids(conn, probe)?;
     let sql = format!(
         "COPY ({}) TO {} (FORMAT parquet, COMPRESSION {}, FIELD_IDS {{{ids}}}, RETURN_STATS)",
         select_sql(schema, &local_inputs, &sort_terms(table), files_have_ids),
@@ -315,6 +318,20 @@ fn files_have_field_ids(conn: &duckdb::Connection, inputs: &[String]) -> Result<
             "a group mixes Parquet files with and without field ids; nothing was committed",
         )),
     }
+}
+
+/// Whether every input's manifest entry has value and null counts for every primitive column.
+fn has_column_counts(inputs: &[&IcebergDataFile], schema: &Schema) -> bool {
+    let ids: Vec<i32> = schema
+        .as_struct()
+        .fields()
+        .iter()
+        .filter(|f| matches!(f.field_type.as_ref(), Type::Primitive(_)))
+        .map(|f| f.id)
+        .collect();
+    inputs
+        .iter()
+        .all(|f| ids.iter().all(|id| f.value_counts().contains_key(id) && f.null_value_counts().contains_key(id)))
 }
 
 /// Every column must hold as many non-null values as its inputs did, per the manifests' own
