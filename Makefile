@@ -30,7 +30,8 @@ build/%/lakehouse.duckdb_extension: FORCE
 release: build/release/lakehouse.duckdb_extension
 debug: build/debug/lakehouse.duckdb_extension
 
-# Writes the demo table and profiles it in the DuckDB CLI. The demo's files are KiB-sized
+# Writes the demo table, profiles it, plans the compaction (dry run), compacts the degraded
+# partitions and profiles again, in the DuckDB CLI. The demo's files are KiB-sized
 # (scale 0.001), so the reference 64 MiB threshold is scaled the same way.
 demo: venv release
 	rm -rf $(DEMO_DIR)
@@ -41,7 +42,13 @@ demo: venv release
 	         requires_compaction \
 	  FROM lakehouse_fragmentation('$(DEMO_DIR)', small_file_threshold_mb := 0.064, fragmentation_ratio_threshold := 0.35); \
 	  SELECT * EXCLUDE (compactable_bytes) \
-	  FROM lakehouse_fragmentation_summary('$(DEMO_DIR)', small_file_threshold_mb := 0.064, target_file_size_mb := 0.128);"
+	  FROM lakehouse_fragmentation_summary('$(DEMO_DIR)', small_file_threshold_mb := 0.064, target_file_size_mb := 0.128); \
+	  SELECT partition, verdict, reason, files_before, files_after \
+	  FROM lakehouse_compact('$(DEMO_DIR)', small_file_threshold_mb := 0.064, target_file_size_mb := 0.128, dry_run := true); \
+	  SELECT partition, verdict, files_before, files_after, output_files, bytes_rewritten \
+	  FROM lakehouse_compact('$(DEMO_DIR)', small_file_threshold_mb := 0.064, target_file_size_mb := 0.128); \
+	  SELECT partition, total_files, small_files, round(fragmentation_ratio, 4) AS fragmentation_ratio, requires_compaction \
+	  FROM lakehouse_fragmentation('$(DEMO_DIR)', small_file_threshold_mb := 0.064);"
 
 TEST_EXT ?= build/debug/lakehouse.duckdb_extension
 

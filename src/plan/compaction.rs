@@ -153,11 +153,12 @@ pub fn plan(files: &[DataFile], options: &CompactionOptions) -> Vec<PartitionPla
                     plan.reason = "skipped: no group of two or more small files fits the target".into();
                 } else {
                     plan.verdict = Verdict::Compact;
+                    let outputs = plan.groups.len();
                     plan.reason = format!(
-                        "compact: ratio {:.2} >= {threshold}, {} small files -> {} files",
+                        "compact: ratio {:.2} >= {threshold}, {} small files -> {outputs} {}",
                         p.fragmentation_ratio,
                         plan.input_files(),
-                        plan.groups.len()
+                        if outputs == 1 { "file" } else { "files" }
                     );
                 }
             }
