@@ -35,8 +35,6 @@ const MAX_COMMIT_ATTEMPTS: usize = 4;
 pub struct CompactionReport {
     /// One plan per partition, in profile order.
     pub plans: Vec<PartitionPlan>,
-    /// Output files written per partition label and spec (empty for a dry run).
-    pub output_files: HashMap<(String, i32), u64>,
     /// The committed snapshot, if any.
     pub snapshot_id: Option<i64>,
     /// The metadata file now current, if a snapshot was committed.
@@ -50,7 +48,7 @@ struct Written {
     local_path: String,
     data_file: IcebergDataFile,
     replaces: Vec<String>,
-    key: (String, i32),
+    spec_id: i32,
 }
 
 /// Locates `table`, plans, and (unless `dry_run`) rewrites and commits.
@@ -70,8 +68,7 @@ pub fn compact(
     let manifests = table.load_manifests()?;
     let (files, sources) = live_data(&table, &manifests);
     let plans = plan(&files, options);
-    let mut report =
-        CompactionReport { plans, output_files: HashMap::new(), snapshot_id: None, metadata_location: None, dry_run };
+    let mut report = CompactionReport { plans, snapshot_id: None, metadata_location: None, dry_run };
     if dry_run || report.plans.iter().all(|p| p.groups.is_empty()) {
         return Ok(report);
     }
@@ -82,7 +79,7 @@ pub fn compact(
         for p in report.plans.iter().filter(|p| p.verdict == Verdict::Compact) {
             for group in &p.groups {
                 let inputs: Vec<&IcebergDataFile> = group.iter().map(|&i| sources[i]).collect();
-                let out = rewrite_group(&conn, &table, &inputs, (p.partition.clone(), p.spec_id))?;
+                let out = rewrite_group(&conn, &table, &inputs, p.spec_id)?;
                 written.push(out);
             }
         }
@@ -91,9 +88,6 @@ pub fn compact(
     drop(conn);
     match result {
         Ok((snapshot_id, location)) => {
-            for w in &written {
-                *report.output_files.entry(w.key.clone()).or_default() += 1;
-            }
             report.snapshot_id = Some(snapshot_id);
             report.metadata_location = Some(location);
             Ok(report)
@@ -226,7 +220,7 @@ fn rewrite_group(
     conn: &duckdb::Connection,
     table: &IcebergTable,
     inputs: &[&IcebergDataFile],
-    key: (String, i32),
+    spec_id: i32,
 ) -> Result<Written> {
     let location = table.metadata.location().trim_end_matches('/');
     let first = inputs[0].file_path();
@@ -277,7 +271,7 @@ fn rewrite_group(
             .file_path(file_path.clone())
             .file_format(DataFileFormat::Parquet)
             .partition(inputs[0].partition().clone())
-            .partition_spec_id(key.1)
+            .partition_spec_id(spec_id)
             .record_count(rows)
             .file_size_in_bytes(bytes)
             .column_sizes(stats.sizes)
@@ -293,7 +287,7 @@ fn rewrite_group(
             local_path,
             data_file,
             replaces: inputs.iter().map(|f| f.file_path().to_string()).collect(),
-            key,
+            spec_id,
         }),
         Err(e) => {
             let _ = std::fs::remove_file(&local_path);
@@ -632,7 +626,7 @@ fn build_snapshot(
         // One manifest of added files per partition spec.
         let mut by_spec: HashMap<i32, Vec<&Written>> = HashMap::new();
         for w in written {
-            by_spec.entry(w.key.1).or_default().push(w);
+            by_spec.entry(w.spec_id).or_default().push(w);
         }
         let mut added_manifests = Vec::new();
         let (mut added_records, mut added_bytes) = (0u64, 0u64);

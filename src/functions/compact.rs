@@ -67,22 +67,16 @@ impl RowFunction for Compact {
 
     fn run(input: &Self::Input, host: &HostDb) -> Result<Vec<Vec<Cell>>> {
         let report = compact(&input.table, &input.locate, &input.options, input.dry_run, host)?;
-        let committed = report.snapshot_id.is_some();
         Ok(report
             .plans
             .iter()
             .map(|p| {
-                let compacting = p.verdict == Verdict::Compact;
-                let output_files = if compacting { p.groups.len() as u64 } else { 0 };
+                // A plan that does not compact has no groups: files_after == files_before and
+                // nothing is rewritten, so the plan's own figures serve every verdict.
                 let verdict = match (p.verdict, report.dry_run) {
                     (Verdict::Compact, true) => "would compact",
                     (Verdict::Compact, false) => "compacted",
                     (other, _) => other.as_str(),
-                };
-                let (files_after, output, bytes) = if compacting && (committed || report.dry_run) {
-                    (p.files_after(), output_files, p.bytes_to_rewrite)
-                } else {
-                    (p.files_before, 0, 0)
                 };
                 vec![
                     Cell::Text(p.partition.clone()),
@@ -90,11 +84,11 @@ impl RowFunction for Compact {
                     Cell::Text(verdict.to_string()),
                     Cell::Text(p.reason.clone()),
                     Cell::BigInt(p.files_before as i64),
-                    Cell::BigInt(files_after as i64),
+                    Cell::BigInt(p.files_after() as i64),
                     Cell::BigInt(p.small_files_before as i64),
-                    Cell::BigInt(if compacting { p.input_files() as i64 } else { 0 }),
-                    Cell::BigInt(output as i64),
-                    Cell::BigInt(bytes as i64),
+                    Cell::BigInt(p.input_files() as i64),
+                    Cell::BigInt(p.groups.len() as i64),
+                    Cell::BigInt(p.bytes_to_rewrite as i64),
                     Cell::Bool(report.dry_run),
                     report.snapshot_id.map_or(Cell::Null, Cell::BigInt),
                     report.metadata_location.clone().map_or(Cell::Null, Cell::Text),

@@ -125,7 +125,7 @@ pub fn summary_json(table: &str, report: &CompactionReport) -> Value {
             "verdict": p.verdict.as_str(),
             "reason": p.reason,
             "files_before": p.files_before,
-            "files_after": if p.verdict == Verdict::Compact { p.files_after() } else { p.files_before },
+            "files_after": p.files_after(),
         })).collect::<Vec<_>>(),
     })
 }

@@ -92,9 +92,10 @@ pub struct PartitionPlan {
     pub files_before: u64,
     /// Small live data files now.
     pub small_files_before: u64,
-    /// Groups of input files (indices into the planner's `files`), one output file each.
+    /// Groups of input files (indices into the planner's `files`), one output file each; empty
+    /// unless the verdict is [`Verdict::Compact`].
     pub groups: Vec<Vec<usize>>,
-    /// Bytes of the files that will be rewritten.
+    /// Bytes of the files that will be rewritten (0 unless the verdict is `Compact`).
     pub bytes_to_rewrite: u64,
 }
 
@@ -276,6 +277,10 @@ mod tests {
         let plans = plan(&files, &opts);
         assert_eq!(plans[2].reason, "skipped: not in the partitions list");
         assert!(plans.iter().all(|p| p.groups.is_empty()));
+        // What the SQL functions rely on: a plan that does not compact rewrites nothing.
+        for p in plan(&files, &options(100.0, 1000.0)).iter().chain(&plans).filter(|p| p.verdict != Verdict::Compact) {
+            assert!(p.groups.is_empty() && p.bytes_to_rewrite == 0 && p.files_after() == p.files_before, "{p:?}");
+        }
     }
 
     #[test]
