@@ -25,6 +25,7 @@ use crate::duck::{HostDb, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::profile::MIB;
 use crate::runtime;
+use crate::table::commit::replace_file;
 use crate::table::iceberg::{NewSnapshot, add_to_main, new_snapshot_id};
 
 /// Options of a demo table.
@@ -186,13 +187,6 @@ fn write_data_file(conn: &duckdb::Connection, path: &Path, date: &str, first_id:
     Ok((count, bytes))
 }
 
-fn write_json_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)?;
-    Ok(())
-}
-
 /// Writes the demo table described by `options`.
 pub fn write_demo(options: &DemoOptions, host: &HostDb) -> Result<DemoReport> {
     options.validate()?;
@@ -330,7 +324,7 @@ pub fn write_demo(options: &DemoOptions, host: &HostDb) -> Result<DemoReport> {
         let metadata_location = format!("{}/v{version}.metadata.json", metadata_dir.display());
         let json = serde_json::to_vec_pretty(&metadata)
             .map_err(|e| Error::new(ErrorKind::CorruptMetadata, format!("cannot serialize metadata: {e}")))?;
-        write_json_atomically(Path::new(&metadata_location), &json)?;
+        replace_file(Path::new(&metadata_location), &json)?;
         std::fs::write(metadata_dir.join("version-hint.text"), version.to_string())?;
         previous = Some((metadata, metadata_location));
         parent = Some(snapshot_id);

@@ -507,7 +507,7 @@ fn remove_all(paths: &[String]) {
 fn relocate(located: &Located) -> Result<Located> {
     match &located.catalog_table {
         Some(t) => {
-            let fresh = table::catalog::lookup_in(&t.database, &t.catalog, &t.namespace, &t.table)?;
+            let fresh = table::catalog::lookup(&t.database, &t.catalog, &t.namespace, &t.table)?;
             Ok(Located {
                 metadata_location: fresh.clone(),
                 catalog_table: Some(table::catalog::CatalogTable { metadata_location: fresh, ..t.clone() }),
@@ -519,12 +519,8 @@ fn relocate(located: &Located) -> Result<Located> {
                 .parent()
                 .and_then(Path::parent)
                 .ok_or_else(|| Error::invalid("metadata file has no table directory"))?;
-            let hint = dir.join("metadata").join("version-hint.text");
-            if hint.is_file() {
-                table::locate(&dir.to_string_lossy(), &LocateOptions::default())
-            } else {
-                table::locate(&dir.to_string_lossy(), &LocateOptions { latest_metadata: true, ..Default::default() })
-            }
+            // The hint when there is one, else the newest metadata file (`locate` prefers the hint).
+            table::locate(&dir.to_string_lossy(), &LocateOptions { latest_metadata: true, ..Default::default() })
         }
     }
 }

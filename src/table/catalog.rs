@@ -222,11 +222,7 @@ pub fn sqlite_path(uri: &str) -> Result<PathBuf> {
 }
 
 /// The current metadata location of `namespace.table` in the sqlite catalog at `database`.
-pub fn lookup_in(database: &PathBuf, catalog: &str, namespace: &str, table: &str) -> Result<String> {
-    lookup(database, catalog, namespace, table)
-}
-
-fn lookup(database: &PathBuf, catalog: &str, namespace: &str, table: &str) -> Result<String> {
+pub fn lookup(database: &PathBuf, catalog: &str, namespace: &str, table: &str) -> Result<String> {
     if !database.is_file() {
         return Err(Error::new(
             ErrorKind::NotFound,

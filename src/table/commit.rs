@@ -49,7 +49,8 @@ fn write_new_file(target: &Path, bytes: &[u8]) -> Result<bool> {
     }
 }
 
-fn replace_file(target: &Path, bytes: &[u8]) -> Result<()> {
+/// Replaces `target` with `bytes` atomically (a temporary file renamed over it).
+pub fn replace_file(target: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = target.with_file_name(format!(".{}.tmp", uuid::Uuid::new_v4()));
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(&tmp, target)?;

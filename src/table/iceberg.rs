@@ -127,13 +127,19 @@ pub struct LoadedManifest {
     pub manifest: Manifest,
 }
 
+/// `{what} '{path}' does not exist` when it does not.
+async fn ensure_exists(file_io: &FileIO, path: &str, what: &str) -> Result<()> {
+    if file_io.new_input(path)?.exists().await? {
+        Ok(())
+    } else {
+        Err(Error::new(ErrorKind::NotFound, format!("{what} '{path}' does not exist")))
+    }
+}
+
 /// Reads a whole metadata file; `what` names it in errors ("manifest list '…' does not exist").
 pub async fn read_file(file_io: &FileIO, path: &str, what: &str) -> Result<bytes::Bytes> {
-    let input = file_io.new_input(path)?;
-    if !input.exists().await? {
-        return Err(Error::new(ErrorKind::NotFound, format!("{what} '{path}' does not exist")));
-    }
-    input.read().await.map_err(|e| {
+    ensure_exists(file_io, path, what).await?;
+    file_io.new_input(path)?.read().await.map_err(|e| {
         Error::new(ErrorKind::Io, format!("cannot read {what} '{path}'"))
             .with_context("cause", Error::from(e).to_string())
     })
@@ -141,9 +147,7 @@ pub async fn read_file(file_io: &FileIO, path: &str, what: &str) -> Result<bytes
 
 async fn load_manifest(file_io: &FileIO, file: ManifestFile) -> Result<LoadedManifest> {
     let path = &file.manifest_path;
-    if !file_io.new_input(path)?.exists().await? {
-        return Err(Error::new(ErrorKind::NotFound, format!("manifest '{path}' does not exist")));
-    }
+    ensure_exists(file_io, path, "manifest").await?;
     let manifest = file.load_manifest(file_io).await.map_err(|e| {
         Error::new(ErrorKind::CorruptMetadata, format!("manifest '{path}' cannot be read"))
             .with_context("cause", Error::from(e).to_string())
