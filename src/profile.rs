@@ -49,6 +49,16 @@ impl Thresholds {
     }
 }
 
+/// Checks a compaction target size: a positive, finite number of MiB.
+pub fn check_target_file_size_mb(target_file_size_mb: f64) -> Result<f64> {
+    if !target_file_size_mb.is_finite() || target_file_size_mb <= 0.0 {
+        return Err(Error::invalid(format!(
+            "target_file_size_mb must be a positive number of MiB, got {target_file_size_mb}"
+        )));
+    }
+    Ok(target_file_size_mb)
+}
+
 /// Fragmentation figures of one partition (of one partition spec).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PartitionProfile {

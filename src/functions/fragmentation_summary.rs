@@ -7,8 +7,8 @@ use super::args::{Args, TABLE_PARAMETERS, THRESHOLD_PARAMETERS, named};
 use super::fragmentation::{ProfileInput, parse_profile_input, profile_table};
 use super::{Cell, RowFunction};
 use crate::duck::HostDb;
-use crate::error::{Error, Result};
-use crate::profile::{round_to, summarize};
+use crate::error::Result;
+use crate::profile::{check_target_file_size_mb, round_to, summarize};
 
 /// Profile arguments plus the compaction target.
 pub struct SummaryInput {
@@ -46,12 +46,7 @@ impl RowFunction for FragmentationSummary {
 
     fn parse(args: &Args) -> Result<Self::Input> {
         let profile = parse_profile_input(args)?;
-        let target_file_size_mb = args.f64("target_file_size_mb", 128.0)?;
-        if !target_file_size_mb.is_finite() || target_file_size_mb <= 0.0 {
-            return Err(Error::invalid(format!(
-                "target_file_size_mb must be a positive number of MiB, got {target_file_size_mb}"
-            )));
-        }
+        let target_file_size_mb = check_target_file_size_mb(args.f64("target_file_size_mb", 128.0)?)?;
         Ok(SummaryInput { profile, target_file_size_mb })
     }
 

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
-use crate::profile::{MIB, Thresholds, profile};
+use crate::profile::{MIB, Thresholds, check_target_file_size_mb, profile};
 use crate::table::{DataFile, FileContent};
 
 /// What the user asked for.
@@ -36,12 +36,7 @@ impl Default for CompactionOptions {
 impl CompactionOptions {
     /// Checks the target and `min_input_files`.
     pub fn validate(&self) -> Result<()> {
-        if !self.target_file_size_mb.is_finite() || self.target_file_size_mb <= 0.0 {
-            return Err(Error::invalid(format!(
-                "target_file_size_mb must be a positive number of MiB, got {}",
-                self.target_file_size_mb
-            )));
-        }
+        check_target_file_size_mb(self.target_file_size_mb)?;
         if self.target_file_size_mb < self.thresholds.small_file_threshold_mb {
             return Err(Error::invalid(format!(
                 "target_file_size_mb ({}) must not be below small_file_threshold_mb ({}): compacted files would still be small",
