@@ -397,7 +397,8 @@ fn column_stats(conn: &duckdb::Connection, path: &str, schema: &Schema) -> Resul
     let mut stats = ColumnStats::default();
     let mut lower_text: HashMap<i32, Vec<Option<String>>> = HashMap::new();
     let mut upper_text: HashMap<i32, Vec<Option<String>>> = HashMap::new();
-    let mut null_known: HashMap<i32, bool> = HashMap::new();
+    // Columns with a row group whose null count is missing: their total is unknown.
+    let mut nulls_unknown: HashSet<i32> = HashSet::new();
     while let Some(row) = rows.next()? {
         let column: String = row.get(0)?;
         let Some(field) = schema.as_struct().field_by_name(&column) else { continue };
@@ -411,17 +412,15 @@ fn column_stats(conn: &duckdb::Connection, path: &str, schema: &Schema) -> Resul
         match nulls {
             Some(n) => *stats.nulls.entry(id).or_default() += n.max(0) as u64,
             None => {
-                null_known.insert(id, false);
+                nulls_unknown.insert(id);
             }
         }
         // A value DuckDB cannot hand over as text only costs the bound, never the compaction.
         lower_text.entry(id).or_default().push(row.get::<_, Option<String>>(1).ok().flatten());
         upper_text.entry(id).or_default().push(row.get::<_, Option<String>>(2).ok().flatten());
     }
-    for (id, known) in null_known {
-        if !known {
-            stats.nulls.remove(&id);
-        }
+    for id in nulls_unknown {
+        stats.nulls.remove(&id);
     }
     for field in schema.as_struct().fields() {
         let Type::Primitive(ty) = field.field_type.as_ref() else { continue };
