@@ -23,7 +23,7 @@ use crate::duck::{HostDb, quote_ident, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::plan::compaction::{CompactionOptions, PartitionPlan, Verdict, plan};
 use crate::runtime;
-use crate::table::commit::{CommitOutcome, commit};
+use crate::table::commit::{CommitOutcome, commit, relocate};
 use crate::table::iceberg::{IcebergTable, LoadedManifest, NewSnapshot, add_to_main, new_snapshot_id};
 use crate::table::{self, DataFile, LocateOptions, Located, strip_file_scheme};
 
@@ -383,8 +383,51 @@ fn bound(ty: &PrimitiveType, text: &str, upper: bool) -> Option<Datum> {
         PrimitiveType::Timestamp => chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
             .ok()
             .map(|t| Datum::timestamp_micros(t.and_utc().timestamp_micros())),
+        PrimitiveType::Float => float_bound::<f32>(text, upper).map(Datum::float),
+        PrimitiveType::Double => float_bound::<f64>(text, upper).map(Datum::double),
+        PrimitiveType::Decimal { precision, scale } => {
+            let mantissa = decimal_mantissa(text, *scale)?;
+            let ty = PrimitiveType::Decimal { precision: *precision, scale: *scale };
+            Datum::try_from_bytes(&mantissa.to_be_bytes(), ty).ok()
+        }
         _ => None,
     }
+}
+
+/// A float statistic as an Iceberg bound: never NaN (Iceberg bounds exclude NaN, and DuckDB
+/// orders NaN above every number, so a NaN maximum says nothing about the others), and a zero
+/// widened to the signed zero that bounds both `-0.0` and `0.0` (Parquet writers may not
+/// distinguish them in statistics).
+fn float_bound<F>(text: &str, upper: bool) -> Option<F>
+where
+    F: std::str::FromStr + std::ops::Neg<Output = F> + PartialEq + Default + Copy,
+{
+    let value: F = text.trim().parse().ok()?;
+    #[allow(clippy::eq_op)]
+    let is_nan = value != value;
+    if is_nan {
+        return None;
+    }
+    let zero = F::default();
+    Some(if value == zero { if upper { zero } else { -zero } } else { value })
+}
+
+/// The unscaled value of a decimal printed as `-123.45`, at exactly `scale` fractional digits
+/// (fewer are padded; more, or anything but digits, give no bound).
+fn decimal_mantissa(text: &str, scale: u32) -> Option<i128> {
+    let text = text.trim();
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (int_part, frac_part) = digits.split_once('.').unwrap_or((digits, ""));
+    let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if int_part.is_empty() || !all_digits(int_part) || !all_digits(frac_part) || frac_part.len() > scale as usize {
+        return None;
+    }
+    let padded = format!("{int_part}{frac_part:0<width$}", width = scale as usize);
+    let magnitude: i128 = padded.parse().ok()?;
+    Some(if negative { -magnitude } else { magnitude })
 }
 
 /// Per-column sizes, value and null counts, and bounds from the written file's footer.
@@ -499,28 +542,6 @@ fn pause_for_tests() {
 fn remove_all(paths: &[String]) {
     for p in paths {
         let _ = std::fs::remove_file(strip_file_scheme(p));
-    }
-}
-
-/// Where the table's current metadata is now (the catalog's pointer, or the version hint).
-fn relocate(located: &Located) -> Result<Located> {
-    match &located.catalog_table {
-        Some(t) => {
-            let fresh = table::catalog::lookup(&t.database, &t.catalog, &t.namespace, &t.table)?;
-            Ok(Located {
-                metadata_location: fresh.clone(),
-                catalog_table: Some(table::catalog::CatalogTable { metadata_location: fresh, ..t.clone() }),
-            })
-        }
-        None => {
-            let base = Path::new(strip_file_scheme(&located.metadata_location));
-            let dir = base
-                .parent()
-                .and_then(Path::parent)
-                .ok_or_else(|| Error::invalid("metadata file has no table directory"))?;
-            // The hint when there is one, else the newest metadata file (`locate` prefers the hint).
-            table::locate(&dir.to_string_lossy(), &LocateOptions { latest_metadata: true, ..Default::default() })
-        }
     }
 }
 
@@ -698,6 +719,10 @@ fn build_snapshot(
 mod tests {
     use super::*;
 
+    fn dec(mantissa: i128, precision: u32, scale: u32) -> Datum {
+        Datum::try_from_bytes(&mantissa.to_be_bytes(), PrimitiveType::Decimal { precision, scale }).unwrap()
+    }
+
     #[test]
     fn bounds_only_from_exact_statistics() {
         let long = "z".repeat(DUCKDB_STRING_STATS_BYTES);
@@ -709,12 +734,28 @@ mod tests {
             (PrimitiveType::String, "abc", true, Some(Datum::string("abc"))),
             (PrimitiveType::String, &long, false, Some(Datum::string(&long))),
             (PrimitiveType::String, &long, true, None),
-            (PrimitiveType::Double, "1.5", false, None),
+            (PrimitiveType::Double, "1.5", false, Some(Datum::double(1.5))),
+            (PrimitiveType::Double, "nan", true, None),
+            (PrimitiveType::Float, "0.1", true, Some(Datum::float(0.1f32))),
+            (PrimitiveType::Float, "-inf", false, Some(Datum::float(f32::NEG_INFINITY))),
+            (PrimitiveType::Decimal { precision: 10, scale: 2 }, "-123.45", false, Some(dec(-12345, 10, 2))),
+            (PrimitiveType::Decimal { precision: 10, scale: 2 }, "7.5", true, Some(dec(750, 10, 2))),
+            (PrimitiveType::Decimal { precision: 38, scale: 0 }, "-7", true, Some(dec(-7, 38, 0))),
+            (PrimitiveType::Decimal { precision: 10, scale: 2 }, "7.505", true, None),
+            (PrimitiveType::Decimal { precision: 10, scale: 0 }, "1e5", true, None),
             (PrimitiveType::Long, "not a number", false, None),
         ];
         for (ty, text, upper, want) in cases {
             assert_eq!(bound(&ty, text, upper), want, "{ty:?} {text:.10} upper={upper}");
         }
+    }
+
+    #[test]
+    fn zero_bounds_cover_both_signed_zeros() {
+        assert!(float_bound::<f64>("0.0", false).unwrap().is_sign_negative());
+        assert!(float_bound::<f64>("-0.0", true).unwrap().is_sign_positive());
+        assert!(float_bound::<f32>("0", false).unwrap().is_sign_negative());
+        assert_eq!(float_bound::<f64>("-2.5", false), Some(-2.5));
     }
 
     #[test]
