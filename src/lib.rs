@@ -26,6 +26,7 @@ pub mod demo;
 pub mod duck;
 pub mod error;
 pub mod functions;
+pub mod health;
 pub mod plan;
 pub mod profile;
 pub mod runtime;

@@ -27,6 +27,11 @@ fn runtime() -> Result<&'static Runtime> {
         .map_err(|e| Error::new(ErrorKind::Io, format!("cannot start the I/O runtime: {e}")))
 }
 
+/// The shared runtime as iceberg-rust's handle, for the `Table`s we build ourselves.
+pub fn iceberg_runtime() -> Result<iceberg::Runtime> {
+    Ok(iceberg::Runtime::new(runtime()?))
+}
+
 /// Runs `future` to completion on the shared runtime.
 pub fn block_on<F: Future>(future: F) -> Result<F::Output> {
     Ok(runtime()?.block_on(future))

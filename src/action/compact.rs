@@ -23,7 +23,7 @@ use crate::duck::{HostDb, quote_ident, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::plan::compaction::{CompactionOptions, PartitionPlan, Verdict, plan};
 use crate::runtime;
-use crate::table::commit::{CommitOutcome, commit, relocate};
+use crate::table::commit::{CommitOutcome, commit, pause_for_tests, relocate};
 use crate::table::iceberg::{IcebergTable, LoadedManifest, NewSnapshot, add_to_main, new_snapshot_id};
 use crate::table::{self, DataFile, LocateOptions, Located, strip_file_scheme};
 
@@ -529,14 +529,6 @@ fn commit_with_retries(
         ErrorKind::Catalog,
         format!("commit conflict: the table kept changing; gave up after {MAX_COMMIT_ATTEMPTS} attempts"),
     ))
-}
-
-/// Test hook: `LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS` holds the commit back so an integration test
-/// can commit a concurrent change in between. Unset in normal use.
-fn pause_for_tests() {
-    if let Some(ms) = std::env::var("LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS").ok().and_then(|v| v.parse::<u64>().ok()) {
-        std::thread::sleep(std::time::Duration::from_millis(ms.min(60_000)));
-    }
 }
 
 fn remove_all(paths: &[String]) {

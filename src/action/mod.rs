@@ -1,3 +1,5 @@
 //! Actions: execute a plan against a table and return what was done.
 
 pub mod compact;
+pub mod expire;
+pub mod orphans;

@@ -88,7 +88,12 @@ impl<'a> Args<'a> {
 
     /// A numeric named parameter; `default` when absent. NULL and non-numbers are refused.
     pub fn f64(&self, name: &str, default: f64) -> Result<f64> {
-        let Some(value) = self.named_value(name) else { return Ok(default) };
+        Ok(self.opt_f64(name)?.unwrap_or(default))
+    }
+
+    /// A numeric named parameter; `None` when absent. NULL and non-numbers are refused.
+    pub fn opt_f64(&self, name: &str) -> Result<Option<f64>> {
+        let Some(value) = self.named_value(name) else { return Ok(None) };
         if value.is_null() {
             return Err(Error::invalid(format!("{name} must not be NULL")));
         }
@@ -100,12 +105,17 @@ impl<'a> Args<'a> {
         if number.is_nan() {
             return Err(Error::invalid(format!("{name} must be a number, got NaN")));
         }
-        Ok(number)
+        Ok(Some(number))
     }
 
     /// An integer named parameter in `min..=max`; `default` when absent.
     pub fn i64_in(&self, name: &str, default: i64, min: i64, max: i64) -> Result<i64> {
-        let Some(value) = self.named_value(name) else { return Ok(default) };
+        Ok(self.opt_i64_in(name, min, max)?.unwrap_or(default))
+    }
+
+    /// An integer named parameter in `min..=max`; `None` when absent.
+    pub fn opt_i64_in(&self, name: &str, min: i64, max: i64) -> Result<Option<i64>> {
+        let Some(value) = self.named_value(name) else { return Ok(None) };
         if value.is_null() {
             return Err(Error::invalid(format!("{name} must not be NULL")));
         }
@@ -117,7 +127,7 @@ impl<'a> Args<'a> {
         if !(min..=max).contains(&number) {
             return Err(Error::invalid(format!("{name} must be between {min} and {max}, got {value}")));
         }
-        Ok(number)
+        Ok(Some(number))
     }
 
     /// A BOOLEAN named parameter; `default` when absent.

@@ -4,19 +4,18 @@
 //! `SELECT t, lakehouse_compact(t, '{"dry_run": true}') FROM (VALUES ('a.b'), ('a.c')) v(t)`.
 //! The options are the table function's named parameters as a JSON object.
 
-use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
-use duckdb::types::DuckString;
+use duckdb::core::DataChunkHandle;
 use duckdb::vscalar::{ScalarFunctionSignature, VScalar};
 use duckdb::vtab::arrow::WritableVector;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
+use super::json_options::{JsonOptions, TABLE_KEYS, invoke_per_row, table_and_options_signatures};
 use crate::action::compact::{CompactionReport, compact};
 use crate::duck::HostDb;
 use crate::error::{Error, Result};
 use crate::plan::compaction::{CompactionOptions, Verdict};
 use crate::profile::Thresholds;
 use crate::table::LocateOptions;
-use crate::table::catalog::CatalogOptions;
 
 const NAME: &str = "lakehouse_compact";
 const KEYS: [&str; 10] = [
@@ -26,54 +25,19 @@ const KEYS: [&str; 10] = [
     "min_input_files",
     "partitions",
     "dry_run",
-    "latest_metadata",
-    "catalog",
-    "catalog_uri",
-    "warehouse",
+    TABLE_KEYS[0],
+    TABLE_KEYS[1],
+    TABLE_KEYS[2],
+    TABLE_KEYS[3],
 ];
 
 /// The scalar compaction function.
 pub struct CompactScalar;
 
-fn number(map: &Map<String, Value>, key: &str, default: f64) -> Result<f64> {
-    match map.get(key) {
-        None => Ok(default),
-        Some(v) => v.as_f64().ok_or_else(|| Error::invalid(format!("{key} must be a number, got {v}"))),
-    }
-}
-
-fn boolean(map: &Map<String, Value>, key: &str, default: bool) -> Result<bool> {
-    match map.get(key) {
-        None => Ok(default),
-        Some(v) => v.as_bool().ok_or_else(|| Error::invalid(format!("{key} must be a boolean, got {v}"))),
-    }
-}
-
-fn text(map: &Map<String, Value>, key: &str) -> Result<Option<String>> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(Error::invalid(format!("{key} must be a string"))),
-    }
-}
-
 /// Parses the options JSON (absent or NULL → defaults).
 pub fn parse_options(options: Option<&str>) -> Result<(LocateOptions, CompactionOptions, bool)> {
-    let map = match options {
-        None => Map::new(),
-        Some(text) => match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(map)) => map,
-            Ok(other) => return Err(Error::invalid(format!("options must be a JSON object, got {other}"))),
-            Err(e) => return Err(Error::invalid(format!("options are not valid JSON: {e}"))),
-        },
-    };
-    if let Some(unknown) = map.keys().find(|k| !KEYS.contains(&k.as_str())) {
-        return Err(Error::invalid(format!("unknown option '{unknown}'; known options: {}", KEYS.join(", "))));
-    }
-    let min_input_files = number(&map, "min_input_files", 2.0)?;
-    if min_input_files.fract() != 0.0 || min_input_files < 2.0 {
-        return Err(Error::invalid(format!("min_input_files must be an integer of at least 2, got {min_input_files}")));
-    }
+    let map = JsonOptions::parse(options, &KEYS)?;
+    let min_input_files = map.opt_integer("min_input_files", 2.0)?.unwrap_or(2);
     let partitions = match map.get("partitions") {
         None | Some(Value::Null) => None,
         Some(Value::Array(items)) => Some(
@@ -87,23 +51,15 @@ pub fn parse_options(options: Option<&str>) -> Result<(LocateOptions, Compaction
     };
     let options = CompactionOptions {
         thresholds: Thresholds::new(
-            number(&map, "small_file_threshold_mb", 64.0)?,
-            number(&map, "fragmentation_ratio_threshold", 0.35)?,
+            map.number("small_file_threshold_mb", 64.0)?,
+            map.number("fragmentation_ratio_threshold", 0.35)?,
         )?,
-        target_file_size_mb: number(&map, "target_file_size_mb", 128.0)?,
-        min_input_files: min_input_files as u64,
+        target_file_size_mb: map.number("target_file_size_mb", 128.0)?,
+        min_input_files,
         partitions,
     };
     options.validate()?;
-    let locate = LocateOptions {
-        latest_metadata: boolean(&map, "latest_metadata", false)?,
-        catalog: CatalogOptions {
-            name: text(&map, "catalog")?,
-            uri: text(&map, "catalog_uri")?,
-            warehouse: text(&map, "warehouse")?,
-        },
-    };
-    Ok((locate, options, boolean(&map, "dry_run", false)?))
+    Ok((map.locate_options()?, options, map.boolean("dry_run", false)?))
 }
 
 /// The JSON summary of a report.
@@ -130,16 +86,6 @@ pub fn summary_json(table: &str, report: &CompactionReport) -> Value {
     })
 }
 
-fn read_text(input: &DataChunkHandle, column: usize, row: usize) -> Option<String> {
-    let vector = input.flat_vector(column);
-    if vector.row_is_null(row as u64) {
-        return None;
-    }
-    let strings = unsafe { vector.as_slice_with_len::<duckdb::ffi::duckdb_string_t>(input.len()) };
-    let mut raw = strings[row];
-    Some(DuckString::new(&mut raw).as_str().into_owned())
-}
-
 impl VScalar for CompactScalar {
     type State = HostDb;
 
@@ -148,25 +94,14 @@ impl VScalar for CompactScalar {
         input: &mut DataChunkHandle,
         output: &mut dyn WritableVector,
     ) -> std::result::Result<(), Box<dyn std::error::Error>> {
-        let with_options = input.num_columns() > 1;
-        let out = output.flat_vector();
-        for row in 0..input.len() {
-            let table = read_text(input, 0, row).ok_or_else(|| format!("{NAME}: table must not be NULL"))?;
-            let options = if with_options { read_text(input, 1, row) } else { None };
-            let result = parse_options(options.as_deref())
-                .and_then(|(locate, opts, dry_run)| compact(&table, &locate, &opts, dry_run, host))
-                .map_err(|e| format!("{NAME}: {e}"))?;
-            out.insert(row, summary_json(&table, &result).to_string().as_str());
-        }
-        Ok(())
+        invoke_per_row(NAME, input, output, |table, options| {
+            let (locate, opts, dry_run) = parse_options(options)?;
+            Ok(summary_json(table, &compact(table, &locate, &opts, dry_run, host)?))
+        })
     }
 
     fn signatures() -> Vec<ScalarFunctionSignature> {
-        let text = || LogicalTypeHandle::from(LogicalTypeId::Varchar);
-        vec![
-            ScalarFunctionSignature::exact(vec![text()], text()),
-            ScalarFunctionSignature::exact(vec![text(), text()], text()),
-        ]
+        table_and_options_signatures()
     }
 
     fn volatile() -> bool {

@@ -10,8 +10,13 @@ pub mod args;
 pub mod compact;
 pub mod compact_scalar;
 pub mod demo;
+pub mod expire_scalar;
+pub mod expire_snapshots;
 pub mod fragmentation;
 pub mod fragmentation_summary;
+pub mod json_options;
+pub mod metadata_health;
+pub mod remove_orphan_files;
 
 use std::marker::PhantomData;
 use std::sync::Mutex;
@@ -36,6 +41,8 @@ pub enum Cell {
     Double(f64),
     /// BOOLEAN
     Bool(bool),
+    /// TIMESTAMP, microseconds since the epoch
+    Timestamp(i64),
     /// NULL of the column's type
     Null,
 }
@@ -134,6 +141,7 @@ fn emit(rows: &[Vec<Cell>], output: &mut DataChunkHandle) -> usize {
                 Cell::Int(v) => unsafe { vector.as_mut_slice::<i32>()[i] = *v },
                 Cell::Double(v) => unsafe { vector.as_mut_slice::<f64>()[i] = *v },
                 Cell::Bool(v) => unsafe { vector.as_mut_slice::<bool>()[i] = *v },
+                Cell::Timestamp(v) => unsafe { vector.as_mut_slice::<i64>()[i] = *v },
                 Cell::Null => vector.set_null(i),
             }
         }
@@ -155,5 +163,21 @@ pub fn register(connection: &duckdb::Connection, host: HostDb) -> duckdb::Result
     connection.register_table_function_with_extra_info::<Table<demo::Demo>, _>(demo::Demo::NAME, &host)?;
     connection.register_table_function_with_extra_info::<Table<compact::Compact>, _>(compact::Compact::NAME, &host)?;
     connection.register_scalar_function_with_state::<compact_scalar::CompactScalar>(compact::Compact::NAME, &host)?;
+    connection.register_table_function_with_extra_info::<Table<expire_snapshots::ExpireSnapshots>, _>(
+        expire_snapshots::ExpireSnapshots::NAME,
+        &host,
+    )?;
+    connection.register_scalar_function_with_state::<expire_scalar::ExpireScalar>(
+        expire_snapshots::ExpireSnapshots::NAME,
+        &host,
+    )?;
+    connection.register_table_function_with_extra_info::<Table<metadata_health::MetadataHealthFn>, _>(
+        metadata_health::MetadataHealthFn::NAME,
+        &host,
+    )?;
+    connection.register_table_function_with_extra_info::<Table<remove_orphan_files::RemoveOrphanFiles>, _>(
+        remove_orphan_files::RemoveOrphanFiles::NAME,
+        &host,
+    )?;
     Ok(())
 }

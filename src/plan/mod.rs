@@ -2,3 +2,4 @@
 //! `dry_run := true` returns a plan's figures; an empty plan is a no-op that writes nothing.
 
 pub mod compaction;
+pub mod expiry;

@@ -121,6 +121,37 @@ fn swap_version_hint(base: &str, new_path: &Path) -> Result<bool> {
     Ok(true)
 }
 
+/// Where the table's current metadata is now (the catalog's pointer, or the version hint).
+pub fn relocate(located: &Located) -> Result<Located> {
+    match &located.catalog_table {
+        Some(t) => {
+            let fresh = super::catalog::lookup(&t.database, &t.catalog, &t.namespace, &t.table)?;
+            Ok(Located {
+                metadata_location: fresh.clone(),
+                catalog_table: Some(super::catalog::CatalogTable { metadata_location: fresh, ..t.clone() }),
+            })
+        }
+        None => {
+            let base = Path::new(strip_file_scheme(&located.metadata_location));
+            let dir = base
+                .parent()
+                .and_then(Path::parent)
+                .ok_or_else(|| Error::invalid("metadata file has no table directory"))?;
+            // The hint when there is one, else the newest metadata file (`locate` prefers the hint).
+            super::locate(&dir.to_string_lossy(), &super::LocateOptions { latest_metadata: true, ..Default::default() })
+        }
+    }
+}
+
+/// Test hook: `LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS` holds the commit back so an integration test
+/// can commit a concurrent change in between (compaction and expiry call it once, before
+/// their first commit attempt). Unset in normal use.
+pub fn pause_for_tests() {
+    if let Some(ms) = std::env::var("LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS").ok().and_then(|v| v.parse::<u64>().ok()) {
+        std::thread::sleep(std::time::Duration::from_millis(ms.min(60_000)));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

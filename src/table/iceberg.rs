@@ -44,8 +44,12 @@ impl IcebergTable {
         let Some(snapshot) = self.metadata.current_snapshot() else {
             return Ok(Vec::new());
         };
-        let list_path = snapshot.manifest_list().to_string();
-        let bytes = runtime::block_on(read_file(&self.file_io, &list_path, "manifest list"))??;
+        runtime::block_on(self.manifest_list(snapshot.manifest_list()))?
+    }
+
+    /// The entries of the manifest list at `list_path`.
+    pub async fn manifest_list(&self, list_path: &str) -> Result<Vec<ManifestFile>> {
+        let bytes = read_file(&self.file_io, list_path, "manifest list").await?;
         let list = ManifestList::parse_with_version(&bytes, self.metadata.format_version()).map_err(|e| {
             Error::new(ErrorKind::CorruptMetadata, format!("manifest list '{list_path}' is corrupt"))
                 .with_context("cause", Error::from(e).to_string())
@@ -145,7 +149,7 @@ pub async fn read_file(file_io: &FileIO, path: &str, what: &str) -> Result<bytes
     })
 }
 
-async fn load_manifest(file_io: &FileIO, file: ManifestFile) -> Result<LoadedManifest> {
+pub(crate) async fn load_manifest(file_io: &FileIO, file: ManifestFile) -> Result<LoadedManifest> {
     let path = &file.manifest_path;
     ensure_exists(file_io, path, "manifest").await?;
     let manifest = file.load_manifest(file_io).await.map_err(|e| {

@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod commit;
 pub mod iceberg;
 pub mod partition;
+pub mod reach;
 
 use std::path::{Path, PathBuf};
 
@@ -88,6 +89,35 @@ pub fn strip_file_scheme(location: &str) -> &str {
         rest
     } else {
         location
+    }
+}
+
+/// A location (path or `file://` URI) as a local path, lexically normalized: `.` and repeated
+/// separators dropped, `..` resolved against its parent. `None` when `..` climbs above the root
+/// or the start of a relative path (such a location is never trusted for deletion).
+pub fn normalize_location(location: &str) -> Option<PathBuf> {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for component in Path::new(strip_file_scheme(location)).components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() || out.as_os_str().is_empty() {
+                    return None;
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    Some(out)
+}
+
+/// Whether `path` lies strictly inside the directory `location` (both locations as written in
+/// metadata; compared after [`normalize_location`]). Maintenance deletes nothing that is not.
+pub fn is_inside(path: &str, location: &str) -> bool {
+    match (normalize_location(path), normalize_location(location)) {
+        (Some(p), Some(root)) => !root.as_os_str().is_empty() && p != root && p.starts_with(&root),
+        _ => false,
     }
 }
 
@@ -244,6 +274,23 @@ mod tests {
         let located = locate(dir.to_str().unwrap(), &LocateOptions::default()).unwrap();
         assert!(located.metadata_location.ends_with("00000-a.metadata.json"));
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn inside_location_is_lexical_and_strict() {
+        let cases = [
+            ("file:///w/t/data/a.parquet", "file:///w/t", true),
+            ("/w/t/data/a.parquet", "file:///w/t/", true),
+            ("/w/t/./data//a.parquet", "/w/t", true),
+            ("/w/t/../u/a.parquet", "/w/t", false),
+            ("/w/tt/a.parquet", "/w/t", false),
+            ("/w/t", "/w/t", false),
+            ("/elsewhere/a.parquet", "/w/t", false),
+            ("/w/t/../../../../a", "/w/t", false),
+        ];
+        for (path, location, want) in cases {
+            assert_eq!(is_inside(path, location), want, "{path} in {location}");
+        }
     }
 
     #[test]

@@ -1,0 +1,500 @@
+//! Snapshot expiration: drop snapshots past retention from the metadata, commit, then delete
+//! the files only they reached.
+//!
+//! Selection is iceberg-rust's `ExpireSnapshotsAction` (Java `RemoveSnapshots` semantics): never
+//! the current snapshot or the head of a branch or tag, always the newest `retain_last` of each
+//! branch's ancestry, per-ref `max-snapshot-age-ms` / `min-snapshots-to-keep`, aged-out refs
+//! removed, `gc.enabled = false` refused. Defaults when the caller sets nothing: the table's
+//! `history.expire.max-snapshot-age-ms` if set, else 7 days; the table's
+//! `history.expire.min-snapshots-to-keep` if set, else 1.
+//!
+//! Order of work (what makes a crash harmless):
+//! 1. compute the new metadata and the files reachable only from expired snapshots
+//!    ([`crate::plan::expiry`]) from ALL retained snapshots;
+//! 2. commit the new metadata atomically ([`crate::table::commit`]); on a conflict, start over
+//!    on the new head;
+//! 3. only then delete, in parallel, and only inside the table location. A crash between 2 and 3
+//!    leaves orphans that [`crate::action::orphans`] finds later; a file already gone is fine.
+
+use std::collections::{HashMap, HashSet};
+
+use std::sync::Mutex;
+
+use iceberg::spec::{TableMetadata, TableMetadataBuilder, TableProperties};
+use iceberg::table::Table;
+use iceberg::transaction::{ApplyTransactionAction, Transaction};
+use iceberg::{Catalog, Namespace, NamespaceIdent, TableCommit, TableCreation, TableIdent, TableUpdate};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::plan::expiry::{Deletion, FileKind, unreachable_files};
+use crate::runtime;
+use crate::table::commit::{CommitOutcome, commit, pause_for_tests, relocate};
+use crate::table::iceberg::IcebergTable;
+use crate::table::reach::Reach;
+use crate::table::{self, LocateOptions, is_inside, strip_file_scheme};
+
+/// Commit attempts before giving up on a table that keeps moving.
+const MAX_COMMIT_ATTEMPTS: usize = 4;
+
+/// Files deleted at once.
+pub const DELETE_CONCURRENCY: usize = 8;
+
+/// The reference flow's snapshot retention.
+pub const DEFAULT_RETENTION_DAYS: f64 = 7.0;
+
+const DAY_MS: f64 = 86_400_000.0;
+
+/// What to expire.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExpiryOptions {
+    /// Expire snapshots older than this many days; `None`: the table's
+    /// `history.expire.max-snapshot-age-ms`, else [`DEFAULT_RETENTION_DAYS`].
+    pub retention_days: Option<f64>,
+    /// Keep at least this many snapshots of each branch; `None`: the table's
+    /// `history.expire.min-snapshots-to-keep`, else 1.
+    pub retain_last: Option<u64>,
+    /// Plan only: commit and delete nothing.
+    pub dry_run: bool,
+}
+
+impl ExpiryOptions {
+    /// Checks ranges.
+    pub fn validate(&self) -> Result<()> {
+        if let Some(days) = self.retention_days
+            && (!days.is_finite() || days < 0.0)
+        {
+            return Err(Error::invalid(format!("snapshot_retention_days must be a number >= 0, got {days}")));
+        }
+        if self.retain_last == Some(0) {
+            return Err(Error::invalid("retain_last must be at least 1, got 0"));
+        }
+        Ok(())
+    }
+}
+
+/// An expired snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExpiredSnapshot {
+    /// Its id.
+    pub snapshot_id: i64,
+    /// When it was committed.
+    pub timestamp_ms: i64,
+}
+
+/// What happened to one file.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Dry run: it would be deleted.
+    WouldDelete,
+    /// Deleted.
+    Deleted,
+    /// It did not exist any more (not an error).
+    AlreadyGone,
+    /// Outside the table location: reported, never deleted.
+    OutsideLocation,
+    /// The delete failed; the file is an orphan for a later cleanup.
+    Failed(String),
+}
+
+impl Outcome {
+    /// The text shown in result rows.
+    pub fn describe(&self) -> String {
+        match self {
+            Outcome::WouldDelete => "would delete".into(),
+            Outcome::Deleted => "deleted".into(),
+            Outcome::AlreadyGone => "already gone".into(),
+            Outcome::OutsideLocation => "kept: outside the table location".into(),
+            Outcome::Failed(e) => format!("delete failed: {e}"),
+        }
+    }
+}
+
+/// A deletion with its outcome and the size found on disk when metadata had none.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeletedFile {
+    /// The planned deletion.
+    pub deletion: Deletion,
+    /// Bytes (from metadata, else from the file system; 0 when unknown).
+    pub size_bytes: u64,
+    /// What happened.
+    pub outcome: Outcome,
+}
+
+impl DeletedFile {
+    /// Bytes this file gives back (or, dry, would).
+    pub fn reclaimed_bytes(&self) -> u64 {
+        match self.outcome {
+            Outcome::Deleted | Outcome::WouldDelete => self.size_bytes,
+            _ => 0,
+        }
+    }
+}
+
+/// What an expiry did (or, dry, would do).
+#[derive(Debug, Clone, Default)]
+pub struct ExpiryReport {
+    /// Expired snapshots, oldest first.
+    pub expired: Vec<ExpiredSnapshot>,
+    /// Branches and tags removed because they aged out.
+    pub refs_removed: Vec<String>,
+    /// Files deleted (or that would be).
+    pub files: Vec<DeletedFile>,
+    /// The metadata file committed, if any.
+    pub metadata_location: Option<String>,
+    /// Snapshots left in the table.
+    pub snapshots_retained: u64,
+    /// Whether nothing was changed on purpose.
+    pub dry_run: bool,
+}
+
+impl ExpiryReport {
+    /// Bytes reclaimed by deletions (or, dry, that would be).
+    pub fn reclaimed_bytes(&self) -> u64 {
+        self.files.iter().map(DeletedFile::reclaimed_bytes).sum()
+    }
+
+    /// Files of `kind` deleted (or that would be).
+    pub fn count(&self, kind: FileKind) -> u64 {
+        self.files
+            .iter()
+            .filter(|f| f.deletion.kind == kind && matches!(f.outcome, Outcome::Deleted | Outcome::WouldDelete))
+            .count() as u64
+    }
+}
+
+/// The metadata after expiry, and what it drops.
+pub struct Selection {
+    /// New metadata (not yet committed).
+    pub metadata: TableMetadata,
+    /// Expired snapshots, oldest first.
+    pub expired: Vec<ExpiredSnapshot>,
+    /// Aged-out refs removed.
+    pub refs_removed: Vec<String>,
+}
+
+impl Selection {
+    /// Whether the expiry changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.expired.is_empty() && self.refs_removed.is_empty()
+    }
+}
+
+/// Runs iceberg-rust's snapshot selection on `table` and applies it to a copy of its metadata.
+pub fn select(table: &IcebergTable, options: &ExpiryOptions) -> Result<Selection> {
+    let base = table.metadata.as_ref();
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let table_sets_age = base.properties().contains_key(TableProperties::PROPERTY_MAX_SNAPSHOT_AGE_MS);
+    let older_than_ms = match options.retention_days {
+        Some(days) => Some(now_ms.saturating_sub((days * DAY_MS) as i64)),
+        None if table_sets_age => None,
+        None => Some(now_ms.saturating_sub((DEFAULT_RETENTION_DAYS * DAY_MS) as i64)),
+    };
+    let iceberg_table = Table::builder()
+        .metadata(table.metadata.clone())
+        .metadata_location(table.metadata_location.clone())
+        .identifier(TableIdent::from_strs(["lakehouse", "table"])?)
+        .file_io(table.file_io.clone())
+        .runtime(runtime::iceberg_runtime()?)
+        .build()?;
+    let mut action = Transaction::new(&iceberg_table).expire_snapshots();
+    if let Some(ms) = older_than_ms {
+        action = action.expire_older_than_ms(ms);
+    }
+    if let Some(n) = options.retain_last {
+        action = action.retain_last(usize::try_from(n).unwrap_or(usize::MAX));
+    }
+    let capture = Capture { table: iceberg_table.clone(), updates: Mutex::new(Vec::new()) };
+    let committed = action
+        .apply(Transaction::new(&iceberg_table))
+        .map(|tx| runtime::block_on(tx.commit(&capture)))
+        .map_err(Error::from)
+        .and_then(|r| r?.map_err(Error::from));
+    if let Err(e) = committed {
+        return Err(Error::new(e.kind(), format!("cannot expire snapshots: {}", e.message())));
+    }
+    let updates = std::mem::take(&mut *capture.updates.lock().map_err(|_| Error::invalid("expiry state poisoned"))?);
+
+    let mut builder = TableMetadataBuilder::new_from_metadata(base.clone(), Some(table.metadata_location.clone()));
+    let (mut expired_ids, mut refs_removed) = (Vec::new(), Vec::new());
+    for update in updates {
+        match &update {
+            TableUpdate::RemoveSnapshots { snapshot_ids } => expired_ids.extend(snapshot_ids.iter().copied()),
+            TableUpdate::RemoveSnapshotRef { ref_name } => refs_removed.push(ref_name.clone()),
+            _ => {}
+        }
+        builder = update.apply(builder)?;
+    }
+    let mut expired: Vec<ExpiredSnapshot> = expired_ids
+        .iter()
+        .filter_map(|id| base.snapshot_by_id(*id))
+        .map(|s| ExpiredSnapshot { snapshot_id: s.snapshot_id(), timestamp_ms: s.timestamp_ms() })
+        .collect();
+    expired.sort_by_key(|s| (s.timestamp_ms, s.snapshot_id));
+    Ok(Selection { metadata: builder.build()?.metadata, expired, refs_removed })
+}
+
+/// Every file the expiry of `selection` frees: manifest lists, manifests, data and delete files
+/// reachable only from expired snapshots, their statistics files, and metadata files that fall
+/// out of the metadata log.
+pub fn files_to_delete(table: &IcebergTable, selection: &Selection) -> Result<Vec<Deletion>> {
+    let base = table.metadata.as_ref();
+    let new = &selection.metadata;
+    let location = base.location();
+    let expired_ids: Vec<i64> = selection.expired.iter().map(|s| s.snapshot_id).collect();
+    let retained_ids: Vec<i64> = new.snapshots().map(|s| s.snapshot_id()).collect();
+    let expired = Reach::load(table, &expired_ids, true)?;
+    let retained = Reach::load(table, &retained_ids, false)?;
+    let mut files = unreachable_files(&expired, &retained, location);
+
+    let kept_stats: HashSet<&str> = new
+        .statistics_iter()
+        .map(|s| s.statistics_path.as_str())
+        .chain(new.partition_statistics_iter().map(|s| s.statistics_path.as_str()))
+        .collect();
+    let deletion = |kind, path: &str, size: i64, snapshot_id| Deletion {
+        kind,
+        path: path.to_string(),
+        size_bytes: u64::try_from(size).ok(),
+        snapshot_id,
+        inside_location: is_inside(path, location),
+    };
+    for id in &expired_ids {
+        if let Some(s) = base.statistics_for_snapshot(*id)
+            && !kept_stats.contains(s.statistics_path.as_str())
+        {
+            files.push(deletion(FileKind::StatisticsFile, &s.statistics_path, s.file_size_in_bytes, Some(*id)));
+        }
+        if let Some(s) = base.partition_statistics_for_snapshot(*id)
+            && !kept_stats.contains(s.statistics_path.as_str())
+        {
+            files.push(deletion(FileKind::StatisticsFile, &s.statistics_path, s.file_size_in_bytes, Some(*id)));
+        }
+    }
+    let kept_metadata: HashSet<&str> = new.metadata_log().iter().map(|m| m.metadata_file.as_str()).collect();
+    for old in base.metadata_log() {
+        if !kept_metadata.contains(old.metadata_file.as_str()) && old.metadata_file != table.metadata_location {
+            files.push(deletion(FileKind::MetadataFile, &old.metadata_file, -1, None));
+        }
+    }
+    Ok(files)
+}
+
+/// Locates `table_name`, expires, commits, and deletes (unless `options.dry_run`).
+pub fn expire(table_name: &str, locate: &LocateOptions, options: &ExpiryOptions) -> Result<ExpiryReport> {
+    options.validate()?;
+    let mut located = table::locate(table_name, locate)?;
+    for attempt in 0..MAX_COMMIT_ATTEMPTS {
+        let table = IcebergTable::load(&located.metadata_location)?;
+        let selection = select(&table, options)?;
+        let mut report = ExpiryReport {
+            expired: selection.expired.clone(),
+            refs_removed: selection.refs_removed.clone(),
+            snapshots_retained: selection.metadata.snapshots().len() as u64,
+            dry_run: options.dry_run,
+            ..Default::default()
+        };
+        if selection.is_empty() {
+            return Ok(report);
+        }
+        let deletions = files_to_delete(&table, &selection)?;
+        if options.dry_run {
+            report.files = delete_files(deletions, true);
+            return Ok(report);
+        }
+        if attempt == 0 {
+            pause_for_tests();
+        }
+        match commit(&located, &selection.metadata)? {
+            CommitOutcome::Committed(location) => {
+                report.metadata_location = Some(location);
+                report.files = delete_files(deletions, false);
+                return Ok(report);
+            }
+            CommitOutcome::Conflict => located = relocate(&located)?,
+        }
+    }
+    Err(Error::new(
+        ErrorKind::Catalog,
+        format!(
+            "commit conflict: the table kept changing; gave up after {MAX_COMMIT_ATTEMPTS} attempts, nothing was expired"
+        ),
+    ))
+}
+
+/// Deletes (or, `dry`, only sizes) every deletion inside the table location, on
+/// [`DELETE_CONCURRENCY`] threads; keeps the planned order.
+pub fn delete_files(deletions: Vec<Deletion>, dry: bool) -> Vec<DeletedFile> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<DeletedFile>>> =
+        deletions.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let workers = DELETE_CONCURRENCY.min(deletions.len()).max(1);
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(deletion) = deletions.get(i) else { break };
+                    let done = delete_one(deletion, dry);
+                    if let Ok(mut slot) = results[i].lock() {
+                        *slot = Some(done);
+                    }
+                }
+            });
+        }
+    });
+    results
+        .into_iter()
+        .zip(deletions)
+        .map(|(slot, deletion)| {
+            slot.into_inner().ok().flatten().unwrap_or_else(|| DeletedFile {
+                size_bytes: deletion.size_bytes.unwrap_or(0),
+                deletion,
+                outcome: Outcome::Failed("the delete worker stopped".into()),
+            })
+        })
+        .collect()
+}
+
+fn delete_one(deletion: &Deletion, dry: bool) -> DeletedFile {
+    let local = strip_file_scheme(&deletion.path);
+    let on_disk = std::fs::symlink_metadata(local);
+    let size_bytes = deletion.size_bytes.or_else(|| on_disk.as_ref().ok().map(|m| m.len())).unwrap_or(0);
+    let outcome = if !deletion.inside_location {
+        Outcome::OutsideLocation
+    } else if on_disk.is_err() {
+        Outcome::AlreadyGone
+    } else if dry {
+        Outcome::WouldDelete
+    } else {
+        match std::fs::remove_file(local) {
+            Ok(()) => Outcome::Deleted,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Outcome::AlreadyGone,
+            Err(e) => Outcome::Failed(e.to_string()),
+        }
+    };
+    DeletedFile { deletion: deletion.clone(), size_bytes, outcome }
+}
+
+/// A catalog that serves one table and records the updates a transaction commits instead of
+/// committing them: it lets iceberg-rust's `ExpireSnapshotsAction` (reachable only through a
+/// transaction) compute its selection, while our own [`commit`] does the atomic swap.
+#[derive(Debug)]
+struct Capture {
+    table: Table,
+    updates: Mutex<Vec<TableUpdate>>,
+}
+
+fn unsupported<T>() -> iceberg::Result<T> {
+    Err(iceberg::Error::new(iceberg::ErrorKind::FeatureUnsupported, "not available in the expiry's capture catalog"))
+}
+
+#[async_trait::async_trait]
+impl Catalog for Capture {
+    async fn list_namespaces(&self, _parent: Option<&NamespaceIdent>) -> iceberg::Result<Vec<NamespaceIdent>> {
+        unsupported()
+    }
+    async fn create_namespace(
+        &self,
+        _namespace: &NamespaceIdent,
+        _properties: HashMap<String, String>,
+    ) -> iceberg::Result<Namespace> {
+        unsupported()
+    }
+    async fn get_namespace(&self, _namespace: &NamespaceIdent) -> iceberg::Result<Namespace> {
+        unsupported()
+    }
+    async fn namespace_exists(&self, _namespace: &NamespaceIdent) -> iceberg::Result<bool> {
+        unsupported()
+    }
+    async fn update_namespace(
+        &self,
+        _namespace: &NamespaceIdent,
+        _properties: HashMap<String, String>,
+    ) -> iceberg::Result<()> {
+        unsupported()
+    }
+    async fn drop_namespace(&self, _namespace: &NamespaceIdent) -> iceberg::Result<()> {
+        unsupported()
+    }
+    async fn list_tables(&self, _namespace: &NamespaceIdent) -> iceberg::Result<Vec<TableIdent>> {
+        unsupported()
+    }
+    async fn create_table(&self, _namespace: &NamespaceIdent, _creation: TableCreation) -> iceberg::Result<Table> {
+        unsupported()
+    }
+    async fn load_table(&self, _table: &TableIdent) -> iceberg::Result<Table> {
+        Ok(self.table.clone())
+    }
+    async fn drop_table(&self, _table: &TableIdent) -> iceberg::Result<()> {
+        unsupported()
+    }
+    async fn purge_table(&self, _table: &TableIdent) -> iceberg::Result<()> {
+        unsupported()
+    }
+    async fn table_exists(&self, _table: &TableIdent) -> iceberg::Result<bool> {
+        Ok(true)
+    }
+    async fn rename_table(&self, _src: &TableIdent, _dest: &TableIdent) -> iceberg::Result<()> {
+        unsupported()
+    }
+    async fn register_table(&self, _table: &TableIdent, _metadata_location: String) -> iceberg::Result<Table> {
+        unsupported()
+    }
+    async fn update_table(&self, mut commit: TableCommit) -> iceberg::Result<Table> {
+        if let Ok(mut updates) = self.updates.lock() {
+            *updates = commit.take_updates();
+        }
+        Ok(self.table.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_are_validated() {
+        assert!(ExpiryOptions::default().validate().is_ok());
+        for bad in [
+            ExpiryOptions { retention_days: Some(-1.0), ..Default::default() },
+            ExpiryOptions { retention_days: Some(f64::INFINITY), ..Default::default() },
+            ExpiryOptions { retain_last: Some(0), ..Default::default() },
+        ] {
+            assert_eq!(bad.validate().unwrap_err().kind(), ErrorKind::InvalidArgument, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn deletion_stays_inside_the_location_and_tolerates_missing_files() {
+        let dir = std::env::temp_dir().join(format!("lakehouse-expire-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(dir.join("t/data")).unwrap();
+        std::fs::write(dir.join("t/data/a.parquet"), b"abc").unwrap();
+        std::fs::write(dir.join("outside.parquet"), b"keep").unwrap();
+        let location = dir.join("t").to_string_lossy().into_owned();
+        let plan = |path: std::path::PathBuf| Deletion {
+            kind: FileKind::DataFile,
+            path: format!("file://{}", path.display()),
+            size_bytes: None,
+            snapshot_id: None,
+            inside_location: is_inside(&path.to_string_lossy(), &location),
+        };
+        let deletions = vec![
+            plan(dir.join("t/data/a.parquet")),
+            plan(dir.join("t/data/gone.parquet")),
+            plan(dir.join("outside.parquet")),
+        ];
+        let dry = delete_files(deletions.clone(), true);
+        assert_eq!(
+            dry.iter().map(|d| d.outcome.clone()).collect::<Vec<_>>(),
+            vec![Outcome::WouldDelete, Outcome::AlreadyGone, Outcome::OutsideLocation]
+        );
+        assert_eq!(dry[0].size_bytes, 3);
+        assert!(dir.join("t/data/a.parquet").exists());
+        let done = delete_files(deletions, false);
+        assert_eq!(done[0].outcome, Outcome::Deleted);
+        assert_eq!(done[0].reclaimed_bytes(), 3);
+        assert!(!dir.join("t/data/a.parquet").exists());
+        assert_eq!(std::fs::read(dir.join("outside.parquet")).unwrap(), b"keep");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,138 @@
+//! Orphan files: files under a table's location that no snapshot, manifest or metadata file
+//! references, older than a safety window (younger files may belong to a write in flight).
+//!
+//! Referenced means named anywhere by the table's metadata: the current metadata file and every
+//! metadata-log entry, `version-hint.text`, every snapshot's manifest list, every manifest those
+//! lists name, every file any entry of those manifests names (whatever its status), and statistics
+//! files. A subdirectory that is itself a table root (its own `metadata/*.metadata.json` or
+//! `_delta_log/`) is never searched: nested tables are not ours to clean. Symlinks are neither
+//! followed nor deleted.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use crate::action::expire::{DeletedFile, delete_files};
+use crate::error::{Error, ErrorKind, Result};
+use crate::plan::expiry::{Deletion, FileKind};
+use crate::table::iceberg::IcebergTable;
+use crate::table::reach::Reach;
+use crate::table::{self, LocateOptions, normalize_location};
+
+/// The reference safety window for in-flight writes (Iceberg's default).
+pub const DEFAULT_OLDER_THAN_DAYS: f64 = 3.0;
+
+/// An orphan file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Orphan {
+    /// Its local path.
+    pub path: String,
+    /// Its size.
+    pub size_bytes: u64,
+    /// Last modification, milliseconds since the epoch.
+    pub modified_ms: i64,
+}
+
+/// What every snapshot of `table` references; fails when any of it is missing, since orphans
+/// cannot be told apart from files a lost manifest named.
+pub fn load_all(table: &IcebergTable) -> Result<Reach> {
+    let ids: Vec<i64> = table.metadata.snapshots().map(|s| s.snapshot_id()).collect();
+    Reach::load(table, &ids, false)
+}
+
+/// Every file the table's metadata names, as normalized local paths (`reach`: [`load_all`]).
+pub fn referenced_files(table: &IcebergTable, reach: &Reach) -> HashSet<PathBuf> {
+    let metadata = table.metadata.as_ref();
+    let mut names: Vec<&str> = vec![table.metadata_location.as_str()];
+    names.extend(metadata.metadata_log().iter().map(|m| m.metadata_file.as_str()));
+    names.extend(metadata.statistics_iter().map(|s| s.statistics_path.as_str()));
+    names.extend(metadata.partition_statistics_iter().map(|s| s.statistics_path.as_str()));
+    names.extend(reach.manifest_lists.values().map(String::as_str));
+    for (path, manifest) in &reach.manifests {
+        names.push(path.as_str());
+        names.extend(manifest.live.iter().map(|f| f.path.as_str()));
+        names.extend(manifest.deleted.iter().map(String::as_str));
+    }
+    names.into_iter().filter_map(normalize_location).collect()
+}
+
+/// Files under the location of `table` that nothing references and that were last modified
+/// more than `older_than_days` ago, sorted by path (`reach`: [`load_all`]).
+pub fn find_orphans(table: &IcebergTable, reach: &Reach, older_than_days: f64) -> Result<Vec<Orphan>> {
+    if !older_than_days.is_finite() || older_than_days < 0.0 {
+        return Err(Error::invalid(format!("older_than_days must be a number >= 0, got {older_than_days}")));
+    }
+    let root = normalize_location(table.metadata.location()).filter(|p| p.is_absolute()).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Unsupported,
+            format!("table location '{}' is not an absolute local path", table.metadata.location()),
+        )
+    })?;
+    if !root.is_dir() {
+        return Err(Error::new(ErrorKind::NotFound, format!("table location '{}' does not exist", root.display())));
+    }
+    let referenced = referenced_files(table, reach);
+    let hint = root.join("metadata").join("version-hint.text");
+    let cutoff = SystemTime::now()
+        .checked_sub(Duration::from_secs_f64(older_than_days * 86_400.0))
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let mut orphans = Vec::new();
+    let mut stack = vec![root.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            let meta = entry.metadata()?; // does not follow symlinks
+            if meta.is_dir() {
+                if !is_other_table_root(&path) {
+                    stack.push(path);
+                }
+                continue;
+            }
+            if !meta.is_file() || path == hint || referenced.contains(&path) {
+                continue;
+            }
+            let modified = meta.modified().unwrap_or(SystemTime::now());
+            if modified >= cutoff {
+                continue;
+            }
+            let modified_ms = modified.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+            orphans.push(Orphan { path: path.to_string_lossy().into_owned(), size_bytes: meta.len(), modified_ms });
+        }
+    }
+    orphans.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(orphans)
+}
+
+fn is_other_table_root(dir: &Path) -> bool {
+    if dir.join("_delta_log").is_dir() {
+        return true;
+    }
+    let metadata = dir.join("metadata");
+    metadata.is_dir()
+        && std::fs::read_dir(&metadata)
+            .is_ok_and(|entries| entries.flatten().any(|e| e.file_name().to_string_lossy().ends_with(".metadata.json")))
+}
+
+/// Locates `table_name`, finds its orphans and (unless `dry_run`) deletes them.
+pub fn remove_orphan_files(
+    table_name: &str,
+    locate: &LocateOptions,
+    older_than_days: f64,
+    dry_run: bool,
+) -> Result<Vec<(Orphan, DeletedFile)>> {
+    let located = table::locate(table_name, locate)?;
+    let table = IcebergTable::load(&located.metadata_location)?;
+    let orphans = find_orphans(&table, &load_all(&table)?, older_than_days)?;
+    let deletions = orphans
+        .iter()
+        .map(|o| Deletion {
+            kind: FileKind::OrphanFile,
+            path: o.path.clone(),
+            size_bytes: Some(o.size_bytes),
+            snapshot_id: None,
+            inside_location: table::is_inside(&o.path, table.metadata.location()),
+        })
+        .collect();
+    Ok(orphans.into_iter().zip(delete_files(deletions, dry_run)).collect())
+}

@@ -1,0 +1,105 @@
+//! Scalar `lakehouse_expire_snapshots(table [, options_json])` → a JSON summary, one expiry per
+//! row. Volatile, so one query can maintain many tables. The options are the table function's
+//! named parameters as a JSON object.
+
+use duckdb::core::DataChunkHandle;
+use duckdb::vscalar::{ScalarFunctionSignature, VScalar};
+use duckdb::vtab::arrow::WritableVector;
+use serde_json::{Value, json};
+
+use super::json_options::{JsonOptions, TABLE_KEYS, invoke_per_row, table_and_options_signatures};
+use crate::action::expire::{ExpiryOptions, ExpiryReport, Outcome, expire};
+use crate::duck::HostDb;
+use crate::error::Result;
+use crate::plan::expiry::FileKind;
+use crate::table::LocateOptions;
+
+const NAME: &str = "lakehouse_expire_snapshots";
+const KEYS: [&str; 7] =
+    ["snapshot_retention_days", "retain_last", "dry_run", TABLE_KEYS[0], TABLE_KEYS[1], TABLE_KEYS[2], TABLE_KEYS[3]];
+
+/// The scalar expiry function.
+pub struct ExpireScalar;
+
+/// Parses the options JSON (absent or NULL → defaults).
+pub fn parse_options(options: Option<&str>) -> Result<(LocateOptions, ExpiryOptions)> {
+    let map = JsonOptions::parse(options, &KEYS)?;
+    let expiry = ExpiryOptions {
+        retention_days: map.opt_number("snapshot_retention_days")?,
+        retain_last: map.opt_integer("retain_last", 1.0)?,
+        dry_run: map.boolean("dry_run", false)?,
+    };
+    expiry.validate()?;
+    Ok((map.locate_options()?, expiry))
+}
+
+/// The JSON summary of a report.
+pub fn summary_json(table: &str, report: &ExpiryReport) -> Value {
+    let outside = report.files.iter().filter(|f| f.outcome == Outcome::OutsideLocation).count();
+    let failed = report.files.iter().filter(|f| matches!(f.outcome, Outcome::Failed(_))).count();
+    json!({
+        "table": table,
+        "dry_run": report.dry_run,
+        "metadata_location": report.metadata_location,
+        "snapshots_expired": report.expired.len(),
+        "snapshots_retained": report.snapshots_retained,
+        "expired_snapshot_ids": report.expired.iter().map(|s| s.snapshot_id).collect::<Vec<_>>(),
+        "refs_removed": report.refs_removed,
+        "manifest_lists_deleted": report.count(FileKind::ManifestList),
+        "manifests_deleted": report.count(FileKind::Manifest),
+        "data_files_deleted": report.count(FileKind::DataFile),
+        "delete_files_deleted": report.count(FileKind::DeleteFile),
+        "statistics_files_deleted": report.count(FileKind::StatisticsFile),
+        "metadata_files_deleted": report.count(FileKind::MetadataFile),
+        "bytes_reclaimed": report.reclaimed_bytes(),
+        "files_outside_location_kept": outside,
+        "files_failed_to_delete": failed,
+    })
+}
+
+impl VScalar for ExpireScalar {
+    type State = HostDb;
+
+    fn invoke(
+        _host: &Self::State,
+        input: &mut DataChunkHandle,
+        output: &mut dyn WritableVector,
+    ) -> std::result::Result<(), Box<dyn std::error::Error>> {
+        invoke_per_row(NAME, input, output, |table, options| {
+            let (locate, expiry) = parse_options(options)?;
+            Ok(summary_json(table, &expire(table, &locate, &expiry)?))
+        })
+    }
+
+    fn signatures() -> Vec<ScalarFunctionSignature> {
+        table_and_options_signatures()
+    }
+
+    fn volatile() -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_parse_and_validate() {
+        let (_, expiry) =
+            parse_options(Some(r#"{"snapshot_retention_days": 0.5, "retain_last": 3, "dry_run": true}"#)).unwrap();
+        assert_eq!(expiry, ExpiryOptions { retention_days: Some(0.5), retain_last: Some(3), dry_run: true });
+        let (_, defaults) = parse_options(None).unwrap();
+        assert_eq!(defaults, ExpiryOptions::default());
+        for bad in [
+            r#"{"snapshot_retention_days": -1}"#,
+            r#"{"retain_last": 0}"#,
+            r#"{"retain_last": 1.5}"#,
+            r#"{"dry_run": null}"#,
+            r#"{"older_than": 3}"#,
+            "[]",
+        ] {
+            assert!(parse_options(Some(bad)).is_err(), "{bad}");
+        }
+    }
+}

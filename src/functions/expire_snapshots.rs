@@ -1,0 +1,116 @@
+//! `lakehouse_expire_snapshots(table, snapshot_retention_days := 7, retain_last := 1,
+//! dry_run := false, …)`: expire snapshots past retention and delete the files only they
+//! reached; one row per expired snapshot, removed ref and deleted file.
+
+use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
+
+use super::args::{Args, TABLE_PARAMETERS, named};
+use super::{Cell, RowFunction};
+use crate::action::expire::{ExpiryOptions, ExpiryReport, expire};
+use crate::duck::HostDb;
+use crate::error::Result;
+use crate::table::LocateOptions;
+
+/// Parsed arguments.
+pub struct ExpireInput {
+    table: String,
+    locate: LocateOptions,
+    options: ExpiryOptions,
+}
+
+/// The expiry table function.
+pub struct ExpireSnapshots;
+
+/// The expiry's named parameters besides the table ones.
+pub const EXPIRY_PARAMETERS: [&str; 2] = ["snapshot_retention_days", "retain_last"];
+
+/// Reads [`EXPIRY_PARAMETERS`] (absent → the table's properties, else 7 days and 1).
+pub fn expiry_options(args: &Args, dry_run: bool) -> Result<ExpiryOptions> {
+    let options = ExpiryOptions {
+        retention_days: args.opt_f64("snapshot_retention_days")?,
+        retain_last: args.opt_i64_in("retain_last", 1, i64::from(u32::MAX))?.map(|n| n as u64),
+        dry_run,
+    };
+    options.validate()?;
+    Ok(options)
+}
+
+impl RowFunction for ExpireSnapshots {
+    const NAME: &'static str = "lakehouse_expire_snapshots";
+    type Input = ExpireInput;
+
+    fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
+        let mut names = EXPIRY_PARAMETERS.to_vec();
+        names.push("dry_run");
+        names.extend(TABLE_PARAMETERS);
+        named(&names)
+    }
+
+    fn columns() -> Vec<(&'static str, LogicalTypeId)> {
+        use LogicalTypeId::*;
+        vec![
+            ("kind", Varchar),
+            ("snapshot_id", Bigint),
+            ("snapshot_timestamp", Timestamp),
+            ("path", Varchar),
+            ("size_bytes", Bigint),
+            ("action", Varchar),
+            ("dry_run", Boolean),
+            ("metadata_location", Varchar),
+        ]
+    }
+
+    fn parse(args: &Args) -> Result<Self::Input> {
+        let table = args.required_string(0, "table")?;
+        let options = expiry_options(args, args.bool("dry_run", false)?)?;
+        Ok(ExpireInput { table, locate: args.locate_options()?, options })
+    }
+
+    fn run(input: &Self::Input, _host: &HostDb) -> Result<Vec<Vec<Cell>>> {
+        Ok(rows(&expire(&input.table, &input.locate, &input.options)?))
+    }
+}
+
+/// The report as rows: snapshots (oldest first), removed refs, then files by kind and path.
+pub fn rows(report: &ExpiryReport) -> Vec<Vec<Cell>> {
+    let dry = report.dry_run;
+    let location = || report.metadata_location.clone().map_or(Cell::Null, Cell::Text);
+    let mut out = Vec::new();
+    for s in &report.expired {
+        out.push(vec![
+            Cell::Text("snapshot".into()),
+            Cell::BigInt(s.snapshot_id),
+            Cell::Timestamp(s.timestamp_ms.saturating_mul(1000)),
+            Cell::Null,
+            Cell::Null,
+            Cell::Text(if dry { "would expire" } else { "expired" }.into()),
+            Cell::Bool(dry),
+            location(),
+        ]);
+    }
+    for name in &report.refs_removed {
+        out.push(vec![
+            Cell::Text("ref".into()),
+            Cell::Null,
+            Cell::Null,
+            Cell::Text(name.clone()),
+            Cell::Null,
+            Cell::Text(if dry { "would remove: aged out" } else { "removed: aged out" }.into()),
+            Cell::Bool(dry),
+            location(),
+        ]);
+    }
+    for f in &report.files {
+        out.push(vec![
+            Cell::Text(f.deletion.kind.as_str().into()),
+            f.deletion.snapshot_id.map_or(Cell::Null, Cell::BigInt),
+            Cell::Null,
+            Cell::Text(f.deletion.path.clone()),
+            Cell::BigInt(f.size_bytes as i64),
+            Cell::Text(f.outcome.describe()),
+            Cell::Bool(dry),
+            location(),
+        ]);
+    }
+    out
+}

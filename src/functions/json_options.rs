@@ -1,0 +1,133 @@
+//! Options of the scalar functions: a JSON object of the table function's named parameters,
+//! checked key by key with messages that name the option.
+
+use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
+use duckdb::types::DuckString;
+use duckdb::vscalar::ScalarFunctionSignature;
+use duckdb::vtab::arrow::WritableVector;
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+use crate::table::LocateOptions;
+use crate::table::catalog::CatalogOptions;
+
+/// The options every scalar that takes a `table` accepts (see [`super::args::TABLE_PARAMETERS`]).
+pub const TABLE_KEYS: [&str; 4] = super::args::TABLE_PARAMETERS;
+
+/// A parsed options object.
+pub struct JsonOptions {
+    map: Map<String, Value>,
+}
+
+impl JsonOptions {
+    /// Parses `text` (absent or NULL → no options) and refuses keys outside `known`.
+    pub fn parse(text: Option<&str>, known: &[&str]) -> Result<Self> {
+        let map = match text {
+            None => Map::new(),
+            Some(text) => match serde_json::from_str::<Value>(text) {
+                Ok(Value::Object(map)) => map,
+                Ok(other) => return Err(Error::invalid(format!("options must be a JSON object, got {other}"))),
+                Err(e) => return Err(Error::invalid(format!("options are not valid JSON: {e}"))),
+            },
+        };
+        if let Some(unknown) = map.keys().find(|k| !known.contains(&k.as_str())) {
+            return Err(Error::invalid(format!("unknown option '{unknown}'; known options: {}", known.join(", "))));
+        }
+        Ok(Self { map })
+    }
+
+    /// The raw value of `key`.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.map.get(key)
+    }
+
+    /// A number; `None` when absent.
+    pub fn opt_number(&self, key: &str) -> Result<Option<f64>> {
+        match self.map.get(key) {
+            None => Ok(None),
+            Some(v) => v.as_f64().map(Some).ok_or_else(|| Error::invalid(format!("{key} must be a number, got {v}"))),
+        }
+    }
+
+    /// A number; `default` when absent.
+    pub fn number(&self, key: &str, default: f64) -> Result<f64> {
+        Ok(self.opt_number(key)?.unwrap_or(default))
+    }
+
+    /// An integer of at least `min`; `None` when absent.
+    pub fn opt_integer(&self, key: &str, min: f64) -> Result<Option<u64>> {
+        match self.opt_number(key)? {
+            None => Ok(None),
+            Some(n) if n.fract() == 0.0 && n >= min && n <= u32::MAX as f64 => Ok(Some(n as u64)),
+            Some(n) => Err(Error::invalid(format!("{key} must be an integer of at least {min}, got {n}"))),
+        }
+    }
+
+    /// A boolean; `default` when absent.
+    pub fn boolean(&self, key: &str, default: bool) -> Result<bool> {
+        match self.map.get(key) {
+            None => Ok(default),
+            Some(v) => v.as_bool().ok_or_else(|| Error::invalid(format!("{key} must be a boolean, got {v}"))),
+        }
+    }
+
+    /// A string; `None` when absent or null.
+    pub fn text(&self, key: &str) -> Result<Option<String>> {
+        match self.map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(Error::invalid(format!("{key} must be a string"))),
+        }
+    }
+
+    /// The options of [`TABLE_KEYS`].
+    pub fn locate_options(&self) -> Result<LocateOptions> {
+        Ok(LocateOptions {
+            latest_metadata: self.boolean("latest_metadata", false)?,
+            catalog: CatalogOptions {
+                name: self.text("catalog")?,
+                uri: self.text("catalog_uri")?,
+                warehouse: self.text("warehouse")?,
+            },
+        })
+    }
+}
+
+/// The VARCHAR at (`column`, `row`) of a scalar's input chunk; `None` for NULL.
+pub fn read_text(input: &DataChunkHandle, column: usize, row: usize) -> Option<String> {
+    let vector = input.flat_vector(column);
+    if vector.row_is_null(row as u64) {
+        return None;
+    }
+    let strings = unsafe { vector.as_slice_with_len::<duckdb::ffi::duckdb_string_t>(input.len()) };
+    let mut raw = strings[row];
+    Some(DuckString::new(&mut raw).as_str().into_owned())
+}
+
+/// The body of every `(table [, options_json]) → JSON` scalar: for each row, `run(table,
+/// options)` and write its JSON; errors are prefixed with `name`. A NULL table is refused.
+pub fn invoke_per_row(
+    name: &str,
+    input: &mut DataChunkHandle,
+    output: &mut dyn WritableVector,
+    run: impl Fn(&str, Option<&str>) -> Result<Value>,
+) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    let with_options = input.num_columns() > 1;
+    let out = output.flat_vector();
+    for row in 0..input.len() {
+        let table = read_text(input, 0, row).ok_or_else(|| format!("{name}: table must not be NULL"))?;
+        let options = if with_options { read_text(input, 1, row) } else { None };
+        let summary = run(&table, options.as_deref()).map_err(|e| format!("{name}: {e}"))?;
+        out.insert(row, summary.to_string().as_str());
+    }
+    Ok(())
+}
+
+/// `(VARCHAR) → VARCHAR` and `(VARCHAR, VARCHAR) → VARCHAR`.
+pub fn table_and_options_signatures() -> Vec<ScalarFunctionSignature> {
+    let text = || LogicalTypeHandle::from(LogicalTypeId::Varchar);
+    vec![
+        ScalarFunctionSignature::exact(vec![text()], text()),
+        ScalarFunctionSignature::exact(vec![text(), text()], text()),
+    ]
+}

@@ -1,0 +1,124 @@
+//! `lakehouse_metadata_health(table, snapshot_retention_days := 7, retain_last := 1,
+//! older_than_days := 3, …)`: one row of metadata-bloat figures and the verdict.
+
+use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
+
+use super::args::{Args, TABLE_PARAMETERS, named};
+use super::expire_snapshots::{EXPIRY_PARAMETERS, expiry_options};
+use super::{Cell, RowFunction};
+use crate::action::orphans::DEFAULT_OLDER_THAN_DAYS;
+use crate::duck::HostDb;
+use crate::error::{Error, Result};
+use crate::health::{HealthOptions, metadata_health};
+use crate::table::LocateOptions;
+
+/// Parsed arguments.
+pub struct HealthInput {
+    table: String,
+    locate: LocateOptions,
+    options: HealthOptions,
+}
+
+/// The metadata-health table function.
+pub struct MetadataHealthFn;
+
+/// Reads `older_than_days` (default 3), a number >= 0.
+pub fn older_than_days(args: &Args) -> Result<f64> {
+    let days = args.f64("older_than_days", DEFAULT_OLDER_THAN_DAYS)?;
+    if !days.is_finite() || days < 0.0 {
+        return Err(Error::invalid(format!("older_than_days must be a number >= 0, got {days}")));
+    }
+    Ok(days)
+}
+
+fn ms_to_micros(ms: Option<i64>) -> Cell {
+    ms.map_or(Cell::Null, |ms| Cell::Timestamp(ms.saturating_mul(1000)))
+}
+
+fn opt_big(n: Option<u64>) -> Cell {
+    n.map_or(Cell::Null, |n| Cell::BigInt(n as i64))
+}
+
+impl RowFunction for MetadataHealthFn {
+    const NAME: &'static str = "lakehouse_metadata_health";
+    type Input = HealthInput;
+
+    fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
+        let mut names = EXPIRY_PARAMETERS.to_vec();
+        names.push("older_than_days");
+        names.extend(TABLE_PARAMETERS);
+        named(&names)
+    }
+
+    fn columns() -> Vec<(&'static str, LogicalTypeId)> {
+        use LogicalTypeId::*;
+        vec![
+            ("snapshots", Bigint),
+            ("oldest_snapshot_at", Timestamp),
+            ("newest_snapshot_at", Timestamp),
+            ("snapshot_age_span_days", Double),
+            ("snapshot_retention_days", Double),
+            ("snapshots_past_retention", Bigint),
+            ("expirable_snapshots", Bigint),
+            ("refs", Bigint),
+            ("manifests", Bigint),
+            ("small_manifests", Bigint),
+            ("manifest_bytes", Bigint),
+            ("metadata_files", Bigint),
+            ("metadata_bytes", Bigint),
+            ("metadata_log_entries", Bigint),
+            ("data_files", Bigint),
+            ("position_delete_files", Bigint),
+            ("equality_delete_files", Bigint),
+            ("orphan_files", Bigint),
+            ("orphan_bytes", Bigint),
+            ("missing_metadata_files", Bigint),
+            ("requires_expiry", Boolean),
+            ("requires_orphan_cleanup", Boolean),
+            ("metadata_bloated", Boolean),
+            ("reason", Varchar),
+        ]
+    }
+
+    fn parse(args: &Args) -> Result<Self::Input> {
+        let table = args.required_string(0, "table")?;
+        let options = HealthOptions { expiry: expiry_options(args, true)?, older_than_days: older_than_days(args)? };
+        Ok(HealthInput { table, locate: args.locate_options()?, options })
+    }
+
+    fn run(input: &Self::Input, _host: &HostDb) -> Result<Vec<Vec<Cell>>> {
+        let h = metadata_health(&input.table, &input.locate, &input.options)?;
+        let span_days = match (h.oldest_snapshot_ms, h.newest_snapshot_ms) {
+            (Some(a), Some(b)) => Cell::Double((b - a) as f64 / 86_400_000.0),
+            _ => Cell::Null,
+        };
+        let reason = if h.reasons.is_empty() { "healthy".to_string() } else { h.reasons.join("; ") };
+        let big = |n: u64| Cell::BigInt(n as i64);
+        Ok(vec![vec![
+            big(h.snapshots),
+            ms_to_micros(h.oldest_snapshot_ms),
+            ms_to_micros(h.newest_snapshot_ms),
+            span_days,
+            Cell::Double(h.retention_days),
+            big(h.snapshots_past_retention),
+            big(h.expirable_snapshots),
+            big(h.refs),
+            big(h.manifests),
+            big(h.small_manifests),
+            big(h.manifest_bytes),
+            big(h.metadata_files),
+            big(h.metadata_bytes),
+            big(h.metadata_log_entries),
+            big(h.data_files),
+            big(h.position_delete_files),
+            big(h.equality_delete_files),
+            opt_big(h.orphan_files),
+            opt_big(h.orphan_bytes),
+            big(h.missing_metadata_files),
+            Cell::Bool(h.requires_expiry()),
+            Cell::Bool(h.requires_orphan_cleanup()),
+            Cell::Bool(h.metadata_bloated()),
+            Cell::Text(reason),
+        ]])
+    }
+}

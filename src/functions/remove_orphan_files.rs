@@ -1,0 +1,71 @@
+//! `lakehouse_remove_orphan_files(table, older_than_days := 3, dry_run := true, …)`: files under
+//! the table location that nothing references, older than the safety window; one row each.
+//! A dry run by default: deleting needs `dry_run := false`.
+
+use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
+
+use super::args::{Args, TABLE_PARAMETERS, named};
+use super::metadata_health::older_than_days;
+use super::{Cell, RowFunction};
+use crate::action::orphans::remove_orphan_files;
+use crate::duck::HostDb;
+use crate::error::Result;
+use crate::table::LocateOptions;
+
+/// Parsed arguments.
+pub struct OrphansInput {
+    table: String,
+    locate: LocateOptions,
+    older_than_days: f64,
+    dry_run: bool,
+}
+
+/// The orphan-removal table function.
+pub struct RemoveOrphanFiles;
+
+impl RowFunction for RemoveOrphanFiles {
+    const NAME: &'static str = "lakehouse_remove_orphan_files";
+    type Input = OrphansInput;
+
+    fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
+        let mut names = vec!["older_than_days", "dry_run"];
+        names.extend(TABLE_PARAMETERS);
+        named(&names)
+    }
+
+    fn columns() -> Vec<(&'static str, LogicalTypeId)> {
+        use LogicalTypeId::*;
+        vec![
+            ("path", Varchar),
+            ("size_bytes", Bigint),
+            ("modified_at", Timestamp),
+            ("action", Varchar),
+            ("dry_run", Boolean),
+        ]
+    }
+
+    fn parse(args: &Args) -> Result<Self::Input> {
+        Ok(OrphansInput {
+            table: args.required_string(0, "table")?,
+            older_than_days: older_than_days(args)?,
+            dry_run: args.bool("dry_run", true)?,
+            locate: args.locate_options()?,
+        })
+    }
+
+    fn run(input: &Self::Input, _host: &HostDb) -> Result<Vec<Vec<Cell>>> {
+        let removed = remove_orphan_files(&input.table, &input.locate, input.older_than_days, input.dry_run)?;
+        Ok(removed
+            .into_iter()
+            .map(|(orphan, done)| {
+                vec![
+                    Cell::Text(orphan.path),
+                    Cell::BigInt(orphan.size_bytes as i64),
+                    Cell::Timestamp(orphan.modified_ms.saturating_mul(1000)),
+                    Cell::Text(done.outcome.describe()),
+                    Cell::Bool(input.dry_run),
+                ]
+            })
+            .collect())
+    }
+}

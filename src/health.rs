@@ -1,0 +1,215 @@
+//! Metadata health: the figures that say whether a table's metadata is bloated — snapshots past
+//! retention, manifests, metadata.json versions, delete files and orphan files.
+//!
+//! The verdict is actionable: `requires_expiry` when [`crate::action::expire`] would expire
+//! something, `requires_orphan_cleanup` when [`crate::action::orphans`] would delete something;
+//! `metadata_bloated` is either, with the reasons spelled out.
+
+use iceberg::spec::TableProperties;
+
+use crate::action::expire::{DEFAULT_RETENTION_DAYS, ExpiryOptions, select};
+use crate::action::orphans::find_orphans;
+use crate::error::Result;
+use crate::profile::MIB;
+use crate::table::iceberg::IcebergTable;
+use crate::table::reach::Reach;
+use crate::table::{self, FileContent, LocateOptions, strip_file_scheme};
+
+/// A manifest is small below this share of `commit.manifest.target-size-bytes` (the same
+/// half-of-target rule as data files: 64 MiB of 128 MiB).
+const SMALL_MANIFEST_SHARE: f64 = 0.5;
+const DEFAULT_MANIFEST_TARGET_BYTES: u64 = 8 * 1024 * 1024;
+
+/// What to measure against.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthOptions {
+    /// Retention and retain-last, as the expiry would use them.
+    pub expiry: ExpiryOptions,
+    /// The orphan safety window.
+    pub older_than_days: f64,
+}
+
+/// The figures.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MetadataHealth {
+    /// Snapshots in the metadata.
+    pub snapshots: u64,
+    /// Oldest and newest snapshot timestamps.
+    pub oldest_snapshot_ms: Option<i64>,
+    /// See `oldest_snapshot_ms`.
+    pub newest_snapshot_ms: Option<i64>,
+    /// The retention in force (parameter, table property, or 7 days).
+    pub retention_days: f64,
+    /// Snapshots older than the retention.
+    pub snapshots_past_retention: u64,
+    /// Snapshots an expiry would remove now (past retention, minus refs' heads and retain_last).
+    pub expirable_snapshots: u64,
+    /// Branches and tags.
+    pub refs: u64,
+    /// Manifests of the current snapshot, and how many are small.
+    pub manifests: u64,
+    /// See `manifests`.
+    pub small_manifests: u64,
+    /// Bytes of the current snapshot's manifests.
+    pub manifest_bytes: u64,
+    /// `*.metadata.json` files in the metadata directory, and their bytes.
+    pub metadata_files: u64,
+    /// See `metadata_files`.
+    pub metadata_bytes: u64,
+    /// Entries of the metadata log.
+    pub metadata_log_entries: u64,
+    /// Live data files and delete files of the current snapshot.
+    pub data_files: u64,
+    /// See `data_files`.
+    pub position_delete_files: u64,
+    /// See `data_files`.
+    pub equality_delete_files: u64,
+    /// Orphan files and bytes (`None` when referenced metadata is missing, so orphans cannot be
+    /// told apart safely).
+    pub orphan_files: Option<u64>,
+    /// See `orphan_files`.
+    pub orphan_bytes: Option<u64>,
+    /// Referenced manifest lists or manifests that no longer exist.
+    pub missing_metadata_files: u64,
+    /// Why the metadata is bloated (empty: healthy).
+    pub reasons: Vec<String>,
+}
+
+impl MetadataHealth {
+    /// Whether an expiry would remove snapshots.
+    pub fn requires_expiry(&self) -> bool {
+        self.expirable_snapshots > 0
+    }
+
+    /// Whether an orphan cleanup would remove files.
+    pub fn requires_orphan_cleanup(&self) -> bool {
+        self.orphan_files.unwrap_or(0) > 0
+    }
+
+    /// Whether maintenance would slim the metadata down.
+    pub fn metadata_bloated(&self) -> bool {
+        !self.reasons.is_empty()
+    }
+}
+
+/// Locates `table_name` and measures its metadata.
+pub fn metadata_health(table_name: &str, locate: &LocateOptions, options: &HealthOptions) -> Result<MetadataHealth> {
+    options.expiry.validate()?;
+    let located = table::locate(table_name, locate)?;
+    let table = IcebergTable::load(&located.metadata_location)?;
+    measure(&table, options)
+}
+
+/// Measures `table`'s metadata.
+pub fn measure(table: &IcebergTable, options: &HealthOptions) -> Result<MetadataHealth> {
+    let metadata = table.metadata.as_ref();
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let mut h = MetadataHealth {
+        snapshots: metadata.snapshots().len() as u64,
+        refs: refs_count(metadata),
+        metadata_log_entries: metadata.metadata_log().len() as u64,
+        ..Default::default()
+    };
+    h.oldest_snapshot_ms = metadata.snapshots().map(|s| s.timestamp_ms()).min();
+    h.newest_snapshot_ms = metadata.snapshots().map(|s| s.timestamp_ms()).max();
+    h.retention_days = options.expiry.retention_days.unwrap_or_else(|| {
+        metadata
+            .properties()
+            .get(TableProperties::PROPERTY_MAX_SNAPSHOT_AGE_MS)
+            .and_then(|v| v.parse::<f64>().ok())
+            .map_or(DEFAULT_RETENTION_DAYS, |ms| ms / 86_400_000.0)
+    });
+    let cutoff_ms = now_ms - (h.retention_days * 86_400_000.0) as i64;
+    h.snapshots_past_retention = metadata.snapshots().filter(|s| s.timestamp_ms() < cutoff_ms).count() as u64;
+    h.expirable_snapshots = select(table, &options.expiry)?.expired.len() as u64;
+
+    let ids: Vec<i64> = metadata.snapshots().map(|s| s.snapshot_id()).collect();
+    let reach = Reach::load(table, &ids, true)?;
+    h.missing_metadata_files = reach.missing.len() as u64;
+    let target = metadata
+        .properties()
+        .get("commit.manifest.target-size-bytes")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(DEFAULT_MANIFEST_TARGET_BYTES);
+    let small_below = target as f64 * SMALL_MANIFEST_SHARE;
+    let current = metadata.current_snapshot_id().and_then(|id| reach.manifests_of.get(&id));
+    for path in current.into_iter().flatten() {
+        let Some(m) = reach.manifests.get(path) else { continue };
+        h.manifests += 1;
+        h.manifest_bytes += m.length_bytes;
+        if (m.length_bytes as f64) < small_below {
+            h.small_manifests += 1;
+        }
+        for f in &m.live {
+            match f.content {
+                FileContent::Data => h.data_files += 1,
+                FileContent::PositionDeletes => h.position_delete_files += 1,
+                FileContent::EqualityDeletes => h.equality_delete_files += 1,
+            }
+        }
+    }
+    let metadata_dir = strip_file_scheme(&table.metadata_location).rsplit_once('/').map(|(d, _)| d.to_string());
+    if let Some(entries) = metadata_dir.and_then(|d| std::fs::read_dir(d).ok()) {
+        for entry in entries.flatten() {
+            if entry.file_name().to_string_lossy().ends_with(".metadata.json") {
+                h.metadata_files += 1;
+                h.metadata_bytes += entry.metadata().map_or(0, |m| m.len());
+            }
+        }
+    }
+    if reach.missing.is_empty() {
+        let orphans = find_orphans(table, &reach, options.older_than_days)?;
+        h.orphan_files = Some(orphans.len() as u64);
+        h.orphan_bytes = Some(orphans.iter().map(|o| o.size_bytes).sum());
+    }
+
+    if h.requires_expiry() {
+        h.reasons.push(format!(
+            "{} of {} snapshots past the {}-day retention can be expired",
+            h.expirable_snapshots,
+            h.snapshots,
+            trim_number(h.retention_days)
+        ));
+    }
+    if h.requires_orphan_cleanup() {
+        h.reasons.push(format!(
+            "{} orphan files ({:.2} MiB) older than {} days",
+            h.orphan_files.unwrap_or(0),
+            h.orphan_bytes.unwrap_or(0) as f64 / MIB,
+            trim_number(options.older_than_days)
+        ));
+    }
+    if h.missing_metadata_files > 0 {
+        h.reasons.push(format!(
+            "{} referenced manifest lists or manifests are missing; orphan files were not counted",
+            h.missing_metadata_files
+        ));
+    }
+    Ok(h)
+}
+
+/// Branches and tags (iceberg-rust keeps `refs` private; its serialized form has them).
+fn refs_count(metadata: &iceberg::spec::TableMetadata) -> u64 {
+    serde_json::to_value(metadata)
+        .ok()
+        .and_then(|v| v.get("refs").and_then(|r| r.as_object()).map(|r| r.len() as u64))
+        .unwrap_or(0)
+}
+
+/// `7` for 7.0, `0.5` for 0.5.
+pub fn trim_number(x: f64) -> String {
+    let text = format!("{x:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_trimmed() {
+        assert_eq!(trim_number(7.0), "7");
+        assert_eq!(trim_number(0.5), "0.5");
+        assert_eq!(trim_number(1.25), "1.25");
+    }
+}

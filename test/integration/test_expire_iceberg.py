@@ -1,0 +1,397 @@
+"""lakehouse_expire_snapshots, lakehouse_metadata_health and lakehouse_remove_orphan_files on
+tables written by pyiceberg, with snapshots backdated in a copy of the metadata.
+
+Every test checks the table afterwards with readers we did not write (pyiceberg and DuckDB's
+iceberg extension), and that every file a retained snapshot needs still exists.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import sqlite3
+import time
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+
+import conftest as c
+from test_compact_iceberg import compact, duckdb_rows, pyiceberg_rows, sorted_rows
+
+FN = "lakehouse_expire_snapshots"
+DAY_MS = 86_400_000
+
+
+def make_catalog(root: Path) -> SqlCatalog:
+    root.mkdir(parents=True)
+    uri = f"sqlite:///{root}/catalog.db"
+    cat = SqlCatalog(c.CATALOG_NAME, uri=uri, warehouse=f"file://{root}/warehouse")
+    cat.create_namespace(c.NAMESPACE)
+    cat.test_uri = uri  # type: ignore[attr-defined]
+    cat.test_root = root  # type: ignore[attr-defined]
+    return cat
+
+
+@pytest.fixture
+def catalog(tmp_path: Path) -> SqlCatalog:
+    return make_catalog(tmp_path / "a")
+
+
+def twin(catalog: SqlCatalog, tmp_path: Path) -> SqlCatalog:
+    """A byte-for-byte copy of the catalog's warehouse under another root (paths rewritten)."""
+    src, dst = catalog.test_root, tmp_path / "twin"
+    shutil.copytree(src, dst)
+    for path in dst.rglob("*.metadata.json"):
+        path.write_text(path.read_text().replace(str(src), str(dst)))
+    con = sqlite3.connect(dst / "catalog.db")
+    for (loc,) in con.execute("SELECT metadata_location FROM iceberg_tables").fetchall():
+        con.execute("UPDATE iceberg_tables SET metadata_location = ? WHERE metadata_location = ?",
+                    (loc.replace(str(src), str(dst)), loc))
+    con.commit()
+    con.close()
+    cat = SqlCatalog(c.CATALOG_NAME, uri=f"sqlite:///{dst}/catalog.db", warehouse=f"file://{dst}/warehouse")
+    cat.test_uri = f"sqlite:///{dst}/catalog.db"  # type: ignore[attr-defined]
+    return cat
+
+
+def backdate(catalog: SqlCatalog, name: str, ages_days: dict[int, float]):
+    """Rewrites timestamp-ms of snapshots (by position in the snapshot list) in a copy of the
+    metadata to now - age, keeps the snapshot log consistent, and points the catalog at the copy."""
+    table = catalog.load_table(f"{c.NAMESPACE}.{name}")
+    path = Path(c.local_path(table.metadata_location))
+    meta = json.loads(path.read_text())
+    now = int(time.time() * 1000)
+    by_id = {}
+    # Writers may list snapshots in any order: position means commit order.
+    meta["snapshots"].sort(key=lambda s: (s.get("sequence-number", 0), s["timestamp-ms"]))
+    for i, snap in enumerate(meta["snapshots"]):
+        if i in ages_days:
+            snap["timestamp-ms"] = now - int(ages_days[i] * DAY_MS) + i  # + i keeps the order strict
+        by_id[snap["snapshot-id"]] = snap["timestamp-ms"]
+    for entry in meta.get("snapshot-log", []):
+        entry["timestamp-ms"] = by_id.get(entry["snapshot-id"], entry["timestamp-ms"])
+    # As a real commit does: the replaced metadata file joins the metadata log.
+    meta.setdefault("metadata-log", []).append({"metadata-file": table.metadata_location, "timestamp-ms": now})
+    version = int(path.name.split("-")[0]) + 1
+    new_path = path.parent / f"{version:05d}-{uuid.uuid4()}.metadata.json"
+    new_path.write_text(json.dumps(meta))
+    con = sqlite3.connect(catalog.test_uri[len("sqlite:///"):])
+    con.execute("UPDATE iceberg_tables SET metadata_location = ? WHERE table_name = ?", (f"file://{new_path}", name))
+    con.commit()
+    con.close()
+    return catalog.load_table(f"{c.NAMESPACE}.{name}")
+
+
+def expire(con, catalog, name: str, **params) -> list[dict]:
+    args = "".join(f", {k} := {v!r}" if not isinstance(v, bool) else f", {k} := {str(v).lower()}"
+                   for k, v in params.items())
+    cur = con.execute(f"SELECT * FROM {FN}('{c.NAMESPACE}.{name}', catalog_uri := '{catalog.test_uri}'{args})")
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+def snapshot_ids(table) -> list[int]:
+    """Snapshot ids in commit order."""
+    return [s.snapshot_id for s in sorted(table.metadata.snapshots, key=lambda s: (s.sequence_number, s.timestamp_ms))]
+
+
+def files_needed(table) -> set[str]:
+    """Every manifest list, manifest and data/delete file any snapshot of `table` reads."""
+    needed = set()
+    for snap in table.metadata.snapshots:
+        needed.add(c.local_path(snap.manifest_list))
+        for manifest in snap.manifests(table.io):
+            needed.add(c.local_path(manifest.manifest_path))
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+                needed.add(c.local_path(entry.data_file.file_path))
+    return needed
+
+
+def assert_all_needed_files_exist(table) -> None:
+    missing = [p for p in files_needed(table) if not os.path.exists(p)]
+    assert not missing, missing
+
+
+def build_history(catalog: SqlCatalog, appends: int = 10):
+    """`appends` small appends to an identity-partitioned table."""
+    table = catalog.create_table(f"{c.NAMESPACE}.hist", schema=c._DATE_SCHEMA, partition_spec=c._DATE_SPEC)
+    for i in range(appends):
+        table.append(c._date_rows(range(i * 10, i * 10 + 5), dt.date(2026, 10, 1 + i % 2)))
+    return catalog.load_table(f"{c.NAMESPACE}.hist")
+
+
+def test_exactly_the_old_snapshots_go_and_match_pyiceberg(con, iceberg_con, catalog, tmp_path):
+    build_history(catalog, 10)
+    # Snapshots 0..5 are 10-15 days old, 6..9 are fresh.
+    table = backdate(catalog, "hist", {i: 15 - i for i in range(6)})
+    before = pyiceberg_rows(table)
+    ids = snapshot_ids(table)
+    other = twin(catalog, tmp_path)
+
+    dry = expire(con, catalog, "hist", dry_run=True)
+    assert sorted(r["snapshot_id"] for r in dry if r["kind"] == "snapshot") == sorted(ids[:6])
+    assert catalog.load_table(f"{c.NAMESPACE}.hist").metadata_location == table.metadata_location
+
+    rows = expire(con, catalog, "hist")
+    expired = [r["snapshot_id"] for r in rows if r["kind"] == "snapshot"]
+    assert sorted(expired) == sorted(ids[:6])
+    assert all(r["action"] == "expired" for r in rows if r["kind"] == "snapshot")
+    lists = [r for r in rows if r["kind"] == "manifest_list"]
+    assert len(lists) == 6 and all(r["action"] == "deleted" and not os.path.exists(c.local_path(r["path"]))
+                                   for r in lists)
+    # Fast appends carry every manifest over: no manifest or data file is unreachable.
+    assert not [r for r in rows if r["kind"] in ("manifest", "data_file")]
+
+    table = catalog.load_table(f"{c.NAMESPACE}.hist")
+    assert snapshot_ids(table) == ids[6:]
+    assert table.metadata_location == rows[0]["metadata_location"]
+    assert pyiceberg_rows(table) == before
+    assert duckdb_rows(iceberg_con, table.metadata_location) == before
+    assert_all_needed_files_exist(table)
+    # Time travel to the oldest retained snapshot still works, through both readers.
+    oldest = ids[6]
+    via_py = sorted_rows(table.scan(snapshot_id=oldest).to_arrow())
+    via_duck = sorted_rows(iceberg_con.execute(
+        f"SELECT * FROM iceberg_scan('{table.metadata_location}', snapshot_from_id := {oldest})").to_arrow_table())
+    assert via_py == via_duck and len(via_py) == 7 * 5
+
+    # pyiceberg on the twin keeps the same snapshots (it deletes no files; we do).
+    twin_table = other.load_table(f"{c.NAMESPACE}.hist")
+    cutoff = int(time.time() * 1000) - 7 * DAY_MS
+    twin_table.maintenance.expire_snapshots().older_than(dt.datetime.fromtimestamp(cutoff / 1000)).commit()
+    assert snapshot_ids(other.load_table(f"{c.NAMESPACE}.hist")) == snapshot_ids(table)
+
+    # Nothing left to expire: no commit.
+    assert expire(con, catalog, "hist") == []
+    assert catalog.load_table(f"{c.NAMESPACE}.hist").metadata_location == table.metadata_location
+
+
+def test_compact_then_expire_deletes_the_replaced_small_files(con, iceberg_con, catalog):
+    table = c.build_identity_date(catalog)
+    before = pyiceberg_rows(table)
+    small = {r["file_path"] for r in table.inspect.files().to_pylist() if r["file_size_in_bytes"] < 1024 * 1024}
+    result = compact(con, f"{c.NAMESPACE}.by_date", catalog_uri=catalog.test_uri,
+                     small_file_threshold_mb=1.0, target_file_size_mb=8.0)
+    assert any(r["verdict"] == "compacted" for r in result)
+    table = catalog.load_table(f"{c.NAMESPACE}.by_date")
+    live_after = {r["file_path"] for r in table.inspect.files().to_pylist()}
+    replaced = small - live_after
+    assert replaced and all(os.path.exists(c.local_path(p)) for p in replaced), "compaction keeps old files"
+    n = len(table.metadata.snapshots)
+    table = backdate(catalog, "by_date", {i: 30 - i for i in range(n - 1)})
+
+    rows = expire(con, catalog, "by_date")
+    deleted = {r["path"] for r in rows if r["kind"] == "data_file" and r["action"] == "deleted"}
+    assert deleted == replaced
+    assert not any(os.path.exists(c.local_path(p)) for p in replaced)
+    assert all(os.path.exists(c.local_path(p)) for p in live_after), "the compacted and untouched files stay"
+    assert {r["kind"] for r in rows} >= {"snapshot", "manifest_list", "manifest", "data_file"}
+    table = catalog.load_table(f"{c.NAMESPACE}.by_date")
+    assert len(table.metadata.snapshots) == 1
+    assert pyiceberg_rows(table) == before
+    assert duckdb_rows(iceberg_con, table.metadata_location) == before
+    assert_all_needed_files_exist(table)
+    summary = json.loads(con.execute(
+        f"SELECT lakehouse_expire_snapshots('{c.NAMESPACE}.by_date', '{{\"catalog_uri\": \"{catalog.test_uri}\"}}')"
+    ).fetchone()[0])
+    assert summary["snapshots_expired"] == 0 and summary["bytes_reclaimed"] == 0
+
+
+def test_branch_and_tag_keep_their_snapshots(con, iceberg_con, catalog, tmp_path):
+    table = build_history(catalog, 8)
+    ids = snapshot_ids(table)
+    table.manage_snapshots().create_tag(ids[1], "audit").create_branch(ids[3], "staging").commit()
+    table = backdate(catalog, "hist", {i: 20 - i for i in range(8)})
+    other = twin(catalog, tmp_path)
+    rows = expire(con, catalog, "hist")
+    table = catalog.load_table(f"{c.NAMESPACE}.hist")
+    kept = set(snapshot_ids(table))
+    assert kept == {ids[1], ids[3], ids[7]}, (kept, ids)
+    assert table.metadata.refs["audit"].snapshot_id == ids[1]
+    assert table.metadata.refs["staging"].snapshot_id == ids[3]
+    assert sorted(r["snapshot_id"] for r in rows if r["kind"] == "snapshot") == sorted(set(ids) - kept)
+    # The tagged snapshot still reads through both readers.
+    tagged = sorted_rows(table.scan(snapshot_id=ids[1]).to_arrow())
+    assert len(tagged) == 10
+    assert tagged == sorted_rows(iceberg_con.execute(
+        f"SELECT * FROM iceberg_scan('{table.metadata_location}', snapshot_from_id := {ids[1]})").to_arrow_table())
+    assert_all_needed_files_exist(table)
+    twin_table = other.load_table(f"{c.NAMESPACE}.hist")
+    twin_table.maintenance.expire_snapshots().older_than(dt.datetime.now() - dt.timedelta(days=7)).commit()
+    assert set(snapshot_ids(other.load_table(f"{c.NAMESPACE}.hist"))) == kept
+
+
+def test_retain_last_and_table_properties(con, catalog):
+    table = build_history(catalog, 8)
+    ids = snapshot_ids(table)
+    table = backdate(catalog, "hist", {i: 20 - i for i in range(8)})
+    dry = expire(con, catalog, "hist", retain_last=3, dry_run=True)
+    assert sorted(r["snapshot_id"] for r in dry if r["kind"] == "snapshot") == sorted(ids[:5])
+    # Without a parameter the table's own history.expire.* properties decide.
+    with table.transaction() as tx:
+        tx.set_properties({"history.expire.min-snapshots-to-keep": "6"})
+    dry = expire(con, catalog, "hist", dry_run=True)
+    assert len([r for r in dry if r["kind"] == "snapshot"]) == 2  # 8 snapshots, 6 kept
+    with catalog.load_table(f"{c.NAMESPACE}.hist").transaction() as tx:
+        tx.set_properties({"history.expire.max-snapshot-age-ms": str(100 * DAY_MS)})
+    assert [r for r in expire(con, catalog, "hist", dry_run=True) if r["kind"] == "snapshot"] == []
+    # An explicit parameter overrides the property.
+    assert len([r for r in expire(con, catalog, "hist", snapshot_retention_days=7, retain_last=1, dry_run=True)
+                if r["kind"] == "snapshot"]) == 7
+    with catalog.load_table(f"{c.NAMESPACE}.hist").transaction() as tx:
+        tx.set_properties({"gc.enabled": "false"})
+    with pytest.raises(Exception, match=f"{FN}: .*gc.enabled"):
+        expire(con, catalog, "hist", snapshot_retention_days=0)
+
+
+def test_a_file_outside_the_table_location_is_never_touched(con, iceberg_con, catalog, tmp_path):
+    table = catalog.create_table(f"{c.NAMESPACE}.outside", schema=c._DATE_SCHEMA, partition_spec=c._DATE_SPEC)
+    outside = tmp_path / "elsewhere" / "f.parquet"
+    outside.parent.mkdir()
+    con.execute(f"COPY (SELECT range::BIGINT AS id, DATE '2026-10-01' AS event_date, 'x' AS payload "
+                f"FROM range(20)) TO '{outside}' (FORMAT parquet)")
+    table.add_files([str(outside)])
+    table = catalog.load_table(f"{c.NAMESPACE}.outside")
+    table.overwrite(c._date_rows(range(100, 105), dt.date(2026, 10, 1)))
+    table = catalog.load_table(f"{c.NAMESPACE}.outside")
+    before = pyiceberg_rows(table)
+    n = len(table.metadata.snapshots)
+    backdate(catalog, "outside", {i: 30 - i for i in range(n - 1)})
+    rows = expire(con, catalog, "outside")
+    (row,) = [r for r in rows if r["path"] and r["path"].endswith("elsewhere/f.parquet")]
+    assert row["action"] == "kept: outside the table location"
+    assert outside.exists()
+    table = catalog.load_table(f"{c.NAMESPACE}.outside")
+    assert pyiceberg_rows(table) == before == duckdb_rows(iceberg_con, table.metadata_location)
+
+
+def test_metadata_health_and_orphan_files(con, iceberg_con, catalog):
+    build_history(catalog, 6)
+    table = backdate(catalog, "hist", {i: 10 - i for i in range(3)})
+    root = Path(c.local_path(table.location()))
+    cur = con.execute(
+        f"SELECT * FROM lakehouse_metadata_health('{c.NAMESPACE}.hist', catalog_uri := '{catalog.test_uri}')")
+    health = dict(zip([d[0] for d in cur.description], cur.fetchone()))
+    assert health["snapshots"] == 6
+    assert health["snapshots_past_retention"] == 3 and health["expirable_snapshots"] == 3
+    assert health["requires_expiry"] and health["metadata_bloated"]
+    assert health["manifests"] == len(table.current_snapshot().manifests(table.io))
+    assert health["data_files"] == len(table.inspect.files())
+    assert health["metadata_files"] == len(list((root / "metadata").glob("*.metadata.json")))
+    assert health["orphan_files"] == 0
+
+    # An old orphan (left by a crashed writer) and a young one (a write in flight).
+    old = root / "data" / "partition_date=2026-10-01" / "crashed-writer.parquet"
+    old.write_bytes(b"PAR1 not really")
+    os.utime(old, (time.time() - 5 * 86400, time.time() - 5 * 86400))
+    young = root / "data" / "in-flight.parquet"
+    young.write_bytes(b"PAR1 still being written")
+    health = con.execute(
+        f"SELECT orphan_files, orphan_bytes, requires_orphan_cleanup, reason FROM lakehouse_metadata_health("
+        f"'{c.NAMESPACE}.hist', catalog_uri := '{catalog.test_uri}')").fetchone()
+    assert health[:3] == (1, old.stat().st_size, True) and "orphan" in health[3]
+
+    def orphans(**params):
+        args = "".join(f", {k} := {str(v).lower() if isinstance(v, bool) else v}" for k, v in params.items())
+        return con.execute(f"SELECT path, action FROM lakehouse_remove_orphan_files('{c.NAMESPACE}.hist', "
+                           f"catalog_uri := '{catalog.test_uri}'{args})").fetchall()
+
+    assert orphans() == [(str(old), "would delete")], "dry run by default"
+    assert old.exists()
+    assert orphans(dry_run=False) == [(str(old), "deleted")]
+    assert not old.exists() and young.exists()
+    # With no safety window the young file goes too; every referenced file stays.
+    assert orphans(older_than_days=0, dry_run=False) == [(str(young), "deleted")]
+    table = catalog.load_table(f"{c.NAMESPACE}.hist")
+    assert_all_needed_files_exist(table)
+    assert len(pyiceberg_rows(table)) == 30
+    assert duckdb_rows(iceberg_con, table.metadata_location) == pyiceberg_rows(table)
+    # Old metadata files are referenced by the metadata log: none of them is an orphan.
+    assert orphans(older_than_days=0) == []
+
+
+def test_nested_table_under_the_location_is_not_searched(con, catalog):
+    table = build_history(catalog, 2)
+    root = Path(c.local_path(table.location()))
+    nested = root / "data" / "nested"
+    con.execute(f"SELECT * FROM lakehouse_demo('{nested}', snapshots := 2)")
+    got = con.execute(f"SELECT count(*) FROM lakehouse_remove_orphan_files('{c.NAMESPACE}.hist', "
+                      f"catalog_uri := '{catalog.test_uri}', older_than_days := 0)").fetchone()
+    assert got == (0,)
+
+
+def test_expire_a_demo_table_by_path_then_readers_agree(con, iceberg_con, tmp_path):
+    path = tmp_path / "demo"
+    con.execute(f"SELECT * FROM lakehouse_demo('{path}', snapshots := 12, history_days := 14)")
+    before = duckdb_rows(iceberg_con, str(path))
+    compact(con, str(path), small_file_threshold_mb=0.064, target_file_size_mb=0.128)
+    rows = con.execute(f"SELECT kind, path, action FROM {FN}('{path}', snapshot_retention_days := 0)").fetchall()
+    kinds = {k for k, _, _ in rows}
+    assert {"snapshot", "manifest_list", "data_file"} <= kinds
+    assert all(a in ("expired", "deleted") for _, _, a in rows)
+    assert duckdb_rows(iceberg_con, str(path)) == before
+    from pyiceberg.table import StaticTable
+    hint = (path / "metadata" / "version-hint.text").read_text().strip()
+    static = StaticTable.from_metadata(str(path / "metadata" / f"v{hint}.metadata.json"))
+    assert len(static.metadata.snapshots) == 1
+    assert sorted_rows(static.scan().to_arrow()) == before
+    assert_all_needed_files_exist(static)
+
+
+def test_concurrent_append_during_expiry_is_kept(con, iceberg_con, catalog, monkeypatch):
+    """The table moves on between plan and commit: the expiry starts over on the new head and
+    the concurrent append survives."""
+    import threading
+
+    build_history(catalog, 6)
+    table = backdate(catalog, "hist", {i: 20 - i for i in range(4)})
+    ids = snapshot_ids(table)
+    before = pyiceberg_rows(table)
+    extra = c._date_rows(range(900, 903), dt.date(2026, 10, 1))
+    monkeypatch.setenv("LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS", "1500")
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["rows"] = expire(con, catalog, "hist")
+        except Exception as e:  # noqa: BLE001 - reported below
+            outcome["error"] = str(e)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    time.sleep(0.7)
+    catalog.load_table(f"{c.NAMESPACE}.hist").append(extra)
+    worker.join(timeout=60)
+    assert "error" not in outcome, outcome
+    assert sorted(r["snapshot_id"] for r in outcome["rows"] if r["kind"] == "snapshot") == sorted(ids[:4])
+    table = catalog.load_table(f"{c.NAMESPACE}.hist")
+    assert len(table.metadata.snapshots) == 3, "two retained + the concurrent append"
+    # Our commit came last (after the append), so it was rebased onto the append's head.
+    assert table.metadata_location == outcome["rows"][0]["metadata_location"]
+    expected = sorted(before + sorted_rows(extra), key=repr)
+    assert pyiceberg_rows(table) == expected
+    assert duckdb_rows(iceberg_con, table.metadata_location) == expected
+    assert_all_needed_files_exist(table)
+
+
+def test_metadata_files_beyond_previous_versions_max_are_deleted(con, catalog):
+    table = build_history(catalog, 4)
+    with table.transaction() as tx:
+        tx.set_properties({"write.metadata.previous-versions-max": "2"})
+    table = backdate(catalog, "hist", {i: 20 - i for i in range(3)})
+    log_before = [c.local_path(m.metadata_file) for m in table.metadata.metadata_log]
+    assert len(log_before) >= 2
+    rows = expire(con, catalog, "hist")
+    dropped = [r["path"] for r in rows if r["kind"] == "metadata_file"]
+    table = catalog.load_table(f"{c.NAMESPACE}.hist")
+    log_after = [c.local_path(m.metadata_file) for m in table.metadata.metadata_log]
+    assert len(log_after) == 2
+    assert dropped and {c.local_path(p) for p in dropped} == set(log_before) - set(log_after)
+    assert not any(os.path.exists(c.local_path(p)) for p in dropped)
+    assert all(os.path.exists(p) for p in log_after)
+    assert os.path.exists(c.local_path(table.metadata_location))
