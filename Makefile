@@ -64,10 +64,12 @@ test-integration: venv debug
 	LAKEHOUSE_EXTENSION=$(TEST_EXT) $(PY) -m pytest -q test/integration
 
 # Benchmarks (not tests): each compares us with the peers on the same data in one run and writes
-# bench/results/*.md. The compaction one needs ~4 GB of scratch space under /tmp and ~5 minutes.
+# bench/results/*.md. The compaction one needs ~4 GB of scratch space under /tmp and ~5 minutes;
+# the expiry one ~4 GB (a 2,000-snapshot table, its pristine copy and a working copy).
 bench: venv release
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_profile.py
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_compact.py
+	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_expire.py
 
 clean:
 	rm -rf build demo

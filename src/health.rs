@@ -132,8 +132,9 @@ pub fn measure(table: &IcebergTable, options: &HealthOptions) -> Result<Metadata
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or(DEFAULT_MANIFEST_TARGET_BYTES);
     let small_below = target as f64 * SMALL_MANIFEST_SHARE;
-    let current = metadata.current_snapshot_id().and_then(|id| reach.manifests_of.get(&id));
-    for path in current.into_iter().flatten() {
+    let current: Vec<&str> =
+        metadata.current_snapshot_id().map(|id| reach.manifests_of(id).collect()).unwrap_or_default();
+    for path in current {
         let Some(m) = reach.manifests.get(path) else { continue };
         h.manifests += 1;
         h.manifest_bytes += m.length_bytes;

@@ -1,8 +1,9 @@
 //! # lakehouse — the maintenance gate for Apache Iceberg tables, inside DuckDB
 //!
-//! A DuckDB loadable extension that profiles small-file fragmentation per partition and compacts
-//! the degraded partitions (expiry and reporting are to come). Metadata is read and written in Rust
-//! through iceberg-rust; data files are written by DuckDB itself on a nested connection.
+//! A DuckDB loadable extension that profiles small-file fragmentation per partition, compacts
+//! the degraded partitions, expires snapshots and removes orphan files (the gate and its Slack
+//! scorecard are to come). Metadata is read and written in Rust through iceberg-rust; data files
+//! are written by DuckDB itself on a nested connection.
 //!
 //! ## Layout
 //!
@@ -10,11 +11,17 @@
 //! - [`table`]: locating a table (metadata.json path, table directory, SQL-catalog identifier)
 //!   and the format-neutral model ([`table::DataFile`]); [`table::iceberg`] reads the current
 //!   snapshot's live files, [`table::partition`] prints partition labels, [`table::catalog`]
-//!   resolves identifiers the way pyiceberg does.
+//!   resolves identifiers the way pyiceberg does, [`table::reach`] reads what many snapshots
+//!   reference (each distinct manifest once).
 //! - [`profile`]: fragmentation figures per partition and the summary row (pure).
-//! - [`plan`]: pure planners; [`plan::compaction`] bin-packs small files of degraded partitions.
+//! - [`health`]: metadata-bloat figures (snapshots past retention, manifests, metadata files,
+//!   orphans) and their verdict.
+//! - [`plan`]: pure planners; [`plan::compaction`] bin-packs small files of degraded partitions,
+//!   [`plan::expiry`] finds the files only expired snapshots reach.
 //! - [`action`]: executes plans; [`action::compact`] rewrites through DuckDB and commits one
-//!   `replace` snapshot ([`table::commit`] makes a metadata file current atomically).
+//!   `replace` snapshot ([`table::commit`] makes a metadata file current atomically);
+//!   [`action::expire`] commits the expiry and then deletes; [`action::orphans`] finds and
+//!   deletes unreferenced files.
 //! - [`demo`]: writes the fragmented demo table.
 //! - [`duck`]: the nested host connection and SQL quoting (the only place SQL text is built).
 //! - [`runtime`]: the Tokio runtime iceberg-rust's async I/O runs on.

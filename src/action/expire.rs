@@ -242,9 +242,21 @@ pub fn files_to_delete(table: &IcebergTable, selection: &Selection) -> Result<Ve
     let location = base.location();
     let expired_ids: Vec<i64> = selection.expired.iter().map(|s| s.snapshot_id).collect();
     let retained_ids: Vec<i64> = new.snapshots().map(|s| s.snapshot_id()).collect();
-    let expired = Reach::load(table, &expired_ids, true)?;
-    let retained = Reach::load(table, &retained_ids, false)?;
-    let mut files = unreachable_files(&expired, &retained, location);
+    // Manifest lists first; manifests only where needed: those no retained snapshot lists, and
+    // the retained ones only when the freed manifests hold live files to check against them
+    // (an append-only history frees manifest lists and nothing else).
+    let mut expired = Reach::lists(table, &expired_ids, true)?;
+    let mut retained = Reach::lists(table, &retained_ids, false)?;
+    let kept: HashSet<&str> = retained.manifest_paths();
+    let freed: Vec<String> =
+        expired.manifest_paths().into_iter().filter(|p| !kept.contains(p)).map(str::to_string).collect();
+    drop(kept);
+    expired.decode(table, freed.clone(), true)?;
+    if freed.iter().any(|p| expired.manifests.get(p).is_some_and(|m| !m.live.is_empty())) {
+        let all: Vec<String> = retained.manifest_paths().into_iter().map(str::to_string).collect();
+        retained.decode(table, all, false)?;
+    }
+    let mut files = unreachable_files(&expired, &retained, location)?;
 
     let kept_stats: HashSet<&str> = new
         .statistics_iter()

@@ -10,6 +10,7 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 
+use crate::error::{Error, ErrorKind, Result};
 use crate::table::reach::Reach;
 use crate::table::{FileContent, is_inside, normalize_location};
 
@@ -63,8 +64,10 @@ pub struct Deletion {
 }
 
 /// The files reachable from `expired` snapshots and from no `retained` one, in a stable order
-/// (kind, then path).
-pub fn unreachable_files(expired: &Reach, retained: &Reach, location: &str) -> Vec<Deletion> {
+/// (kind, then path). `expired` needs its manifests that no retained snapshot lists decoded;
+/// `retained` needs all of its manifests decoded whenever those hold live files (refused
+/// otherwise: an undecoded retained manifest could name a file still needed).
+pub fn unreachable_files(expired: &Reach, retained: &Reach, location: &str) -> Result<Vec<Deletion>> {
     let deletion = |kind, path: &str, size_bytes, snapshot_id| Deletion {
         kind,
         path: path.to_string(),
@@ -84,6 +87,7 @@ pub fn unreachable_files(expired: &Reach, retained: &Reach, location: &str) -> V
     }
     let kept_manifests: HashSet<PathBuf> = retained.manifest_paths().into_iter().map(key).collect();
     let kept_files: HashSet<PathBuf> = retained.live_files().into_keys().map(key).collect();
+    let retained_complete = retained.fully_decoded();
     let mut seen: HashSet<PathBuf> = HashSet::new();
     for path in expired.manifest_paths() {
         if kept_manifests.contains(&key(path)) {
@@ -92,6 +96,12 @@ pub fn unreachable_files(expired: &Reach, retained: &Reach, location: &str) -> V
         let manifest = expired.manifests.get(path);
         out.push(deletion(FileKind::Manifest, path, manifest.map(|m| m.length_bytes), None));
         for file in manifest.map(|m| m.live.as_slice()).unwrap_or_default() {
+            if !retained_complete {
+                return Err(Error::new(
+                    ErrorKind::CorruptMetadata,
+                    "cannot tell which files retained snapshots need: their manifests were not all read",
+                ));
+            }
             let file_key = key(&file.path);
             if kept_files.contains(&file_key) || !seen.insert(file_key) {
                 continue;
@@ -101,7 +111,7 @@ pub fn unreachable_files(expired: &Reach, retained: &Reach, location: &str) -> V
         }
     }
     out.sort_by(|a, b| (a.kind, &a.path).cmp(&(b.kind, &b.path)));
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -117,8 +127,7 @@ mod tests {
     fn reach(snapshots: &[(i64, &str, &[&str])], manifests: &[(&str, &[&str], &[&str])]) -> Reach {
         let mut r = Reach::default();
         for (id, list, ms) in snapshots {
-            r.manifest_lists.insert(*id, list.to_string());
-            r.manifests_of.insert(*id, ms.iter().map(|m| m.to_string()).collect());
+            r.add_snapshot(*id, list, ms);
         }
         for (path, live, deleted) in manifests {
             let files = ManifestFiles {
@@ -153,7 +162,7 @@ mod tests {
             &[(3, "/t/metadata/snap-3.avro", &["/t/metadata/m3.avro"])],
             &[("/t/metadata/m3.avro", &["/t/data/c"], &["/t/data/a", "/t/data/b"])],
         );
-        let plan = unreachable_files(&expired, &retained, "/t");
+        let plan = unreachable_files(&expired, &retained, "/t").unwrap();
         assert_eq!(
             paths(&plan),
             vec![
@@ -183,7 +192,7 @@ mod tests {
                 ("/t/metadata/m2b.avro", &["file:///t/data/b"], &["/t/data/x"]),
             ],
         );
-        let plan = unreachable_files(&expired, &retained, "/t");
+        let plan = unreachable_files(&expired, &retained, "/t").unwrap();
         assert_eq!(
             paths(&plan),
             vec![
@@ -195,12 +204,27 @@ mod tests {
     }
 
     #[test]
+    fn undecoded_retained_manifests_refuse_file_deletion() {
+        let expired = reach(
+            &[(1, "/t/metadata/snap-1.avro", &["/t/metadata/m1.avro"])],
+            &[("/t/metadata/m1.avro", &["/t/data/a"], &[])],
+        );
+        let mut retained = Reach::default();
+        retained.add_snapshot(2, "/t/metadata/snap-2.avro", &["/t/metadata/m2.avro"]);
+        assert!(unreachable_files(&expired, &retained, "/t").is_err());
+        // With nothing live in the freed manifests, the retained manifests need not be read.
+        let empty =
+            reach(&[(1, "/t/metadata/snap-1.avro", &["/t/metadata/m1.avro"])], &[("/t/metadata/m1.avro", &[], &[])]);
+        assert_eq!(unreachable_files(&empty, &retained, "/t").unwrap().len(), 2);
+    }
+
+    #[test]
     fn files_outside_the_location_are_marked() {
         let expired = reach(
             &[(1, "/t/metadata/snap-1.avro", &["/t/metadata/m1.avro"])],
             &[("/t/metadata/m1.avro", &["/elsewhere/a", "/t/../u/b", "/t/data/c"], &[])],
         );
-        let plan = unreachable_files(&expired, &Reach::default(), "file:///t");
+        let plan = unreachable_files(&expired, &Reach::default(), "file:///t").unwrap();
         let outside: Vec<&str> = plan.iter().filter(|d| !d.inside_location).map(|d| d.path.as_str()).collect();
         assert_eq!(outside, vec!["/elsewhere/a", "/t/../u/b"]);
     }

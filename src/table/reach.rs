@@ -8,15 +8,14 @@
 
 use std::collections::{HashMap, HashSet};
 
-use futures::StreamExt;
 use iceberg::spec::{DataContentType, ManifestContentType, ManifestFile};
 
 use super::{FileContent, iceberg::IcebergTable, iceberg::load_manifest};
+
+/// Manifest lists parsed at once.
+const LISTS_IN_FLIGHT: usize = 32;
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime;
-
-/// Manifest lists or manifests read at once.
-const READ_CONCURRENCY: usize = 16;
 
 /// A file a manifest entry names.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,19 +46,36 @@ pub struct ManifestFiles {
 pub struct Reach {
     /// Snapshot id → its manifest list.
     pub manifest_lists: HashMap<i64, String>,
-    /// Snapshot id → the manifests its list names (empty when the list is gone, see `missing`).
-    pub manifests_of: HashMap<i64, Vec<String>>,
+    /// Snapshot id → the manifests its list names, as indexes for [`Reach::path`] (empty when
+    /// the list is gone, see `missing`).
+    pub manifests_of: HashMap<i64, Vec<u32>>,
     /// Every distinct manifest named by those lists.
     pub manifests: HashMap<String, ManifestFiles>,
     /// Manifest lists or manifests that no longer exist (only when loaded tolerantly).
     pub missing: Vec<String>,
+    /// Every distinct manifest path named, and its manifest-list entry (what decoding needs), by
+    /// index: snapshots name manifests by index, since a table with thousands of snapshots has
+    /// millions of list entries but only thousands of distinct manifests.
+    paths: Vec<String>,
+    entries: Vec<Option<ManifestFile>>,
+    index: HashMap<String, u32>,
 }
 
 impl Reach {
-    /// Reads what `snapshot_ids` reference. With `tolerate_missing`, a manifest list or manifest
-    /// that no longer exists is recorded in [`Reach::missing`] instead of failing: right for
-    /// snapshots about to be expired, never for snapshots whose files must be kept.
+    /// Reads what `snapshot_ids` reference: their manifest lists and every manifest those name.
+    /// With `tolerate_missing`, a manifest list or manifest that no longer exists is recorded in
+    /// [`Reach::missing`] instead of failing: right for snapshots about to be expired, never for
+    /// snapshots whose files must be kept.
     pub fn load(table: &IcebergTable, snapshot_ids: &[i64], tolerate_missing: bool) -> Result<Reach> {
+        let mut reach = Self::lists(table, snapshot_ids, tolerate_missing)?;
+        let all: Vec<String> = reach.manifest_paths().into_iter().map(str::to_string).collect();
+        reach.decode(table, all, tolerate_missing)?;
+        Ok(reach)
+    }
+
+    /// Reads the manifest lists of `snapshot_ids` only; manifests are decoded on demand with
+    /// [`Reach::decode`].
+    pub fn lists(table: &IcebergTable, snapshot_ids: &[i64], tolerate_missing: bool) -> Result<Reach> {
         let mut reach = Reach::default();
         for &id in snapshot_ids {
             let snapshot = table.metadata.snapshot_by_id(id).ok_or_else(|| {
@@ -67,42 +83,82 @@ impl Reach {
             })?;
             reach.manifest_lists.insert(id, snapshot.manifest_list().to_string());
         }
+        // Parsing is CPU-bound: one task per list, spread over the runtime's workers, a bounded
+        // number in flight so that only a few parsed lists are held at once.
         let lists: Vec<(i64, String)> = reach.manifest_lists.iter().map(|(id, p)| (*id, p.clone())).collect();
-        runtime::block_on(async {
-            let mut listed = futures::stream::iter(
-                lists.into_iter().map(|(id, path)| async move { (id, path.clone(), table.manifest_list(&path).await) }),
-            )
-            .buffer_unordered(READ_CONCURRENCY);
-            let mut to_decode: HashMap<String, ManifestFile> = HashMap::new();
-            while let Some((id, path, result)) = listed.next().await {
-                match result {
-                    Ok(entries) => {
-                        let paths = entries.iter().map(|m| m.manifest_path.clone()).collect();
-                        for entry in entries {
-                            to_decode.entry(entry.manifest_path.clone()).or_insert(entry);
+        for chunk in lists.chunks(LISTS_IN_FLIGHT) {
+            let mut pending = Vec::with_capacity(chunk.len());
+            for (id, path) in chunk {
+                let (table, path) = (table.clone(), path.clone());
+                pending.push((*id, runtime::spawn(async move { (table.manifest_list(&path).await, path) })?));
+            }
+            runtime::block_on(async {
+                for (id, handle) in pending {
+                    let (result, path) = handle
+                        .await
+                        .map_err(|e| Error::new(ErrorKind::Io, format!("manifest list reader failed: {e}")))?;
+                    match result {
+                        Ok(entries) => {
+                            let ids =
+                                entries.into_iter().map(|e| reach.intern(&e.manifest_path.clone(), Some(e))).collect();
+                            reach.manifests_of.insert(id, ids);
                         }
-                        reach.manifests_of.insert(id, paths);
+                        Err(e) if tolerate_missing && e.kind() == ErrorKind::NotFound => {
+                            reach.missing.push(path);
+                            reach.manifests_of.insert(id, Vec::new());
+                        }
+                        Err(e) => return Err(e),
                     }
-                    Err(e) if tolerate_missing && e.kind() == ErrorKind::NotFound => {
-                        reach.missing.push(path);
-                        reach.manifests_of.insert(id, Vec::new());
-                    }
-                    Err(e) => return Err(e),
                 }
+                Ok(())
+            })??;
+        }
+        Ok(reach)
+    }
+
+    /// The index of the manifest at `path`, remembering its list entry the first time.
+    fn intern(&mut self, path: &str, entry: Option<ManifestFile>) -> u32 {
+        if let Some(&i) = self.index.get(path) {
+            return i;
+        }
+        let i = self.paths.len() as u32;
+        self.index.insert(path.to_string(), i);
+        self.paths.push(path.to_string());
+        self.entries.push(entry);
+        i
+    }
+
+    /// Records that snapshot `id` has the manifest list `list` naming `manifests` (for callers
+    /// that know a snapshot's references without reading them, such as tests).
+    pub fn add_snapshot(&mut self, id: i64, list: &str, manifests: &[&str]) {
+        self.manifest_lists.insert(id, list.to_string());
+        let ids = manifests.iter().map(|m| self.intern(m, None)).collect();
+        self.manifests_of.insert(id, ids);
+    }
+
+    /// The path of manifest `i`.
+    pub fn path(&self, i: u32) -> &str {
+        &self.paths[i as usize]
+    }
+
+    /// Decodes the manifests at `paths` (named by the lists already read) that are not decoded yet.
+    pub fn decode(&mut self, table: &IcebergTable, paths: Vec<String>, tolerate_missing: bool) -> Result<()> {
+        let mut pending = Vec::new();
+        for path in paths {
+            if self.manifests.contains_key(&path) {
+                continue;
             }
-            // Decoding is CPU-bound: one task per manifest, spread over the runtime's workers.
-            let mut pending = Vec::with_capacity(to_decode.len());
-            for file in to_decode.into_values() {
-                let (path, length) = (file.manifest_path.clone(), file.manifest_length.max(0) as u64);
-                let deletes = file.content == ManifestContentType::Deletes;
-                let file_io = table.file_io.clone();
-                pending.push((
-                    path,
-                    length,
-                    deletes,
-                    runtime::spawn(async move { load_manifest(&file_io, file).await })?,
+            let Some(file) = self.index.get(&path).and_then(|&i| self.entries[i as usize].clone()) else {
+                return Err(Error::new(
+                    ErrorKind::CorruptMetadata,
+                    format!("manifest '{path}' is in no manifest list read"),
                 ));
-            }
+            };
+            let (length, deletes) = (file.manifest_length.max(0) as u64, file.content == ManifestContentType::Deletes);
+            let file_io = table.file_io.clone();
+            pending.push((path, length, deletes, runtime::spawn(async move { load_manifest(&file_io, file).await })?));
+        }
+        runtime::block_on(async {
             for (path, length_bytes, deletes, handle) in pending {
                 let loaded =
                     handle.await.map_err(|e| Error::new(ErrorKind::Io, format!("manifest reader failed: {e}")))?;
@@ -125,20 +181,30 @@ impl Reach {
                                 files.deleted.push(file.file_path().to_string());
                             }
                         }
-                        reach.manifests.insert(path, files);
+                        self.manifests.insert(path, files);
                     }
-                    Err(e) if tolerate_missing && e.kind() == ErrorKind::NotFound => reach.missing.push(path),
+                    Err(e) if tolerate_missing && e.kind() == ErrorKind::NotFound => self.missing.push(path),
                     Err(e) => return Err(e),
                 }
             }
             Ok(())
-        })??;
-        Ok(reach)
+        })?
+    }
+
+    /// Whether every manifest the lists name has been decoded (or is known missing).
+    pub fn fully_decoded(&self) -> bool {
+        self.manifest_paths().iter().all(|p| self.manifests.contains_key(*p) || self.missing.iter().any(|m| m == p))
     }
 
     /// Every manifest path the snapshots name.
     pub fn manifest_paths(&self) -> HashSet<&str> {
-        self.manifests_of.values().flatten().map(String::as_str).collect()
+        let used: HashSet<u32> = self.manifests_of.values().flatten().copied().collect();
+        used.into_iter().map(|i| self.path(i)).collect()
+    }
+
+    /// The manifest paths snapshot `id` names.
+    pub fn manifests_of(&self, id: i64) -> impl Iterator<Item = &str> {
+        self.manifests_of.get(&id).into_iter().flatten().map(|&i| self.path(i))
     }
 
     /// Every file live in some snapshot (an ADDED or EXISTING entry of a manifest it lists).
