@@ -5,9 +5,7 @@
 //! something, `requires_orphan_cleanup` when [`crate::action::orphans`] would delete something;
 //! `metadata_bloated` is either, with the reasons spelled out.
 
-use iceberg::spec::TableProperties;
-
-use crate::action::expire::{DEFAULT_RETENTION_DAYS, ExpiryOptions, select};
+use crate::action::expire::{ExpiryOptions, retention_days_in_force, select};
 use crate::action::orphans::find_orphans;
 use crate::error::Result;
 use crate::profile::MIB;
@@ -112,13 +110,7 @@ pub fn measure(table: &IcebergTable, options: &HealthOptions) -> Result<Metadata
     };
     h.oldest_snapshot_ms = metadata.snapshots().map(|s| s.timestamp_ms()).min();
     h.newest_snapshot_ms = metadata.snapshots().map(|s| s.timestamp_ms()).max();
-    h.retention_days = options.expiry.retention_days.unwrap_or_else(|| {
-        metadata
-            .properties()
-            .get(TableProperties::PROPERTY_MAX_SNAPSHOT_AGE_MS)
-            .and_then(|v| v.parse::<f64>().ok())
-            .map_or(DEFAULT_RETENTION_DAYS, |ms| ms / 86_400_000.0)
-    });
+    h.retention_days = retention_days_in_force(metadata, &options.expiry);
     let cutoff_ms = now_ms - (h.retention_days * 86_400_000.0) as i64;
     h.snapshots_past_retention = metadata.snapshots().filter(|s| s.timestamp_ms() < cutoff_ms).count() as u64;
     h.expirable_snapshots = select(table, &options.expiry)?.expired.len() as u64;

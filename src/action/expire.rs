@@ -179,6 +179,18 @@ impl Selection {
     }
 }
 
+/// The retention in days in force: the option, else the table's
+/// `history.expire.max-snapshot-age-ms`, else [`DEFAULT_RETENTION_DAYS`].
+pub fn retention_days_in_force(metadata: &TableMetadata, options: &ExpiryOptions) -> f64 {
+    options.retention_days.unwrap_or_else(|| {
+        metadata
+            .properties()
+            .get(TableProperties::PROPERTY_MAX_SNAPSHOT_AGE_MS)
+            .and_then(|v| v.parse::<f64>().ok())
+            .map_or(DEFAULT_RETENTION_DAYS, |ms| ms / DAY_MS)
+    })
+}
+
 /// Runs iceberg-rust's snapshot selection on `table` and applies it to a copy of its metadata.
 pub fn select(table: &IcebergTable, options: &ExpiryOptions) -> Result<Selection> {
     let base = table.metadata.as_ref();
@@ -244,9 +256,16 @@ pub fn files_to_delete(table: &IcebergTable, selection: &Selection) -> Result<Ve
     let retained_ids: Vec<i64> = new.snapshots().map(|s| s.snapshot_id()).collect();
     // Manifest lists first; manifests only where needed: those no retained snapshot lists, and
     // the retained ones only when the freed manifests hold live files to check against them
-    // (an append-only history frees manifest lists and nothing else).
+    // (an append-only history frees manifest lists and nothing else). The retained lists are
+    // read until they cover every manifest the expired ones name: if they do, nothing but the
+    // expired lists is freed; if not, they have all been read.
     let mut expired = Reach::lists(table, &expired_ids, true)?;
-    let mut retained = Reach::lists(table, &retained_ids, false)?;
+    // Newest first: in an append-only history the newest list alone covers every older manifest.
+    let mut retained_ids = retained_ids;
+    retained_ids.sort_by_key(|id| std::cmp::Reverse(new.snapshot_by_id(*id).map_or(i64::MIN, |s| s.timestamp_ms())));
+    let candidates = expired.manifest_paths();
+    let mut retained = Reach::lists_until_covered(table, &retained_ids, false, Some(&candidates))?;
+    drop(candidates);
     let kept: HashSet<&str> = retained.manifest_paths();
     let freed: Vec<String> =
         expired.manifest_paths().into_iter().filter(|p| !kept.contains(p)).map(str::to_string).collect();

@@ -93,6 +93,12 @@ pub fn unreachable_files(expired: &Reach, retained: &Reach, location: &str) -> R
         if kept_manifests.contains(&key(path)) {
             continue;
         }
+        if retained.partial {
+            return Err(Error::new(
+                ErrorKind::CorruptMetadata,
+                format!("cannot tell whether retained snapshots list '{path}': their manifest lists were not all read"),
+            ));
+        }
         let manifest = expired.manifests.get(path);
         out.push(deletion(FileKind::Manifest, path, manifest.map(|m| m.length_bytes), None));
         for file in manifest.map(|m| m.live.as_slice()).unwrap_or_default() {
@@ -216,6 +222,15 @@ mod tests {
         let empty =
             reach(&[(1, "/t/metadata/snap-1.avro", &["/t/metadata/m1.avro"])], &[("/t/metadata/m1.avro", &[], &[])]);
         assert_eq!(unreachable_files(&empty, &retained, "/t").unwrap().len(), 2);
+        // A retained side read only until it covered the expired manifests frees no manifest.
+        let mut partial = reach(&[(2, "/t/metadata/snap-2.avro", &["/t/metadata/m1.avro"])], &[]);
+        partial.partial = true;
+        let freed = unreachable_files(&expired, &partial, "/t").unwrap();
+        assert_eq!(paths(&freed), vec![("manifest_list", "/t/metadata/snap-1.avro")]);
+        partial.add_snapshot(3, "/t/metadata/snap-3.avro", &[]);
+        partial.partial = true;
+        let other = reach(&[(1, "/t/metadata/snap-1.avro", &["/t/metadata/m9.avro"])], &[]);
+        assert!(unreachable_files(&other, &partial, "/t").is_err());
     }
 
     #[test]
