@@ -34,6 +34,7 @@ pub mod duck;
 pub mod error;
 pub mod functions;
 pub mod health;
+pub mod notify;
 pub mod plan;
 pub mod profile;
 pub mod runtime;

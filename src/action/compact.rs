@@ -160,7 +160,7 @@ fn field_ids(field: &NestedField) -> String {
 /// resolve like Iceberg readers) when the files carry field ids and every column is primitive,
 /// by name otherwise (files registered without ids, e.g. pyiceberg `add_files`, are read through
 /// their column names, as Iceberg's name mapping does).
-fn select_sql(schema: &Schema, inputs: &[String], sort: &[String], files_have_ids: bool) -> String {
+pub(crate) fn select_sql(schema: &Schema, inputs: &[String], sort: &[String], files_have_ids: bool) -> String {
     let files = format!("[{}]", inputs.iter().map(|p| quote_literal(p)).collect::<Vec<_>>().join(", "));
     let fields = schema.as_struct().fields();
     let columns = fields.iter().map(|f| quote_ident(&f.name)).collect::<Vec<_>>().join(", ");

@@ -2,4 +2,6 @@
 
 pub mod compact;
 pub mod expire;
+pub mod gate;
 pub mod orphans;
+pub mod scan;

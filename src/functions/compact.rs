@@ -23,13 +23,29 @@ pub struct CompactInput {
 /// The compaction table function.
 pub struct Compact;
 
+/// The compaction's named parameters besides the thresholds, `dry_run` and the table ones.
+pub const COMPACTION_PARAMETERS: [&str; 3] = ["target_file_size_mb", "min_input_files", "partitions"];
+
+/// Reads the thresholds and [`COMPACTION_PARAMETERS`], validated.
+pub fn compaction_options(args: &Args) -> Result<CompactionOptions> {
+    let options = CompactionOptions {
+        thresholds: args.thresholds()?,
+        target_file_size_mb: args.f64("target_file_size_mb", 128.0)?,
+        min_input_files: args.i64_in("min_input_files", 2, 2, i64::from(u32::MAX))? as u64,
+        partitions: args.opt_string_list("partitions")?,
+    };
+    options.validate()?;
+    Ok(options)
+}
+
 impl RowFunction for Compact {
     const NAME: &'static str = "lakehouse_compact";
     type Input = CompactInput;
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
         let mut names = THRESHOLD_PARAMETERS.to_vec();
-        names.extend(["target_file_size_mb", "min_input_files", "partitions", "dry_run"]);
+        names.extend(COMPACTION_PARAMETERS);
+        names.push("dry_run");
         names.extend(TABLE_PARAMETERS);
         named(&names)
     }
@@ -55,13 +71,7 @@ impl RowFunction for Compact {
 
     fn parse(args: &Args) -> Result<Self::Input> {
         let table = args.required_string(0, "table")?;
-        let options = CompactionOptions {
-            thresholds: args.thresholds()?,
-            target_file_size_mb: args.f64("target_file_size_mb", 128.0)?,
-            min_input_files: args.i64_in("min_input_files", 2, 2, i64::from(u32::MAX))? as u64,
-            partitions: args.opt_string_list("partitions")?,
-        };
-        options.validate()?;
+        let options = compaction_options(args)?;
         Ok(CompactInput { table, locate: args.locate_options()?, options, dry_run: args.bool("dry_run", false)? })
     }
 

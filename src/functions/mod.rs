@@ -14,8 +14,10 @@ pub mod expire_scalar;
 pub mod expire_snapshots;
 pub mod fragmentation;
 pub mod fragmentation_summary;
+pub mod gate;
 pub mod json_options;
 pub mod metadata_health;
+pub mod notify_slack;
 pub mod remove_orphan_files;
 
 use std::marker::PhantomData;
@@ -179,5 +181,7 @@ pub fn register(connection: &duckdb::Connection, host: HostDb) -> duckdb::Result
         remove_orphan_files::RemoveOrphanFiles::NAME,
         &host,
     )?;
+    connection.register_table_function_with_extra_info::<Table<gate::Gate>, _>(gate::Gate::NAME, &host)?;
+    connection.register_scalar_function_with_state::<notify_slack::NotifySlack>("lakehouse_notify_slack", &host)?;
     Ok(())
 }

@@ -1,0 +1,267 @@
+//! `lakehouse_gate(table, small_file_threshold_mb := 64, fragmentation_ratio_threshold := 0.35,
+//! snapshot_retention_days := 7, target_file_size_mb := 128, slack_webhook_url := NULL,
+//! dry_run := false, …)`: the whole maintenance gate; the itemized scorecard, one row per
+//! partition with the table-level figures on every row.
+
+use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
+
+use super::args::{Args, TABLE_PARAMETERS, THRESHOLD_PARAMETERS, named};
+use super::compact::{COMPACTION_PARAMETERS, compaction_options};
+use super::expire_snapshots::{EXPIRY_PARAMETERS, expiry_options};
+use super::{Cell, RowFunction};
+use crate::action::gate::{GateOptions, Scorecard, run_gate};
+use crate::duck::{HostDb, quote_ident};
+use crate::error::{Error, Result};
+use crate::notify::slack::{RetryPolicy, Webhook};
+use crate::profile::MIB;
+
+/// Parsed arguments.
+pub struct GateInput {
+    options: GateOptions,
+    history_table: Option<String>,
+}
+
+/// The gate table function.
+pub struct Gate;
+
+const GATE_PARAMETERS: [&str; 7] = [
+    "slack_webhook_url",
+    "dry_run",
+    "notify_when_healthy",
+    "fail_on_notify_error",
+    "measure_speedup",
+    "history_table",
+    "notify_max_attempts",
+];
+
+/// `name` or `schema.name` or `catalog.schema.name`, each part quoted.
+pub fn qualified_name(text: &str) -> Result<String> {
+    let parts: Vec<&str> = text.split('.').map(str::trim).collect();
+    if parts.len() > 3 || parts.iter().any(|p| p.is_empty()) {
+        return Err(Error::invalid(format!(
+            "history_table must be a table name, optionally qualified (schema.table), got '{text}'"
+        )));
+    }
+    Ok(parts.iter().map(|p| quote_ident(p)).collect::<Vec<_>>().join("."))
+}
+
+impl RowFunction for Gate {
+    const NAME: &'static str = "lakehouse_gate";
+    type Input = GateInput;
+
+    fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
+        let mut names = THRESHOLD_PARAMETERS.to_vec();
+        names.extend(COMPACTION_PARAMETERS);
+        names.extend(EXPIRY_PARAMETERS);
+        names.extend(GATE_PARAMETERS);
+        names.extend(TABLE_PARAMETERS);
+        named(&names)
+    }
+
+    fn columns() -> Vec<(&'static str, LogicalTypeId)> {
+        COLUMNS.to_vec()
+    }
+
+    fn parse(args: &Args) -> Result<Self::Input> {
+        let table = args.required_string(0, "table")?;
+        let dry_run = args.bool("dry_run", false)?;
+        let webhook = Webhook::resolve(args.opt_string("slack_webhook_url", true)?.as_deref())?;
+        let history_table = args.opt_string("history_table", false)?.map(|t| qualified_name(&t)).transpose()?;
+        let retry = RetryPolicy {
+            max_attempts: args.i64_in("notify_max_attempts", 4, 1, 10)? as u32,
+            ..RetryPolicy::default()
+        };
+        Ok(GateInput {
+            options: GateOptions {
+                table,
+                locate: args.locate_options()?,
+                compaction: compaction_options(args)?,
+                expiry: expiry_options(args, dry_run)?,
+                dry_run,
+                webhook,
+                notify_when_healthy: args.bool("notify_when_healthy", false)?,
+                fail_on_notify_error: args.bool("fail_on_notify_error", false)?,
+                measure_speedup: args.bool("measure_speedup", true)?,
+                retry,
+            },
+            history_table,
+        })
+    }
+
+    fn run(input: &Self::Input, host: &HostDb) -> Result<Vec<Vec<Cell>>> {
+        let scorecard = run_gate(&input.options, host)?;
+        let rows = rows(&scorecard);
+        if let Some(table) = &input.history_table {
+            append_history(host, table, &rows).map_err(|e| {
+                Error::new(
+                    e.kind(),
+                    format!(
+                        "maintenance finished (execution {}) but the history table could not be written: {e}",
+                        scorecard.execution_id
+                    ),
+                )
+            })?;
+        }
+        Ok(rows)
+    }
+}
+
+/// The scorecard's columns (also the history table's).
+pub const COLUMNS: [(&str, LogicalTypeId); 34] = {
+    use LogicalTypeId::*;
+    [
+        ("execution_id", Varchar),
+        ("table_name", Varchar),
+        ("status", Varchar),
+        ("partition", Varchar),
+        ("spec_id", Integer),
+        ("verdict", Varchar),
+        ("reason", Varchar),
+        ("action", Varchar),
+        ("files_before", Bigint),
+        ("files_after", Bigint),
+        ("small_files_before", Bigint),
+        ("small_files_after", Bigint),
+        ("fragmentation_ratio_before", Double),
+        ("fragmentation_ratio_after", Double),
+        ("mb_consolidated", Double),
+        ("partitions_total", Bigint),
+        ("partitions_degraded", Bigint),
+        ("partitions_compacted", Bigint),
+        ("small_files_eliminated", Bigint),
+        ("volume_consolidated_mb", Double),
+        ("scan_before_ms", Double),
+        ("scan_after_ms", Double),
+        ("measured_speedup", Double),
+        ("projected_speedup", Double),
+        ("compaction_snapshot_id", Bigint),
+        ("snapshots_expired", Bigint),
+        ("files_deleted", Bigint),
+        ("bytes_reclaimed", Bigint),
+        ("snapshot_retention_days", Double),
+        ("notification", Varchar),
+        ("dry_run", Boolean),
+        ("started_at", Timestamp),
+        ("duration_ms", Bigint),
+        ("avg_fragmentation_ratio_after", Double),
+    ]
+};
+
+fn big(n: u64) -> Cell {
+    Cell::BigInt(n as i64)
+}
+
+/// The scorecard as rows: one per partition (one with a NULL partition for a table without data).
+pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
+    let ms = |s: &Option<crate::action::scan::ScanResult>| {
+        s.as_ref().map_or(Cell::Null, |s| Cell::Double(s.elapsed.as_secs_f64() * 1000.0))
+    };
+    let table_level = |row: &mut Vec<Cell>| {
+        row.extend([
+            big(card.partitions.len() as u64),
+            big(card.partitions_degraded),
+            big(card.partitions_compacted),
+            big(card.small_files_eliminated),
+            Cell::Double(card.bytes_consolidated as f64 / MIB),
+            ms(&card.scan_before),
+            ms(&card.scan_after),
+            card.measured_speedup().map_or(Cell::Null, Cell::Double),
+            Cell::Double(card.projected_speedup),
+            card.compaction_snapshot_id.map_or(Cell::Null, Cell::BigInt),
+            big(card.snapshots_expired),
+            big(card.files_deleted),
+            big(card.bytes_reclaimed),
+            Cell::Double(card.retention_days),
+            Cell::Text(card.notification.clone()),
+            Cell::Bool(card.dry_run),
+            Cell::Timestamp(card.started_ms.saturating_mul(1000)),
+            big(card.duration_ms),
+            Cell::Double(card.avg_ratio_after),
+        ]);
+    };
+    let head =
+        || vec![Cell::Text(card.execution_id.clone()), Cell::Text(card.table.clone()), Cell::Text(card.status.clone())];
+    if card.partitions.is_empty() {
+        let mut row = head();
+        row.extend((0..12).map(|_| Cell::Null));
+        table_level(&mut row);
+        return vec![row];
+    }
+    card.partitions
+        .iter()
+        .map(|p| {
+            let mut row = head();
+            row.extend([
+                Cell::Text(p.partition.clone()),
+                Cell::Int(p.spec_id),
+                Cell::Text(p.verdict.clone()),
+                Cell::Text(p.reason.clone()),
+                Cell::Text(p.action.clone()),
+                big(p.files_before),
+                big(p.files_after),
+                big(p.small_files_before),
+                big(p.small_files_after),
+                Cell::Double(p.ratio_before),
+                Cell::Double(p.ratio_after),
+                Cell::Double(p.bytes_consolidated as f64 / MIB),
+            ]);
+            table_level(&mut row);
+            row
+        })
+        .collect()
+}
+
+fn sql_type(id: LogicalTypeId) -> &'static str {
+    match id {
+        LogicalTypeId::Varchar => "VARCHAR",
+        LogicalTypeId::Integer => "INTEGER",
+        LogicalTypeId::Bigint => "BIGINT",
+        LogicalTypeId::Double => "DOUBLE",
+        LogicalTypeId::Boolean => "BOOLEAN",
+        LogicalTypeId::Timestamp => "TIMESTAMP",
+        _ => "VARCHAR",
+    }
+}
+
+/// Appends `rows` to `table` (created with the scorecard's columns when missing).
+fn append_history(host: &HostDb, table: &str, rows: &[Vec<Cell>]) -> Result<()> {
+    use duckdb::types::{TimeUnit, Value};
+    let conn = host.connect()?;
+    let columns: Vec<String> =
+        COLUMNS.iter().map(|(name, ty)| format!("{} {}", quote_ident(name), sql_type(*ty))).collect();
+    conn.execute_batch(&format!("CREATE TABLE IF NOT EXISTS {table} ({})", columns.join(", ")))?;
+    let names: Vec<String> = COLUMNS.iter().map(|(name, _)| quote_ident(name)).collect();
+    let marks = vec!["?"; COLUMNS.len()].join(", ");
+    let mut stmt = conn.prepare(&format!("INSERT INTO {table} ({}) VALUES ({marks})", names.join(", ")))?;
+    for row in rows {
+        let values: Vec<Value> = row
+            .iter()
+            .map(|cell| match cell {
+                Cell::Text(s) => Value::Text(s.clone()),
+                Cell::BigInt(v) => Value::BigInt(*v),
+                Cell::Int(v) => Value::Int(*v),
+                Cell::Double(v) => Value::Double(*v),
+                Cell::Bool(v) => Value::Boolean(*v),
+                Cell::Timestamp(v) => Value::Timestamp(TimeUnit::Microsecond, *v),
+                Cell::Null => Value::Null,
+            })
+            .collect();
+        stmt.execute(duckdb::params_from_iter(values))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn history_table_names_are_quoted_per_part() {
+        assert_eq!(qualified_name("lakehouse_runs").unwrap(), "\"lakehouse_runs\"");
+        assert_eq!(qualified_name("ops.runs").unwrap(), "\"ops\".\"runs\"");
+        assert_eq!(qualified_name("a\"b").unwrap(), "\"a\"\"b\"");
+        for bad in ["", "a..b", "a.b.c.d", "x."] {
+            assert!(qualified_name(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! Scalar `lakehouse_notify_slack(webhook_url, message)` → the HTTP outcome as JSON
+//! (`{"ok": true, "status": 200, "attempts": 1, "error": null}`). `message` is text, or a Block
+//! Kit payload as a JSON object. A NULL URL falls back to `$SLACK_WEBHOOK_URL`. Volatile.
+//! Delivery failures are returned, not raised; a bad URL is an error; a NULL message gives NULL.
+
+use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
+use duckdb::vscalar::{ScalarFunctionSignature, VScalar};
+use duckdb::vtab::arrow::WritableVector;
+
+use super::json_options::read_text;
+use crate::duck::HostDb;
+use crate::notify::slack::{RetryPolicy, Webhook, payload_of, post};
+
+const NAME: &str = "lakehouse_notify_slack";
+
+/// The Slack scalar.
+pub struct NotifySlack;
+
+impl VScalar for NotifySlack {
+    type State = HostDb;
+
+    fn invoke(
+        _host: &Self::State,
+        input: &mut DataChunkHandle,
+        output: &mut dyn WritableVector,
+    ) -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let mut out = output.flat_vector();
+        for row in 0..input.len() {
+            let url = read_text(input, 0, row);
+            let Some(message) = read_text(input, 1, row) else {
+                out.set_null(row);
+                continue;
+            };
+            let webhook = Webhook::resolve(url.as_deref())
+                .map_err(|e| format!("{NAME}: {e}"))?
+                .ok_or_else(|| format!("{NAME}: no webhook URL: pass one or set SLACK_WEBHOOK_URL"))?;
+            let delivery = post(&webhook, &payload_of(&message), &RetryPolicy::default());
+            out.insert(row, delivery.to_json().to_string().as_str());
+        }
+        Ok(())
+    }
+
+    fn signatures() -> Vec<ScalarFunctionSignature> {
+        let text = || LogicalTypeHandle::from(LogicalTypeId::Varchar);
+        vec![ScalarFunctionSignature::exact(vec![text(), text()], text())]
+    }
+
+    fn volatile() -> bool {
+        true
+    }
+}

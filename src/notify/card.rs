@@ -1,0 +1,281 @@
+//! The Lakehouse Health Scorecard as a Slack message: Block Kit blocks with a plain-text
+//! fallback (pure).
+//!
+//! Sized within Slack's limits: at most [`MAX_BLOCKS`] blocks (Slack allows 50), section texts
+//! under [`MAX_SECTION_CHARS`] (Slack allows 3,000), a header under 150 characters. A table with
+//! hundreds of partitions gets its compacted and skipped partitions listed first, as many as fit,
+//! and the rest summarized by verdict.
+
+use serde_json::{Value, json};
+
+use crate::action::gate::{PartitionLine, Scorecard};
+use crate::health::trim_number;
+use crate::profile::MIB;
+
+/// Blocks per message we use at most.
+pub const MAX_BLOCKS: usize = 40;
+/// Characters per section text we use at most.
+pub const MAX_SECTION_CHARS: usize = 2_900;
+/// Partition lines per section block.
+const LINES_PER_SECTION: usize = 10;
+
+fn mb(bytes: u64) -> String {
+    format!("{:.2}", bytes as f64 / MIB)
+}
+
+fn truncate(text: &str, max_chars: usize) -> String {
+    if text.chars().count() <= max_chars {
+        text.to_string()
+    } else {
+        let mut t: String = text.chars().take(max_chars.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// `3.21x measured (projected 13.56x)`, or the projection alone when nothing was measured.
+pub fn speedup_text(card: &Scorecard) -> String {
+    match card.measured_speedup() {
+        Some(x) => format!("{x:.2}x measured (projected {:.2}x)", card.projected_speedup),
+        None => format!("{:.2}x projected (not measured)", card.projected_speedup),
+    }
+}
+
+fn retention_text(card: &Scorecard) -> String {
+    let days = trim_number(card.retention_days);
+    let (verb, deleted) = if card.dry_run { ("Would purge", "would be deleted") } else { ("Purged", "deleted") };
+    if card.snapshots_expired == 0 {
+        format!("No snapshots older than {days} days to expire.")
+    } else {
+        format!(
+            "{verb} {} snapshots older than {days} days; {} unreferenced files {deleted} ({} MB reclaimed).",
+            card.snapshots_expired,
+            card.files_deleted,
+            mb(card.bytes_reclaimed)
+        )
+    }
+}
+
+fn headline(card: &Scorecard) -> String {
+    match card.status.as_str() {
+        "optimal" => format!(
+            "✅ Iceberg table {} is optimal (Average Fragmentation: {:.4}). No compaction needed.",
+            card.table, card.avg_ratio_before
+        ),
+        "dry run" => "🧪 Apache Iceberg Lakehouse Maintenance Plan (dry run)".to_string(),
+        _ => "❄️ Apache Iceberg Lakehouse Compaction Complete".to_string(),
+    }
+}
+
+/// The plain-text fallback (and notification text): the reference flow's card, with measured
+/// figures.
+pub fn scorecard_text(card: &Scorecard) -> String {
+    if card.status == "optimal" {
+        return format!(
+            "{}\n• *Execution:* {}\n• *Snapshot Retention:* {}",
+            headline(card),
+            card.execution_id,
+            retention_text(card)
+        );
+    }
+    format!(
+        "{}\n• *Target Table:* `{}`\n• *Partitions Compacted:* {} of {}\n• *Small Files Eliminated:* {} (< {}MB)\n\
+         • *Volume Consolidated:* {} MB\n• *Query Scan Speedup:* {}\n• *Snapshot Retention:* {}\n• *Execution:* {}",
+        headline(card),
+        card.table,
+        card.partitions_compacted,
+        card.partitions.len(),
+        card.small_files_eliminated,
+        trim_number(card.small_file_threshold_mb),
+        mb(card.bytes_consolidated),
+        speedup_text(card),
+        retention_text(card),
+        card.execution_id,
+    )
+}
+
+fn partition_line(line: &PartitionLine) -> String {
+    let icon = match line.verdict.as_str() {
+        "compacted" | "would compact" => "🔧",
+        "skipped" => "⏭️",
+        _ => "✅",
+    };
+    format!(
+        "{icon} `{}` {}: {} → {} files, small {} → {}, ratio {:.2} → {:.2}{} — {}",
+        line.partition,
+        line.verdict,
+        line.files_before,
+        line.files_after,
+        line.small_files_before,
+        line.small_files_after,
+        line.ratio_before,
+        line.ratio_after,
+        if line.bytes_consolidated > 0 {
+            format!(", {} MB consolidated", mb(line.bytes_consolidated))
+        } else {
+            String::new()
+        },
+        line.reason
+    )
+}
+
+/// The Block Kit payload of a scorecard.
+pub fn scorecard_payload(card: &Scorecard) -> Value {
+    let mut blocks = vec![json!({
+        "type": "header",
+        "text": {"type": "plain_text", "text": truncate(&format!("Lakehouse Health Scorecard: {}", card.table), 150), "emoji": true}
+    })];
+    blocks.push(
+        json!({"type": "section", "text": {"type": "mrkdwn", "text": truncate(&headline(card), MAX_SECTION_CHARS)}}),
+    );
+    let fields = [
+        format!("*Partitions compacted*\n{} of {}", card.partitions_compacted, card.partitions.len()),
+        format!(
+            "*Small files eliminated*\n{} (< {} MB)",
+            card.small_files_eliminated,
+            trim_number(card.small_file_threshold_mb)
+        ),
+        format!("*Volume consolidated*\n{} MB", mb(card.bytes_consolidated)),
+        format!("*Query scan speedup*\n{}", speedup_text(card)),
+        format!("*Fragmentation*\n{:.4} → {:.4} avg", card.avg_ratio_before, card.avg_ratio_after),
+        format!("*Snapshot retention*\n{}", retention_text(card)),
+    ];
+    blocks.push(json!({
+        "type": "section",
+        "fields": fields.iter().map(|f| json!({"type": "mrkdwn", "text": truncate(f, 1900)})).collect::<Vec<_>>()
+    }));
+    blocks.push(json!({"type": "divider"}));
+
+    // Partitions: acted-on and skipped first, then healthy; summarize what does not fit.
+    let mut ordered: Vec<&PartitionLine> = card.partitions.iter().collect();
+    ordered.sort_by_key(|l| match l.verdict.as_str() {
+        "compacted" | "would compact" => 0,
+        "skipped" => 1,
+        _ => 2,
+    });
+    let room = MAX_BLOCKS.saturating_sub(blocks.len() + 2) * LINES_PER_SECTION;
+    let shown = ordered.len().min(room);
+    for chunk in ordered[..shown].chunks(LINES_PER_SECTION) {
+        let mut text = String::new();
+        for line in chunk {
+            let next = partition_line(line);
+            if text.chars().count() + next.chars().count() + 1 > MAX_SECTION_CHARS {
+                break;
+            }
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&next);
+        }
+        blocks.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": text}}));
+    }
+    if shown < ordered.len() {
+        let rest = &ordered[shown..];
+        let count = |v: &str| rest.iter().filter(|l| l.verdict == v).count();
+        blocks.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": format!(
+            "…and {} more partitions ({} compacted, {} skipped, {} healthy).",
+            rest.len(), count("compacted") + count("would compact"), count("skipped"), count("healthy")
+        )}}));
+    }
+    blocks.push(json!({"type": "context", "elements": [{"type": "mrkdwn", "text": format!(
+        "Execution `{}` · {} · {:.1} s · lakehouse {}",
+        card.execution_id, card.status, card.duration_ms as f64 / 1000.0, env!("CARGO_PKG_VERSION")
+    )}]}));
+    json!({"text": truncate(&scorecard_text(card), 3_000), "blocks": blocks})
+}
+
+/// The failure alert of the reference flow's `errors` branch.
+pub fn failure_payload(table: &str, execution_id: &str, error: &str) -> Value {
+    let text = format!("🚨 Iceberg Lakehouse Maintenance failed on execution {execution_id} for table {table}.");
+    json!({
+        "text": text,
+        "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": truncate(&text, MAX_SECTION_CHARS)}},
+            {"type": "section", "text": {"type": "mrkdwn", "text": truncate(&format!("```{error}```"), MAX_SECTION_CHARS)}},
+        ]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn card(partitions: usize) -> Scorecard {
+        Scorecard {
+            execution_id: "e-1".into(),
+            table: "analytics.events".into(),
+            status: "maintained".into(),
+            dry_run: false,
+            started_ms: 0,
+            duration_ms: 1500,
+            small_file_threshold_mb: 64.0,
+            fragmentation_ratio_threshold: 0.35,
+            retention_days: 7.0,
+            partitions: (0..partitions)
+                .map(|i| PartitionLine {
+                    partition: format!("d=2026-10-{i:03}"),
+                    spec_id: 0,
+                    verdict: if i % 3 == 0 { "compacted".into() } else { "healthy".into() },
+                    reason: "r".into(),
+                    files_before: 10,
+                    files_after: 2,
+                    small_files_before: 9,
+                    small_files_after: 1,
+                    ratio_before: 0.9,
+                    ratio_after: 0.5,
+                    bytes_consolidated: if i % 3 == 0 { 5 * 1024 * 1024 } else { 0 },
+                    action: "x".into(),
+                })
+                .collect(),
+            partitions_degraded: 1,
+            partitions_compacted: 1,
+            small_files_eliminated: 8,
+            bytes_consolidated: 5 * 1024 * 1024,
+            avg_ratio_before: 0.5,
+            avg_ratio_after: 0.2,
+            projected_speedup: 13.56,
+            scan_before: None,
+            scan_after: None,
+            compaction_snapshot_id: Some(1),
+            snapshots_expired: 3,
+            files_deleted: 4,
+            bytes_reclaimed: 1024 * 1024,
+            notification: String::new(),
+        }
+    }
+
+    #[test]
+    fn text_carries_the_reference_figures() {
+        let text = scorecard_text(&card(3));
+        for want in [
+            "Compaction Complete",
+            "`analytics.events`",
+            "Partitions Compacted:* 1 of 3",
+            "Small Files Eliminated:* 8 (< 64MB)",
+            "Volume Consolidated:* 5.00 MB",
+            "13.56x projected",
+            "Purged 3 snapshots older than 7 days",
+            "e-1",
+        ] {
+            assert!(text.contains(want), "{want} not in {text}");
+        }
+    }
+
+    #[test]
+    fn hundreds_of_partitions_stay_within_slack_limits() {
+        let payload = scorecard_payload(&card(700));
+        let blocks = payload["blocks"].as_array().unwrap();
+        assert!(blocks.len() <= 50, "{}", blocks.len());
+        for b in blocks {
+            if let Some(t) = b["text"]["text"].as_str() {
+                assert!(t.chars().count() <= 3000);
+            }
+        }
+        let last_sections: String = blocks.iter().filter_map(|b| b["text"]["text"].as_str()).collect();
+        assert!(last_sections.contains("more partitions ("), "summarized");
+        // The compacted partitions come first.
+        let first_list = blocks[4]["text"]["text"].as_str().unwrap();
+        assert!(first_list.starts_with("🔧"), "{first_list}");
+        assert!(payload["text"].as_str().unwrap().chars().count() <= 3000);
+    }
+}
