@@ -30,9 +30,12 @@ build/%/lakehouse.duckdb_extension: FORCE
 release: build/release/lakehouse.duckdb_extension
 debug: build/debug/lakehouse.duckdb_extension
 
-# Writes the demo table, profiles it, plans the compaction (dry run), compacts the degraded
-# partitions and profiles again, in the DuckDB CLI. The demo's files are KiB-sized
-# (scale 0.001), so the reference 64 MiB threshold is scaled the same way.
+# Writes the demo table, profiles it (files and metadata), plans the gate (dry run), runs it —
+# compaction of the degraded partitions, snapshot expiry, measured scan speedup, scorecard — and
+# profiles again, in the DuckDB CLI. The demo's files are KiB-sized (scale 0.001), so the
+# reference 64 MiB threshold and 128 MiB target are scaled the same way. With SLACK_WEBHOOK_URL
+# set, the scorecard is posted to Slack too.
+DEMO_SCALED := small_file_threshold_mb := 0.064, target_file_size_mb := 0.128
 demo: venv release
 	rm -rf $(DEMO_DIR)
 	$(DUCKDB) -unsigned -c "LOAD 'build/release/lakehouse.duckdb_extension'; \
@@ -42,11 +45,18 @@ demo: venv release
 	         requires_compaction \
 	  FROM lakehouse_fragmentation('$(DEMO_DIR)', small_file_threshold_mb := 0.064, fragmentation_ratio_threshold := 0.35); \
 	  SELECT * EXCLUDE (compactable_bytes) \
-	  FROM lakehouse_fragmentation_summary('$(DEMO_DIR)', small_file_threshold_mb := 0.064, target_file_size_mb := 0.128); \
+	  FROM lakehouse_fragmentation_summary('$(DEMO_DIR)', $(DEMO_SCALED)); \
+	  SELECT snapshots, snapshots_past_retention, expirable_snapshots, manifests, metadata_files, orphan_files, reason \
+	  FROM lakehouse_metadata_health('$(DEMO_DIR)'); \
 	  SELECT partition, verdict, reason, files_before, files_after \
-	  FROM lakehouse_compact('$(DEMO_DIR)', small_file_threshold_mb := 0.064, target_file_size_mb := 0.128, dry_run := true); \
-	  SELECT partition, verdict, files_before, files_after, output_files, bytes_rewritten \
-	  FROM lakehouse_compact('$(DEMO_DIR)', small_file_threshold_mb := 0.064, target_file_size_mb := 0.128); \
+	  FROM lakehouse_gate('$(DEMO_DIR)', $(DEMO_SCALED), dry_run := true); \
+	  SELECT partition, verdict, files_before AS files, files_after AS after, small_files_before AS small, \
+	         small_files_after AS small_after, round(mb_consolidated, 3) AS mb, action \
+	  FROM lakehouse_gate('$(DEMO_DIR)', $(DEMO_SCALED), history_table := 'lakehouse_runs'); \
+	  SELECT status, partitions_compacted AS compacted, small_files_eliminated AS eliminated, \
+	         round(measured_speedup, 2) AS measured_speedup, round(projected_speedup, 2) AS projected_speedup, \
+	         snapshots_expired, files_deleted, notification \
+	  FROM lakehouse_runs LIMIT 1; \
 	  SELECT partition, total_files, small_files, round(fragmentation_ratio, 4) AS fragmentation_ratio, requires_compaction \
 	  FROM lakehouse_fragmentation('$(DEMO_DIR)', small_file_threshold_mb := 0.064);"
 

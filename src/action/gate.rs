@@ -263,7 +263,14 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     };
 
     let expiry_options = ExpiryOptions { dry_run: options.dry_run, ..options.expiry.clone() };
-    let expiry: ExpiryReport = expire(&options.table, &options.locate, &expiry_options)?;
+    let expiry: ExpiryReport =
+        expire(&options.table, &options.locate, &expiry_options).map_err(|e| match report.snapshot_id {
+            Some(id) => Error::new(
+                e.kind(),
+                format!("snapshot expiry failed after the compaction committed snapshot {id} (which stands): {e}"),
+            ),
+            None => e,
+        })?;
     let after = profile(&after_table.live_files()?, &thresholds);
     let summary_after = summarize(&after, options.compaction.target_file_size_mb);
 

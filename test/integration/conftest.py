@@ -522,6 +522,24 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
     return build_warehouse(tmp_path_factory.mktemp("warehouse"))
 
 
+def fresh_catalog(root: Path) -> SqlCatalog:
+    """A new sqlite SQL catalog with the test namespace under `root` (created); its URI and root
+    are kept as ``test_uri`` and ``test_root``."""
+    root.mkdir(parents=True)
+    uri = f"sqlite:///{root}/catalog.db"
+    cat = SqlCatalog(CATALOG_NAME, uri=uri, warehouse=f"file://{root}/warehouse")
+    cat.create_namespace(NAMESPACE)
+    cat.test_uri = uri  # type: ignore[attr-defined]
+    cat.test_root = root  # type: ignore[attr-defined]
+    return cat
+
+
+@pytest.fixture
+def catalog(tmp_path: Path) -> SqlCatalog:
+    """A fresh catalog per test (maintenance changes tables)."""
+    return fresh_catalog(tmp_path / "catalog")
+
+
 @pytest.fixture
 def clean_catalog_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
     """No PYICEBERG_* variables and an empty PYICEBERG_HOME / HOME, so only the test's config counts."""

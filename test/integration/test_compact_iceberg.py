@@ -7,32 +7,19 @@ Every test compares the rows a reader we did not write returns before and after 
 from __future__ import annotations
 
 import datetime as dt
-import os
 import threading
 import time
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import EqualTo
 from pyiceberg.table import StaticTable
-from pyiceberg.table.sorting import SortField, SortOrder
 from pyiceberg.transforms import IdentityTransform
 
 import conftest as c
 
 FN = "lakehouse_compact"
-
-
-@pytest.fixture
-def catalog(tmp_path: Path) -> SqlCatalog:
-    """A fresh sqlite SQL catalog per test (compaction changes tables)."""
-    uri = f"sqlite:///{tmp_path}/catalog.db"
-    cat = SqlCatalog(c.CATALOG_NAME, uri=uri, warehouse=f"file://{tmp_path}/warehouse")
-    cat.create_namespace(c.NAMESPACE)
-    cat.test_uri = uri  # type: ignore[attr-defined]
-    return cat
 
 
 def _comparable(value):

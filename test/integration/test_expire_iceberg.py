@@ -16,7 +16,6 @@ import time
 import uuid
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
@@ -25,21 +24,6 @@ from test_compact_iceberg import compact, duckdb_rows, pyiceberg_rows, sorted_ro
 
 FN = "lakehouse_expire_snapshots"
 DAY_MS = 86_400_000
-
-
-def make_catalog(root: Path) -> SqlCatalog:
-    root.mkdir(parents=True)
-    uri = f"sqlite:///{root}/catalog.db"
-    cat = SqlCatalog(c.CATALOG_NAME, uri=uri, warehouse=f"file://{root}/warehouse")
-    cat.create_namespace(c.NAMESPACE)
-    cat.test_uri = uri  # type: ignore[attr-defined]
-    cat.test_root = root  # type: ignore[attr-defined]
-    return cat
-
-
-@pytest.fixture
-def catalog(tmp_path: Path) -> SqlCatalog:
-    return make_catalog(tmp_path / "a")
 
 
 def twin(catalog: SqlCatalog, tmp_path: Path) -> SqlCatalog:

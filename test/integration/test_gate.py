@@ -18,7 +18,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from pyiceberg.catalog.sql import SqlCatalog
 
 import conftest as c
 from test_compact_iceberg import duckdb_rows, files_by_partition, pyiceberg_rows
@@ -66,15 +65,6 @@ def slack():
     server = FakeSlack()
     yield server
     server.close()
-
-
-@pytest.fixture
-def catalog(tmp_path: Path) -> SqlCatalog:
-    uri = f"sqlite:///{tmp_path}/catalog.db"
-    cat = SqlCatalog(c.CATALOG_NAME, uri=uri, warehouse=f"file://{tmp_path}/warehouse")
-    cat.create_namespace(c.NAMESPACE)
-    cat.test_uri = uri  # type: ignore[attr-defined]
-    return cat
 
 
 def sql_value(v) -> str:
@@ -286,3 +276,20 @@ def test_gate_end_to_end_keeps_rows(con, iceberg_con, catalog, builder):
     assert duckdb_rows(iceberg_con, table.metadata_location) == before
     for path in (r["file_path"] for r in table.inspect.files().to_pylist()):
         assert os.path.exists(c.local_path(path))
+
+
+def test_expiry_failure_after_compaction_says_what_stands(con, iceberg_con, catalog, slack):
+    table = c.build_identity_date(catalog)
+    before = pyiceberg_rows(table)
+    with table.transaction() as tx:
+        tx.set_properties({"gc.enabled": "false"})
+    with pytest.raises(Exception) as raised:
+        gate(con, f"{c.NAMESPACE}.by_date", catalog_uri=catalog.test_uri, small_file_threshold_mb=1.0,
+             target_file_size_mb=8.0, snapshot_retention_days=0, slack_webhook_url=slack.url)
+    message = str(raised.value)
+    assert "snapshot expiry failed after the compaction committed snapshot" in message and "gc.enabled" in message
+    (alert,) = slack.requests
+    assert "Maintenance failed on execution" in alert["body"]["text"]
+    table = catalog.load_table(f"{c.NAMESPACE}.by_date")
+    assert table.metadata.current_snapshot().summary.operation.value == "replace"
+    assert pyiceberg_rows(table) == before == duckdb_rows(iceberg_con, table.metadata_location)
