@@ -41,6 +41,9 @@ pub struct CompactionReport {
     pub metadata_location: Option<String>,
     /// Whether nothing was written on purpose.
     pub dry_run: bool,
+    /// Output bytes per input byte measured on a sample, which the plan's groups are sized by
+    /// (`None`: not measured, groups sized on input bytes).
+    pub output_ratio: Option<f64>,
 }
 
 /// A file written by the rewrite, ready for a manifest.
@@ -67,13 +70,30 @@ pub fn compact(
     }
     let manifests = table.load_manifests()?;
     let (files, sources) = live_data(&table, &manifests);
-    let plans = plan(&files, options);
-    let mut report = CompactionReport { plans, snapshot_id: None, metadata_location: None, dry_run };
+    let first_plan = plan(&files, options, 1.0);
+    if first_plan.iter().all(|p| p.groups.is_empty()) {
+        return Ok(CompactionReport {
+            plans: first_plan,
+            snapshot_id: None,
+            metadata_location: None,
+            dry_run,
+            output_ratio: None,
+        });
+    }
+    // Plan again on the sizes the rewrite will produce (a dry run measures too: the sample goes
+    // to /dev/null, so the plan it shows is the plan a real run carries out).
+    let conn = host.connect()?;
+    let ratio = output_ratio(&conn, &table, &first_plan, &sources);
+    let plans = match ratio {
+        Some(r) if (r - 1.0).abs() > 0.1 => plan(&files, options, r),
+        _ => first_plan,
+    };
+    let mut report =
+        CompactionReport { plans, snapshot_id: None, metadata_location: None, dry_run, output_ratio: ratio };
     if dry_run || report.plans.iter().all(|p| p.groups.is_empty()) {
         return Ok(report);
     }
 
-    let conn = host.connect()?;
     let mut written: Vec<Written> = Vec::new();
     let result = (|| {
         for p in report.plans.iter().filter(|p| p.verdict == Verdict::Compact) {
@@ -215,6 +235,70 @@ fn compression(table: &IcebergTable) -> &'static str {
     }
 }
 
+/// The `COPY … TO target (FORMAT parquet, …, RETURN_STATS)` that rewrites `inputs` as one file:
+/// read as the current schema (by field id or by name, see [`select_sql`]), in the table's sort
+/// order, with its codec and the current schema's field ids.
+fn copy_sql(
+    conn: &duckdb::Connection,
+    table: &IcebergTable,
+    inputs: &[&IcebergDataFile],
+    target: &str,
+) -> Result<String> {
+    let schema = table.metadata.current_schema();
+    let local_inputs: Vec<String> = inputs.iter().map(|f| strip_file_scheme(f.file_path()).to_string()).collect();
+    let ids = schema
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| format!("{}: {}", quote_ident(&f.name), field_ids(f)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    // With the manifests' value/null counts on every input, the non-null check after the rewrite
+    // catches any file read the wrong way, so one footer decides; otherwise every footer does.
+    let probe = if has_column_counts(inputs, schema) { &local_inputs[..1] } else { &local_inputs[..] };
+    let files_have_ids = files_have_field_ids(conn, probe)?;
+    Ok(format!(
+        "COPY ({}) TO {} (FORMAT parquet, COMPRESSION {}, FIELD_IDS {{{ids}}}, RETURN_STATS)",
+        select_sql(schema, &local_inputs, &sort_terms(table), files_have_ids),
+        quote_literal(target),
+        compression(table),
+    ))
+}
+
+/// Input bytes rewritten to `/dev/null` to measure how the rewrite changes sizes.
+const CALIBRATION_SAMPLE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Output bytes per input byte of a rewrite, measured by rewriting a sample of the files the
+/// plan compacts (up to [`CALIBRATION_SAMPLE_BYTES`] from its largest partition) to `/dev/null`:
+/// a change of codec (Snappy in, zstd out) or many per-file footers make outputs much smaller
+/// than their inputs, and planning on input bytes alone would miss the target by as much.
+/// Writes nothing anywhere; `None` when it cannot be measured.
+fn output_ratio(
+    conn: &duckdb::Connection,
+    table: &IcebergTable,
+    plans: &[PartitionPlan],
+    sources: &[&IcebergDataFile],
+) -> Option<f64> {
+    let largest = plans.iter().filter(|p| p.verdict == Verdict::Compact).max_by_key(|p| p.bytes_to_rewrite)?;
+    let mut sample: Vec<&IcebergDataFile> = Vec::new();
+    let mut sample_bytes = 0u64;
+    for &i in largest.groups.iter().flatten() {
+        if sample_bytes >= CALIBRATION_SAMPLE_BYTES {
+            break;
+        }
+        sample.push(sources[i]);
+        sample_bytes += sources[i].file_size_in_bytes();
+    }
+    let sql = copy_sql(conn, table, &sample, "/dev/null").ok()?;
+    let written: u64 = conn.query_row(&sql, [], |r| r.get(2)).ok()?;
+    let ratio = written as f64 / sample_bytes.max(1) as f64;
+    (ratio.is_finite() && ratio > 0.0).then(|| ratio.clamp(MIN_OUTPUT_RATIO, MAX_OUTPUT_RATIO))
+}
+
+/// Bounds on the measured ratio, so that one odd sample cannot make groups absurd.
+const MIN_OUTPUT_RATIO: f64 = 1.0 / 32.0;
+const MAX_OUTPUT_RATIO: f64 = 32.0;
+
 /// Rewrites one group into one file next to its first input; checks the row count.
 fn rewrite_group(
     conn: &duckdb::Connection,
@@ -234,24 +318,7 @@ fn rewrite_group(
         std::fs::create_dir_all(parent)?;
     }
     let schema = table.metadata.current_schema();
-    let local_inputs: Vec<String> = inputs.iter().map(|f| strip_file_scheme(f.file_path()).to_string()).collect();
-    let ids = schema
-        .as_struct()
-        .fields()
-        .iter()
-        .map(|f| format!("{}: {}", quote_ident(&f.name), field_ids(f)))
-        .collect::<Vec<_>>()
-        .join(", ");
-    // With the manifests' value/null counts on every input, the non-null check after the rewrite
-    // catches any file read the wrong way, so one footer decides; otherwise every footer does.
-    let probe = if has_column_counts(inputs, schema) { &local_inputs[..1] } else { &local_inputs[..] };
-    let files_have_ids = files_have_field_ids(conn, probe)?;
-    let sql = format!(
-        "COPY ({}) TO {} (FORMAT parquet, COMPRESSION {}, FIELD_IDS {{{ids}}}, RETURN_STATS)",
-        select_sql(schema, &local_inputs, &sort_terms(table), files_have_ids),
-        quote_literal(&local_path),
-        compression(table),
-    );
+    let sql = copy_sql(conn, table, inputs, &local_path)?;
     let written = (|| {
         let (rows, bytes): (u64, u64) = conn.query_row(&sql, [], |r| Ok((r.get(1)?, r.get(2)?)))?;
         let expected: u64 = inputs.iter().map(|f| f.record_count()).sum();

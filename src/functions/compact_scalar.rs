@@ -75,6 +75,7 @@ pub fn summary_json(table: &str, report: &CompactionReport) -> Value {
         "files_rewritten": compacting.iter().map(|p| p.input_files()).sum::<u64>(),
         "files_written": compacting.iter().map(|p| p.groups.len() as u64).sum::<u64>(),
         "bytes_rewritten": compacting.iter().map(|p| p.bytes_to_rewrite).sum::<u64>(),
+        "output_size_ratio": report.output_ratio,
         "partitions": report.plans.iter().map(|p| json!({
             "partition": p.partition,
             "spec_id": p.spec_id,

@@ -106,10 +106,13 @@ impl PartitionPlan {
     }
 }
 
-/// Plans compaction of `files` (the current snapshot's live files).
-pub fn plan(files: &[DataFile], options: &CompactionOptions) -> Vec<PartitionPlan> {
+/// Plans compaction of `files` (the current snapshot's live files). `output_ratio` is the
+/// rewrite's output bytes per input byte (1.0 when unknown): groups hold about
+/// `target / output_ratio` input bytes, so that each output file lands near the target.
+pub fn plan(files: &[DataFile], options: &CompactionOptions, output_ratio: f64) -> Vec<PartitionPlan> {
     let small_limit = options.thresholds.small_file_threshold_bytes();
-    let target_bytes = (options.target_file_size_mb * MIB) as u64;
+    let ratio = if output_ratio.is_finite() && output_ratio > 0.0 { output_ratio } else { 1.0 };
+    let target_bytes = (options.target_file_size_mb * MIB / ratio) as u64;
     let mut small_by_partition: BTreeMap<(&str, i32), Vec<usize>> = BTreeMap::new();
     for (i, f) in files.iter().enumerate() {
         if f.content == FileContent::Data && (f.size_bytes as f64) < small_limit {
@@ -245,7 +248,7 @@ mod tests {
         files.extend((0..10).map(|_| file("d=1", 10, FileContent::Data)));
         files.extend((0..10).map(|_| file("d=2", 500, FileContent::Data)));
         files.push(file("d=2", 10, FileContent::Data));
-        let plans = plan(&files, &options(100.0, 45.0));
+        let plans = plan(&files, &options(100.0, 45.0), 1.0);
         assert_eq!(plans.len(), 2);
         assert_eq!(plans[0].verdict, Verdict::Compact);
         assert_eq!(plans[0].groups.len(), 2, "100 KiB at a 45 KiB target: round(2.2) = 2 groups of 5 files");
@@ -254,6 +257,10 @@ mod tests {
         assert_eq!(plans[1].verdict, Verdict::Healthy);
         assert!(plans[1].reason.starts_with("healthy: ratio 0.09 < 0.35"), "{}", plans[1].reason);
         assert!(plans[1].groups.is_empty());
+        // Outputs measured at half their inputs' size: groups of twice the target in input bytes.
+        let halved = plan(&files, &options(100.0, 45.0), 0.5);
+        assert_eq!(halved[0].groups.len(), 1, "100 KiB of input -> ~50 KiB of output: round(50 / 45) = 1 file");
+        assert_eq!(plan(&files, &options(100.0, 45.0), f64::NAN)[0].groups.len(), 2, "an unusable ratio counts as 1");
     }
 
     #[test]
@@ -263,17 +270,19 @@ mod tests {
         files.push(file("a=2", 1, FileContent::Data));
         files.extend((0..3).map(|_| file("a=3", 1, FileContent::Data)));
         let mut opts = options(100.0, 1000.0);
-        let plans = plan(&files, &opts);
+        let plans = plan(&files, &opts, 1.0);
         let reasons: Vec<&str> = plans.iter().map(|p| p.reason.as_str()).collect();
         assert_eq!(reasons[0], "skipped: has 1 delete files");
         assert_eq!(reasons[1], "skipped: 1 small files < min_input_files 2");
         assert!(reasons[2].starts_with("compact:"), "{}", reasons[2]);
         opts.partitions = Some(vec!["a=1".into()]);
-        let plans = plan(&files, &opts);
+        let plans = plan(&files, &opts, 1.0);
         assert_eq!(plans[2].reason, "skipped: not in the partitions list");
         assert!(plans.iter().all(|p| p.groups.is_empty()));
         // What the SQL functions rely on: a plan that does not compact rewrites nothing.
-        for p in plan(&files, &options(100.0, 1000.0)).iter().chain(&plans).filter(|p| p.verdict != Verdict::Compact) {
+        for p in
+            plan(&files, &options(100.0, 1000.0), 1.0).iter().chain(&plans).filter(|p| p.verdict != Verdict::Compact)
+        {
             assert!(p.groups.is_empty() && p.bytes_to_rewrite == 0 && p.files_after() == p.files_before, "{p:?}");
         }
     }

@@ -7,6 +7,7 @@ Every test compares the rows a reader we did not write returns before and after 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import threading
 import time
 from pathlib import Path
@@ -327,3 +328,33 @@ def test_float_and_decimal_bounds_never_hide_rows(con, iceberg_con, catalog):
         n_duck = iceberg_con.execute(
             f"SELECT count(*) FROM iceberg_scan('{table.metadata_location}') WHERE {where}").fetchone()[0]
         assert n_duck == 1, (where, n_duck)
+
+
+def test_output_files_land_near_the_target_whatever_the_codec_does(con, iceberg_con, catalog):
+    """Groups are sized on the rewrite's measured output size: here the inputs are zstd files
+    of compressible rows and the table asks for uncompressed output (about 6x larger), so groups
+    planned on input bytes would write files several times the target."""
+    table = catalog.create_table(f"{c.NAMESPACE}.codec", schema=c._DATE_SCHEMA, partition_spec=c._DATE_SPEC)
+    for i in range(24):
+        table.append(c._date_rows(range(i * 4000, i * 4000 + 4000), dt.date(2026, 10, 1)))
+    with table.transaction() as tx:
+        tx.set_properties({"write.parquet.compression-codec": "uncompressed"})
+    table = catalog.load_table(f"{c.NAMESPACE}.codec")
+    before = pyiceberg_rows(table)
+    input_bytes = sum(r["file_size_in_bytes"] for r in table.inspect.files().to_pylist())
+    target_mb = 0.5
+    result = compact(con, f"{c.NAMESPACE}.codec", catalog_uri=catalog.test_uri,
+                     small_file_threshold_mb=0.4, target_file_size_mb=target_mb)
+    assert result[0]["verdict"] == "compacted", result
+    table = catalog.load_table(f"{c.NAMESPACE}.codec")
+    sizes = [r["file_size_in_bytes"] for r in table.inspect.files().to_pylist()]
+    target = target_mb * 1024 * 1024
+    assert sum(sizes) > 3 * input_bytes, "the rewrite really is larger than its inputs"
+    assert len(sizes) > round(input_bytes / target), "more files than input-byte planning would write"
+    assert all(0.5 * target <= s <= 1.6 * target for s in sizes), (sorted(sizes), target)
+    assert pyiceberg_rows(table) == before
+    assert duckdb_rows(iceberg_con, table.metadata_location) == before
+    summary = json.loads(con.execute(
+        f"SELECT lakehouse_compact('{c.NAMESPACE}.codec', '{{\"catalog_uri\": \"{catalog.test_uri}\", \"dry_run\": true, \"small_file_threshold_mb\": 0.4, \"target_file_size_mb\": 0.5}}')"
+    ).fetchone()[0])
+    assert summary["partitions_compacted"] == 0
