@@ -44,6 +44,8 @@ pub struct CompactionReport {
     /// Output bytes per input byte measured on a sample, which the plan's groups are sized by
     /// (`None`: not measured, groups sized on input bytes).
     pub output_ratio: Option<f64>,
+    /// The data files the committed snapshot added.
+    pub written: Vec<String>,
 }
 
 /// A file written by the rewrite, ready for a manifest.
@@ -78,6 +80,7 @@ pub fn compact(
             metadata_location: None,
             dry_run,
             output_ratio: None,
+            written: Vec::new(),
         });
     }
     // Plan again on the sizes the rewrite will produce (a dry run measures too: the sample goes
@@ -88,8 +91,14 @@ pub fn compact(
         Some(r) if (r - 1.0).abs() > 0.1 => plan(&files, options, r),
         _ => first_plan,
     };
-    let mut report =
-        CompactionReport { plans, snapshot_id: None, metadata_location: None, dry_run, output_ratio: ratio };
+    let mut report = CompactionReport {
+        plans,
+        snapshot_id: None,
+        metadata_location: None,
+        dry_run,
+        output_ratio: ratio,
+        written: Vec::new(),
+    };
     if dry_run || report.plans.iter().all(|p| p.groups.is_empty()) {
         return Ok(report);
     }
@@ -110,6 +119,7 @@ pub fn compact(
         Ok((snapshot_id, location)) => {
             report.snapshot_id = Some(snapshot_id);
             report.metadata_location = Some(location);
+            report.written = written.iter().map(|w| w.data_file.file_path().to_string()).collect();
             Ok(report)
         }
         Err(e) => {
@@ -280,14 +290,20 @@ fn output_ratio(
     sources: &[&IcebergDataFile],
 ) -> Option<f64> {
     let largest = plans.iter().filter(|p| p.verdict == Verdict::Compact).max_by_key(|p| p.bytes_to_rewrite)?;
+    // Files in manifest (arrival) order, not the groups' largest-first order, so that the
+    // sample has the partition's mix of sizes (and footers); none that would overshoot the cap,
+    // but at least one.
+    let mut members: Vec<usize> = largest.groups.iter().flatten().copied().collect();
+    members.sort_unstable();
     let mut sample: Vec<&IcebergDataFile> = Vec::new();
     let mut sample_bytes = 0u64;
-    for &i in largest.groups.iter().flatten() {
-        if sample_bytes >= CALIBRATION_SAMPLE_BYTES {
-            break;
+    for i in members {
+        let size = sources[i].file_size_in_bytes();
+        if !sample.is_empty() && sample_bytes + size > CALIBRATION_SAMPLE_BYTES {
+            continue;
         }
         sample.push(sources[i]);
-        sample_bytes += sources[i].file_size_in_bytes();
+        sample_bytes += size;
     }
     let sql = copy_sql(conn, table, &sample, "/dev/null").ok()?;
     let written: u64 = conn.query_row(&sql, [], |r| r.get(2)).ok()?;

@@ -28,10 +28,10 @@ use iceberg::{Catalog, Namespace, NamespaceIdent, TableCommit, TableCreation, Ta
 use crate::error::{Error, ErrorKind, Result};
 use crate::plan::expiry::{Deletion, FileKind, unreachable_files};
 use crate::runtime;
-use crate::table::commit::{CommitOutcome, commit, pause_for_tests, relocate};
+use crate::table::commit::{CommitOutcome, commit, is_exclusive, pause_for_tests, relocate};
 use crate::table::iceberg::IcebergTable;
 use crate::table::reach::Reach;
-use crate::table::{self, LocateOptions, is_inside, strip_file_scheme};
+use crate::table::{self, LocateOptions, is_inside, normalize_location, strip_file_scheme};
 
 /// Commit attempts before giving up on a table that keeps moving.
 const MAX_COMMIT_ATTEMPTS: usize = 4;
@@ -277,35 +277,36 @@ pub fn files_to_delete(table: &IcebergTable, selection: &Selection) -> Result<Ve
     }
     let mut files = unreachable_files(&expired, &retained, location)?;
 
-    let kept_stats: HashSet<&str> = new
+    // Statistics and metadata files, compared as normalized paths and listed once each.
+    let key = |p: &str| normalize_location(p).unwrap_or_else(|| std::path::PathBuf::from(p));
+    let mut seen: HashSet<std::path::PathBuf> = new
         .statistics_iter()
-        .map(|s| s.statistics_path.as_str())
-        .chain(new.partition_statistics_iter().map(|s| s.statistics_path.as_str()))
+        .map(|s| key(&s.statistics_path))
+        .chain(new.partition_statistics_iter().map(|s| key(&s.statistics_path)))
+        .chain(new.metadata_log().iter().map(|m| key(&m.metadata_file)))
+        .chain([key(&table.metadata_location)])
         .collect();
-    let deletion = |kind, path: &str, size: i64, snapshot_id| Deletion {
-        kind,
-        path: path.to_string(),
-        size_bytes: u64::try_from(size).ok(),
-        snapshot_id,
-        inside_location: is_inside(path, location),
+    let mut add = |kind, path: &str, size: i64, snapshot_id| {
+        if seen.insert(key(path)) {
+            files.push(Deletion {
+                kind,
+                path: path.to_string(),
+                size_bytes: u64::try_from(size).ok(),
+                snapshot_id,
+                inside_location: is_inside(path, location),
+            });
+        }
     };
     for id in &expired_ids {
-        if let Some(s) = base.statistics_for_snapshot(*id)
-            && !kept_stats.contains(s.statistics_path.as_str())
-        {
-            files.push(deletion(FileKind::StatisticsFile, &s.statistics_path, s.file_size_in_bytes, Some(*id)));
+        if let Some(s) = base.statistics_for_snapshot(*id) {
+            add(FileKind::StatisticsFile, &s.statistics_path, s.file_size_in_bytes, Some(*id));
         }
-        if let Some(s) = base.partition_statistics_for_snapshot(*id)
-            && !kept_stats.contains(s.statistics_path.as_str())
-        {
-            files.push(deletion(FileKind::StatisticsFile, &s.statistics_path, s.file_size_in_bytes, Some(*id)));
+        if let Some(s) = base.partition_statistics_for_snapshot(*id) {
+            add(FileKind::StatisticsFile, &s.statistics_path, s.file_size_in_bytes, Some(*id));
         }
     }
-    let kept_metadata: HashSet<&str> = new.metadata_log().iter().map(|m| m.metadata_file.as_str()).collect();
     for old in base.metadata_log() {
-        if !kept_metadata.contains(old.metadata_file.as_str()) && old.metadata_file != table.metadata_location {
-            files.push(deletion(FileKind::MetadataFile, &old.metadata_file, -1, None));
-        }
+        add(FileKind::MetadataFile, &old.metadata_file, -1, None);
     }
     Ok(files)
 }
@@ -331,6 +332,14 @@ pub fn expire(table_name: &str, locate: &LocateOptions, options: &ExpiryOptions)
         if options.dry_run {
             report.files = delete_files(deletions, true);
             return Ok(report);
+        }
+        if !is_exclusive(&located) {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "this table is named by a metadata file that has no catalog entry, no metadata/version-hint.text \
+                 and no vN.metadata.json name, so a commit could not exclude other writers and deleting files \
+                 would not be safe: name the table through its catalog (namespace.table); a dry run works",
+            ));
         }
         if attempt == 0 {
             pause_for_tests();

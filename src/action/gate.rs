@@ -224,9 +224,10 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     let compacting: HashSet<(String, i32)> =
         plan.plans.iter().filter(|p| p.verdict == Verdict::Compact).map(|p| (p.partition.clone(), p.spec_id)).collect();
     let measure = options.measure_speedup && !options.dry_run && !compacting.is_empty();
+    let before_paths = if measure { live_data_paths(&before_table, &compacting)? } else { Vec::new() };
     let scan_before = if measure {
         let conn = host.connect()?;
-        Some(scan(&conn, &before_table, &live_data_paths(&before_table, &compacting)?, SCAN_RUNS)?)
+        Some(scan(&conn, &before_table, &before_paths, SCAN_RUNS)?)
     } else {
         None
     };
@@ -241,8 +242,13 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     };
     let scan_after = match &scan_before {
         Some(before_scan) => {
+            // The same rows after: the files scanned before that are still live, and the files
+            // the compaction wrote (not files a concurrent writer added meanwhile).
+            let kept: HashSet<&String> = before_paths.iter().chain(&report.written).collect();
+            let after_paths: Vec<String> =
+                live_data_paths(&after_table, &compacting)?.into_iter().filter(|p| kept.contains(p)).collect();
             let conn = host.connect()?;
-            let after_scan = scan(&conn, &after_table, &live_data_paths(&after_table, &compacting)?, SCAN_RUNS)?;
+            let after_scan = scan(&conn, &after_table, &after_paths, SCAN_RUNS)?;
             if (after_scan.rows, &after_scan.checksum) != (before_scan.rows, &before_scan.checksum) {
                 return Err(Error::new(
                     ErrorKind::CorruptMetadata,
@@ -346,8 +352,9 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
             .sum(),
         bytes_consolidated: compacted_lines.iter().map(|l| l.bytes_consolidated).sum(),
         avg_ratio_before: summary_before.avg_fragmentation_ratio,
+        // A dry run projects from its lines (what the plan would leave), like each line does.
         avg_ratio_after: if options.dry_run {
-            summary_before.avg_fragmentation_ratio
+            lines.iter().map(|l| l.ratio_after).sum::<f64>() / lines.len().max(1) as f64
         } else {
             summary_after.avg_fragmentation_ratio
         },

@@ -15,6 +15,7 @@ use std::time::{Duration, SystemTime};
 use crate::action::expire::{DeletedFile, delete_files};
 use crate::error::{Error, ErrorKind, Result};
 use crate::plan::expiry::{Deletion, FileKind};
+use crate::table::commit::relocate;
 use crate::table::iceberg::IcebergTable;
 use crate::table::reach::Reach;
 use crate::table::{self, LocateOptions, normalize_location};
@@ -40,8 +41,10 @@ pub fn load_all(table: &IcebergTable) -> Result<Reach> {
     Reach::load(table, &ids, false)
 }
 
-/// Every file the table's metadata names, as normalized local paths (`reach`: [`load_all`]).
-pub fn referenced_files(table: &IcebergTable, reach: &Reach) -> HashSet<PathBuf> {
+/// Every file the table's metadata names, as normalized absolute local paths (`reach`:
+/// [`load_all`]). A name that is not an absolute local path is refused: such a file could not be
+/// recognized under the location, and would look like an orphan.
+pub fn referenced_files(table: &IcebergTable, reach: &Reach) -> Result<HashSet<PathBuf>> {
     let metadata = table.metadata.as_ref();
     let mut names: Vec<&str> = vec![table.metadata_location.as_str()];
     names.extend(metadata.metadata_log().iter().map(|m| m.metadata_file.as_str()));
@@ -53,7 +56,19 @@ pub fn referenced_files(table: &IcebergTable, reach: &Reach) -> HashSet<PathBuf>
         names.extend(manifest.live.iter().map(|f| f.path.as_str()));
         names.extend(manifest.deleted.iter().map(String::as_str));
     }
-    names.into_iter().filter_map(normalize_location).collect()
+    names
+        .into_iter()
+        .map(|name| {
+            normalize_location(name).filter(|p| p.is_absolute()).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "cannot tell orphans apart: the metadata names '{name}', which is not an absolute local path"
+                    ),
+                )
+            })
+        })
+        .collect()
 }
 
 /// Files under the location of `table` that nothing references and that were last modified
@@ -71,10 +86,11 @@ pub fn find_orphans(table: &IcebergTable, reach: &Reach, older_than_days: f64) -
     if !root.is_dir() {
         return Err(Error::new(ErrorKind::NotFound, format!("table location '{}' does not exist", root.display())));
     }
-    let referenced = referenced_files(table, reach);
+    let referenced = referenced_files(table, reach)?;
     let hint = root.join("metadata").join("version-hint.text");
-    let cutoff = SystemTime::now()
-        .checked_sub(Duration::from_secs_f64(older_than_days * 86_400.0))
+    let cutoff = Duration::try_from_secs_f64(older_than_days * 86_400.0)
+        .ok()
+        .and_then(|window| SystemTime::now().checked_sub(window))
         .unwrap_or(SystemTime::UNIX_EPOCH);
     let mut orphans = Vec::new();
     let mut stack = vec![root.clone()];
@@ -124,6 +140,14 @@ pub fn remove_orphan_files(
     let located = table::locate(table_name, locate)?;
     let table = IcebergTable::load(&located.metadata_location)?;
     let orphans = find_orphans(&table, &load_all(&table)?, older_than_days)?;
+    // A commit that landed while we listed may reference some of these files now.
+    if !dry_run && relocate(&located)?.metadata_location != located.metadata_location {
+        return Err(Error::new(
+            ErrorKind::Catalog,
+            "the table changed while its files were listed (or the metadata file named is not its newest); \
+             nothing was deleted",
+        ));
+    }
     let deletions = orphans
         .iter()
         .map(|o| Deletion {

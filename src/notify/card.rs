@@ -16,8 +16,10 @@ use crate::profile::MIB;
 pub const MAX_BLOCKS: usize = 40;
 /// Characters per section text we use at most.
 pub const MAX_SECTION_CHARS: usize = 2_900;
-/// Partition lines per section block.
-const LINES_PER_SECTION: usize = 10;
+/// Partition lines per section block, and characters per line: 4 × 700 stays under
+/// [`MAX_SECTION_CHARS`].
+const LINES_PER_SECTION: usize = 4;
+const MAX_LINE_CHARS: usize = 700;
 
 fn mb(bytes: u64) -> String {
     format!("{:.2}", bytes as f64 / MIB)
@@ -156,17 +158,7 @@ pub fn scorecard_payload(card: &Scorecard) -> Value {
     let room = MAX_BLOCKS.saturating_sub(blocks.len() + 2) * LINES_PER_SECTION;
     let shown = ordered.len().min(room);
     for chunk in ordered[..shown].chunks(LINES_PER_SECTION) {
-        let mut text = String::new();
-        for line in chunk {
-            let next = partition_line(line);
-            if text.chars().count() + next.chars().count() + 1 > MAX_SECTION_CHARS {
-                break;
-            }
-            if !text.is_empty() {
-                text.push('\n');
-            }
-            text.push_str(&next);
-        }
+        let text = chunk.iter().map(|l| truncate(&partition_line(l), MAX_LINE_CHARS)).collect::<Vec<_>>().join("\n");
         blocks.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": text}}));
     }
     if shown < ordered.len() {
@@ -277,5 +269,15 @@ mod tests {
         let first_list = blocks[4]["text"]["text"].as_str().unwrap();
         assert!(first_list.starts_with("🔧"), "{first_list}");
         assert!(payload["text"].as_str().unwrap().chars().count() <= 3000);
+        // Absurdly long partition labels are cut, never dropped into an empty section.
+        let mut long = card(5);
+        for p in &mut long.partitions {
+            p.partition = "k".repeat(5000);
+        }
+        for b in scorecard_payload(&long)["blocks"].as_array().unwrap() {
+            if let Some(t) = b["text"]["text"].as_str() {
+                assert!(!t.is_empty() && t.chars().count() <= 3000, "{}", t.len());
+            }
+        }
     }
 }

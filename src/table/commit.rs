@@ -36,6 +36,22 @@ pub fn next_metadata_location(base_location: &str) -> String {
     format!("{dir}/{next}")
 }
 
+/// Whether a commit on `located` excludes every other writer: a catalog entry (conditional
+/// update), `metadata/version-hint.text` (checked and moved), or `vN.metadata.json` names (the
+/// next version is created exclusively). A path table with `<N>-<uuid>.metadata.json` names and
+/// no hint is none of these: another writer can commit beside us, or a catalog we do not know of
+/// may keep pointing at its own file. Adding files then is harmless; deleting them is not.
+pub fn is_exclusive(located: &Located) -> bool {
+    if located.catalog_table.is_some() {
+        return true;
+    }
+    let base = Path::new(strip_file_scheme(&located.metadata_location));
+    let hint = base.parent().map(|d| d.join("version-hint.text"));
+    let v_named =
+        base.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('v') && metadata_version(n).is_some());
+    hint.is_some_and(|h| h.is_file()) || v_named
+}
+
 /// Writes `bytes` to `target` only if `target` does not exist yet.
 fn write_new_file(target: &Path, bytes: &[u8]) -> Result<bool> {
     let tmp = target.with_file_name(format!(".{}.tmp", uuid::Uuid::new_v4()));

@@ -106,9 +106,9 @@ impl Reach {
             if let Some(needed) = covered
                 && needed.iter().all(|p| reach.index.contains_key(*p))
             {
-                for (id, _) in &lists[n * LISTS_IN_FLIGHT..] {
-                    reach.manifest_lists.remove(id);
-                }
+                // The unread snapshots keep their manifest-list entries (a list path is still
+                // known without reading it), only their manifests are unknown.
+                let _unread = &lists[n * LISTS_IN_FLIGHT..];
                 reach.partial = true;
                 break;
             }

@@ -379,3 +379,17 @@ def test_metadata_files_beyond_previous_versions_max_are_deleted(con, catalog):
     assert not any(os.path.exists(c.local_path(p)) for p in dropped)
     assert all(os.path.exists(p) for p in log_after)
     assert os.path.exists(c.local_path(table.metadata_location))
+
+
+def test_a_path_without_an_exclusive_commit_is_refused_but_can_be_planned(con, catalog):
+    """pyiceberg's SQL catalog writes `<N>-<uuid>.metadata.json` and no version hint: named by its
+    metadata file, the table's real pointer is the catalog's, which our commit would not move."""
+    build_history(catalog, 4)
+    table = backdate(catalog, "hist", {i: 20 - i for i in range(3)})
+    path = c.local_path(table.metadata_location)
+    dry = con.execute(f"SELECT count(*) FROM {FN}('{path}', dry_run := true) WHERE kind = 'snapshot'").fetchone()
+    assert dry == (3,)
+    with pytest.raises(Exception, match=f"{FN}: .*name the table through its catalog"):
+        con.execute(f"SELECT * FROM {FN}('{path}')").fetchall()
+    assert catalog.load_table(f"{c.NAMESPACE}.hist").metadata_location == table.metadata_location
+    assert_all_needed_files_exist(catalog.load_table(f"{c.NAMESPACE}.hist"))
