@@ -121,6 +121,13 @@ pub fn is_inside(path: &str, location: &str) -> bool {
     }
 }
 
+/// `path` made absolute against the working directory (lexically: symlinks are kept), so that
+/// every location we write into metadata (the metadata log, new manifests) is absolute, as
+/// Iceberg expects, even when the user typed a relative path.
+fn absolute(path: &Path) -> String {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()).to_string_lossy().into_owned()
+}
+
 fn looks_like_path(table: &str) -> bool {
     table.contains('/') || table.contains('\\') || table.ends_with(".json") || table.starts_with('.')
 }
@@ -133,7 +140,7 @@ fn locate_metadata_file(path: &Path) -> Result<Located> {
             path.display()
         )));
     }
-    Ok(Located { metadata_location: path.to_string_lossy().into_owned(), catalog_table: None })
+    Ok(Located { metadata_location: absolute(path), catalog_table: None })
 }
 
 fn locate_table_dir(dir: &Path, latest_metadata: bool) -> Result<Located> {
@@ -172,7 +179,7 @@ fn locate_table_dir(dir: &Path, latest_metadata: bool) -> Result<Located> {
         }
         newest_metadata_file(candidates)
     };
-    Ok(Located { metadata_location: chosen.to_string_lossy().into_owned(), catalog_table: None })
+    Ok(Located { metadata_location: absolute(&chosen), catalog_table: None })
 }
 
 fn metadata_files(metadata_dir: &Path) -> Result<Vec<PathBuf>> {
@@ -273,6 +280,12 @@ mod tests {
         std::fs::write(dir.join("metadata/version-hint.text"), "0").unwrap();
         let located = locate(dir.to_str().unwrap(), &LocateOptions::default()).unwrap();
         assert!(located.metadata_location.ends_with("00000-a.metadata.json"));
+        // Relative paths are recorded as absolute ones.
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(
+            absolute(Path::new("t/metadata/v1.metadata.json")),
+            cwd.join("t/metadata/v1.metadata.json").to_string_lossy()
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -84,3 +84,21 @@ def test_weekly_maintenance_script_runs_in_the_cli(con, lakehouse_extension, tmp
     assert "compacted" in proc.stdout and "maintained" in proc.stdout
     after = profile(con, table)
     assert not any(r for _, r in after.values())
+
+
+def test_relative_table_paths_work_and_metadata_records_absolute_ones(lakehouse_extension, tmp_path):
+    """The CLI user of `make demo` names tables relative to the working directory."""
+    sql = (f"LOAD '{lakehouse_extension}'; "
+           "SELECT count(*) FROM lakehouse_demo('rel/events'); "
+           "SELECT orphan_files, metadata_bloated FROM lakehouse_metadata_health('rel/events'); "
+           "SELECT DISTINCT status FROM lakehouse_gate('rel/events', small_file_threshold_mb := 0.064, "
+           "target_file_size_mb := 0.128); "
+           "SELECT count(*) FROM lakehouse_remove_orphan_files('rel/events', older_than_days := 0);")
+    proc = subprocess.run([str(VENV_BIN / "duckdb"), "-unsigned", "-csv", "-noheader", "-c", sql], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.split() == ["1", "0,true", "maintained", "0"], proc.stdout
+    import json as _json
+    hint = (tmp_path / "rel/events/metadata/version-hint.text").read_text().strip()
+    meta = _json.loads((tmp_path / f"rel/events/metadata/v{hint}.metadata.json").read_text())
+    assert all(Path(m["metadata-file"]).is_absolute() for m in meta["metadata-log"][-2:]), meta["metadata-log"][-2:]
