@@ -56,13 +56,16 @@ struct Written {
     spec_id: i32,
 }
 
-/// Locates `table`, plans, and (unless `dry_run`) rewrites and commits.
+/// Locates `table`, plans, and (unless `dry_run`) rewrites and commits. `known_ratio`: the
+/// output bytes per input byte a previous plan measured (then no sample is rewritten, and the
+/// plan is that plan's, table unchanged); `None` measures.
 pub fn compact(
     table_name: &str,
     locate: &LocateOptions,
     options: &CompactionOptions,
     dry_run: bool,
     host: &HostDb,
+    known_ratio: Option<f64>,
 ) -> Result<CompactionReport> {
     options.validate()?;
     let located = table::locate(table_name, locate)?;
@@ -86,7 +89,7 @@ pub fn compact(
     // Plan again on the sizes the rewrite will produce (a dry run measures too: the sample goes
     // to /dev/null, so the plan it shows is the plan a real run carries out).
     let conn = host.connect()?;
-    let ratio = output_ratio(&conn, &table, &first_plan, &sources);
+    let ratio = known_ratio.or_else(|| output_ratio(&conn, &table, &first_plan, &sources));
     let plans = match ratio {
         Some(r) if (r - 1.0).abs() > 0.1 => plan(&files, options, r),
         _ => first_plan,

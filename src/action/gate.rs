@@ -220,7 +220,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     let summary_before = summarize(&before, options.compaction.target_file_size_mb);
 
     // Plan (metadata only), then act on exactly the partitions the plan compacts.
-    let plan = compact(&options.table, &options.locate, &options.compaction, true, host)?;
+    let plan = compact(&options.table, &options.locate, &options.compaction, true, host, None)?;
     let compacting: HashSet<(String, i32)> =
         plan.plans.iter().filter(|p| p.verdict == Verdict::Compact).map(|p| (p.partition.clone(), p.spec_id)).collect();
     let measure = options.measure_speedup && !options.dry_run && !compacting.is_empty();
@@ -234,7 +234,8 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     let report = if options.dry_run || compacting.is_empty() {
         plan
     } else {
-        compact(&options.table, &options.locate, &options.compaction, false, host)?
+        // The plan's measured ratio, so the run compacts what the plan (and the scan) covered.
+        compact(&options.table, &options.locate, &options.compaction, false, host, plan.output_ratio)?
     };
     let after_table = match &report.metadata_location {
         Some(location) => IcebergTable::load(location)?,

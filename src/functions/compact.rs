@@ -76,7 +76,7 @@ impl RowFunction for Compact {
     }
 
     fn run(input: &Self::Input, host: &HostDb) -> Result<Vec<Vec<Cell>>> {
-        let report = compact(&input.table, &input.locate, &input.options, input.dry_run, host)?;
+        let report = compact(&input.table, &input.locate, &input.options, input.dry_run, host, None)?;
         Ok(report
             .plans
             .iter()

@@ -393,3 +393,29 @@ def test_a_path_without_an_exclusive_commit_is_refused_but_can_be_planned(con, c
         con.execute(f"SELECT * FROM {FN}('{path}')").fetchall()
     assert catalog.load_table(f"{c.NAMESPACE}.hist").metadata_location == table.metadata_location
     assert_all_needed_files_exist(catalog.load_table(f"{c.NAMESPACE}.hist"))
+
+
+def test_statistics_files_of_expired_snapshots_are_deleted(con, catalog):
+    """A statistics (Puffin) file registered for an old snapshot goes with it; one registered
+    for a retained snapshot stays."""
+    build_history(catalog, 4)
+    table = backdate(catalog, "hist", {i: 20 - i for i in range(3)})
+    ids = snapshot_ids(table)
+    root = Path(c.local_path(table.location()))
+    old_stats, kept_stats = root / "metadata" / "old.stats", root / "metadata" / "kept.stats"
+    old_stats.write_bytes(b"PUF1 old")
+    kept_stats.write_bytes(b"PUF1 kept")
+    path = Path(c.local_path(table.metadata_location))
+    meta = json.loads(path.read_text())
+    meta["statistics"] = [
+        {"snapshot-id": sid, "statistics-path": f"file://{p}", "file-size-in-bytes": p.stat().st_size,
+         "file-footer-size-in-bytes": 4, "blob-metadata": []}
+        for sid, p in ((ids[0], old_stats), (ids[3], kept_stats))
+    ]
+    path.write_text(json.dumps(meta))
+    rows = expire(con, catalog, "hist")
+    stats_rows = [(r["snapshot_id"], r["action"]) for r in rows if r["kind"] == "statistics_file"]
+    assert stats_rows == [(ids[0], "deleted")]
+    assert not old_stats.exists() and kept_stats.exists()
+    table = catalog.load_table(f"{c.NAMESPACE}.hist")
+    assert [s.snapshot_id for s in table.metadata.statistics] == [ids[3]]
