@@ -18,7 +18,7 @@ use crate::notify::slack::{Delivery, RetryPolicy, Webhook, post};
 use crate::plan::compaction::{CompactionOptions, Verdict};
 use crate::profile::{PartitionProfile, profile, summarize};
 use crate::table::iceberg::IcebergTable;
-use crate::table::{self, FileContent, LocateOptions};
+use crate::table::{self, DataFile, FileContent, LocateOptions};
 
 /// Everything a gate run takes.
 #[derive(Debug, Clone)]
@@ -197,13 +197,13 @@ fn key(p: &PartitionProfile) -> (String, i32) {
     (p.partition.clone(), p.spec_id)
 }
 
-fn live_data_paths(table: &IcebergTable, partitions: &HashSet<(String, i32)>) -> Result<Vec<String>> {
-    Ok(table
-        .live_files()?
-        .into_iter()
+/// The data files of `files` in `partitions`.
+fn data_paths_in(files: &[DataFile], partitions: &HashSet<(String, i32)>) -> Vec<String> {
+    files
+        .iter()
         .filter(|f| f.content == FileContent::Data && partitions.contains(&(f.partition.clone(), f.spec_id)))
-        .map(|f| f.path)
-        .collect())
+        .map(|f| f.path.clone())
+        .collect()
 }
 
 /// Scans per measured speedup: one to warm the cache, one timed (the best counts).
@@ -216,7 +216,8 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     let thresholds = options.compaction.thresholds;
     let located = table::locate(&options.table, &options.locate)?;
     let before_table = IcebergTable::load(&located.metadata_location)?;
-    let before = profile(&before_table.live_files()?, &thresholds);
+    let before_files = before_table.live_files()?;
+    let before = profile(&before_files, &thresholds);
     let summary_before = summarize(&before, options.compaction.target_file_size_mb);
 
     // Plan (metadata only), then act on exactly the partitions the plan compacts.
@@ -224,7 +225,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     let compacting: HashSet<(String, i32)> =
         plan.plans.iter().filter(|p| p.verdict == Verdict::Compact).map(|p| (p.partition.clone(), p.spec_id)).collect();
     let measure = options.measure_speedup && !options.dry_run && !compacting.is_empty();
-    let before_paths = if measure { live_data_paths(&before_table, &compacting)? } else { Vec::new() };
+    let before_paths = if measure { data_paths_in(&before_files, &compacting) } else { Vec::new() };
     let scan_before = if measure {
         let conn = host.connect()?;
         Some(scan(&conn, &before_table, &before_paths, SCAN_RUNS)?)
@@ -237,9 +238,13 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         // The plan's measured ratio, so the run compacts what the plan (and the scan) covered.
         compact(&options.table, &options.locate, &options.compaction, false, host, plan.output_ratio)?
     };
-    let after_table = match &report.metadata_location {
-        Some(location) => IcebergTable::load(location)?,
-        None => before_table.clone(),
+    let (after_table, after_files) = match &report.metadata_location {
+        Some(location) => {
+            let table = IcebergTable::load(location)?;
+            let files = table.live_files()?;
+            (table, files)
+        }
+        None => (before_table.clone(), before_files.clone()),
     };
     let scan_after = match &scan_before {
         Some(before_scan) => {
@@ -247,7 +252,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
             // the compaction wrote (not files a concurrent writer added meanwhile).
             let kept: HashSet<&String> = before_paths.iter().chain(&report.written).collect();
             let after_paths: Vec<String> =
-                live_data_paths(&after_table, &compacting)?.into_iter().filter(|p| kept.contains(p)).collect();
+                data_paths_in(&after_files, &compacting).into_iter().filter(|p| kept.contains(p)).collect();
             let conn = host.connect()?;
             let after_scan = scan(&conn, &after_table, &after_paths, SCAN_RUNS)?;
             if (after_scan.rows, &after_scan.checksum) != (before_scan.rows, &before_scan.checksum) {
@@ -278,7 +283,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
             ),
             None => e,
         })?;
-    let after = profile(&after_table.live_files()?, &thresholds);
+    let after = profile(&after_files, &thresholds);
     let summary_after = summarize(&after, options.compaction.target_file_size_mb);
 
     let mut lines = Vec::new();
