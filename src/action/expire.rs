@@ -31,7 +31,7 @@ use crate::runtime;
 use crate::table::commit::{CommitOutcome, commit, is_exclusive, pause_for_tests, relocate};
 use crate::table::iceberg::IcebergTable;
 use crate::table::reach::Reach;
-use crate::table::{self, LocateOptions, is_inside, normalize_location, strip_file_scheme};
+use crate::table::{self, LocateOptions, is_inside, location_key, strip_file_scheme};
 
 /// Commit attempts before giving up on a table that keeps moving.
 const MAX_COMMIT_ATTEMPTS: usize = 4;
@@ -121,12 +121,14 @@ pub struct DeletedFile {
 }
 
 impl DeletedFile {
+    /// Whether the file was deleted (or, dry, would be).
+    pub fn removed(&self) -> bool {
+        matches!(self.outcome, Outcome::Deleted | Outcome::WouldDelete)
+    }
+
     /// Bytes this file gives back (or, dry, would).
     pub fn reclaimed_bytes(&self) -> u64 {
-        match self.outcome {
-            Outcome::Deleted | Outcome::WouldDelete => self.size_bytes,
-            _ => 0,
-        }
+        if self.removed() { self.size_bytes } else { 0 }
     }
 }
 
@@ -155,10 +157,7 @@ impl ExpiryReport {
 
     /// Files of `kind` deleted (or that would be).
     pub fn count(&self, kind: FileKind) -> u64 {
-        self.files
-            .iter()
-            .filter(|f| f.deletion.kind == kind && matches!(f.outcome, Outcome::Deleted | Outcome::WouldDelete))
-            .count() as u64
+        self.files.iter().filter(|f| f.deletion.kind == kind && f.removed()).count() as u64
     }
 }
 
@@ -253,16 +252,15 @@ pub fn files_to_delete(table: &IcebergTable, selection: &Selection) -> Result<Ve
     let new = &selection.metadata;
     let location = base.location();
     let expired_ids: Vec<i64> = selection.expired.iter().map(|s| s.snapshot_id).collect();
-    let retained_ids: Vec<i64> = new.snapshots().map(|s| s.snapshot_id()).collect();
+    // Newest first: in an append-only history the newest list alone covers every older manifest.
+    let mut retained_ids: Vec<i64> = new.snapshots().map(|s| s.snapshot_id()).collect();
+    retained_ids.sort_by_key(|id| std::cmp::Reverse(new.snapshot_by_id(*id).map_or(i64::MIN, |s| s.timestamp_ms())));
     // Manifest lists first; manifests only where needed: those no retained snapshot lists, and
     // the retained ones only when the freed manifests hold live files to check against them
     // (an append-only history frees manifest lists and nothing else). The retained lists are
     // read until they cover every manifest the expired ones name: if they do, nothing but the
     // expired lists is freed; if not, they have all been read.
     let mut expired = Reach::lists(table, &expired_ids, true)?;
-    // Newest first: in an append-only history the newest list alone covers every older manifest.
-    let mut retained_ids = retained_ids;
-    retained_ids.sort_by_key(|id| std::cmp::Reverse(new.snapshot_by_id(*id).map_or(i64::MIN, |s| s.timestamp_ms())));
     let candidates = expired.manifest_paths();
     let mut retained = Reach::lists_until_covered(table, &retained_ids, false, Some(&candidates))?;
     drop(candidates);
@@ -278,7 +276,7 @@ pub fn files_to_delete(table: &IcebergTable, selection: &Selection) -> Result<Ve
     let mut files = unreachable_files(&expired, &retained, location)?;
 
     // Statistics and metadata files, compared as normalized paths and listed once each.
-    let key = |p: &str| normalize_location(p).unwrap_or_else(|| std::path::PathBuf::from(p));
+    let key = location_key;
     let mut seen: HashSet<std::path::PathBuf> = new
         .statistics_iter()
         .map(|s| key(&s.statistics_path))

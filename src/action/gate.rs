@@ -6,10 +6,10 @@
 //! never undoes maintenance: it is reported in the scorecard (and raised only when asked).
 
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::action::compact::compact;
-use crate::action::expire::{ExpiryOptions, ExpiryReport, Outcome, expire, retention_days_in_force};
+use crate::action::expire::{ExpiryOptions, ExpiryReport, expire, retention_days_in_force};
 use crate::action::scan::{ScanResult, scan};
 use crate::duck::HostDb;
 use crate::error::{Error, ErrorKind, Result};
@@ -369,18 +369,9 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         scan_after,
         compaction_snapshot_id: report.snapshot_id,
         snapshots_expired: expiry.expired.len() as u64,
-        files_deleted: expiry
-            .files
-            .iter()
-            .filter(|f| matches!(f.outcome, Outcome::Deleted | Outcome::WouldDelete))
-            .count() as u64,
+        files_deleted: expiry.files.iter().filter(|f| f.removed()).count() as u64,
         bytes_reclaimed: expiry.reclaimed_bytes(),
         notification: String::new(),
         partitions: lines,
     })
-}
-
-/// Durations as milliseconds for rows.
-pub fn millis(d: &Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::table::reach::Reach;
-use crate::table::{FileContent, is_inside, normalize_location};
+use crate::table::{FileContent, is_inside, location_key};
 
 /// What kind of file a deletion removes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -75,9 +75,8 @@ pub fn unreachable_files(expired: &Reach, retained: &Reach, location: &str) -> R
         snapshot_id,
         inside_location: is_inside(path, location),
     };
-    // Compared as normalized local paths, so `file:///t/a` and `/t/a` are one file. A path that
-    // does not normalize is kept under its text, and is outside the location anyway.
-    let key = |path: &str| normalize_location(path).unwrap_or_else(|| PathBuf::from(path));
+    // Compared as normalized local paths, so `file:///t/a` and `/t/a` are one file.
+    let key = location_key;
     let mut out = Vec::new();
     let retained_lists: HashSet<PathBuf> = retained.manifest_lists.values().map(|p| key(p)).collect();
     for (id, list) in &expired.manifest_lists {

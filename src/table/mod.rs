@@ -112,6 +112,12 @@ pub fn normalize_location(location: &str) -> Option<PathBuf> {
     Some(out)
 }
 
+/// The key two spellings of one file share (`file:///t/a` and `/t/a`): its normalized path, or
+/// for a path that does not normalize, its text (such a path is never inside a location).
+pub fn location_key(path: &str) -> PathBuf {
+    normalize_location(path).unwrap_or_else(|| PathBuf::from(path))
+}
+
 /// Whether `path` lies strictly inside the directory `location` (both locations as written in
 /// metadata; compared after [`normalize_location`]). Maintenance deletes nothing that is not.
 pub fn is_inside(path: &str, location: &str) -> bool {

@@ -102,13 +102,12 @@ impl Reach {
         // Parsing is CPU-bound: one task per list, spread over the runtime's workers, a bounded
         // number in flight so that only a few parsed lists are held at once.
         let lists: Vec<(i64, String)> = snapshot_ids.iter().map(|id| (*id, reach.manifest_lists[id].clone())).collect();
-        for (n, chunk) in lists.chunks(LISTS_IN_FLIGHT).enumerate() {
+        for chunk in lists.chunks(LISTS_IN_FLIGHT) {
             if let Some(needed) = covered
                 && needed.iter().all(|p| reach.index.contains_key(*p))
             {
                 // The unread snapshots keep their manifest-list entries (a list path is still
                 // known without reading it), only their manifests are unknown.
-                let _unread = &lists[n * LISTS_IN_FLIGHT..];
                 reach.partial = true;
                 break;
             }
