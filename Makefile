@@ -20,8 +20,9 @@ $(VENV)/.installed: test/requirements.txt
 
 venv: $(VENV)/.installed
 
+# The debug build (the tests') has the test hooks (a pause before commit); release builds never do.
 build/%/lakehouse.duckdb_extension: FORCE
-	cargo build $(if $(filter release,$*),--release,) --lib
+	cargo build $(if $(filter release,$*),--release,--features test-hooks) --lib
 	mkdir -p build/$*
 	python3 scripts/append_extension_metadata.py \
 	  $(CARGO_TARGET_DIR)/$(if $(filter release,$*),release,debug)/liblakehouse.so $@ \

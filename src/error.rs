@@ -23,6 +23,20 @@ pub enum ErrorKind {
     Io,
     /// A statement on the nested DuckDB connection failed.
     DuckDb,
+    /// Another writer committed first in a way this commit cannot be rebased on (a replaced file
+    /// is gone, new deletes target it, the table kept moving): nothing was committed; running
+    /// again later plans on the new state. Not a sign of corruption.
+    CommitConflict,
+    /// The query was interrupted (Ctrl-C): the step in progress finished or was abandoned,
+    /// nothing half-committed.
+    Interrupted,
+}
+
+impl ErrorKind {
+    /// Whether running the same call again later may succeed (a conflict, an interruption).
+    pub fn is_retryable(self) -> bool {
+        matches!(self, ErrorKind::CommitConflict | ErrorKind::Interrupted)
+    }
 }
 
 /// An error with a kind, a message and optional context (`key: value` pairs).
@@ -40,6 +54,11 @@ impl Error {
     /// A new error of `kind` with a human-readable `message`.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         Self { kind, message: message.into(), context: Vec::new() }
+    }
+
+    /// Shorthand for an [`ErrorKind::CommitConflict`] error; the message says what moved.
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::CommitConflict, format!("commit conflict: {}", message.into()))
     }
 
     /// Shorthand for an [`ErrorKind::InvalidArgument`] error.

@@ -25,6 +25,7 @@
 //! - [`demo`]: writes the fragmented demo table.
 //! - [`duck`]: the nested host connection and SQL quoting (the only place SQL text is built).
 //! - [`runtime`]: the Tokio runtime iceberg-rust's async I/O runs on.
+//! - [`interrupt`]: Ctrl-C recorded while long work runs, checked between its steps.
 //! - [`functions`]: one file per SQL function, on a shared row-function adapter that parses
 //!   arguments at bind and prefixes every error with the function's name.
 
@@ -34,6 +35,7 @@ pub mod duck;
 pub mod error;
 pub mod functions;
 pub mod health;
+pub mod interrupt;
 pub mod notify;
 pub mod plan;
 pub mod profile;
@@ -43,7 +45,9 @@ pub mod table;
 use std::error::Error as StdError;
 
 /// Rust's allocations in this library (manifest decoding allocates and frees millions of small
-/// values) go to mimalloc; DuckDB's own memory is untouched.
+/// values) go to mimalloc; DuckDB's own memory is untouched. Built with `local_dynamic_tls`: a
+/// library that is `dlopen`ed (every DuckDB extension) must not use the static TLS block, which
+/// a Python process that has loaded many libraries (pyarrow, dbt) may have used up.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -4,10 +4,11 @@
 //! fragmentation ratio is small data files / data files, and it requires compaction when the
 //! ratio reaches `fragmentation_ratio_threshold` — the reference flow's definitions.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 
 use crate::error::{Error, Result};
-use crate::table::{DataFile, FileContent};
+use crate::table::{DataFile, FileContent, PartitionKey, location_key};
 
 /// Bytes in one MiB: the unit of every `_mb` figure.
 pub const MIB: f64 = 1024.0 * 1024.0;
@@ -66,6 +67,8 @@ pub struct PartitionProfile {
     pub partition: String,
     /// Partition spec id of the files.
     pub spec_id: i32,
+    /// Spec and value tuple (what the row stands for; the label may be shared).
+    pub key: PartitionKey,
     /// Live data files.
     pub total_files: u64,
     /// Live data files below the threshold.
@@ -76,7 +79,8 @@ pub struct PartitionProfile {
     pub small_size_bytes: u64,
     /// Rows in the live data files (before deletes).
     pub record_count: u64,
-    /// Live position and equality delete files.
+    /// Live position and equality delete files that can delete rows of this partition's data
+    /// files: its own, and global ones (an unpartitioned spec's) of a later sequence number.
     pub delete_files: u64,
     /// small_files / total_files.
     pub fragmentation_ratio: f64,
@@ -96,14 +100,16 @@ impl PartitionProfile {
     }
 }
 
-/// One row per (partition, spec) that has live data files, sorted by partition then spec.
+/// One row per partition (spec and value tuple) that has live data files, sorted by label,
+/// then spec, then tuple.
 pub fn profile(files: &[DataFile], thresholds: &Thresholds) -> Vec<PartitionProfile> {
     let small_limit = thresholds.small_file_threshold_bytes();
-    let mut groups: BTreeMap<(&str, i32), PartitionProfile> = BTreeMap::new();
-    for file in files {
-        let entry = groups.entry((file.partition.as_str(), file.spec_id)).or_insert_with(|| PartitionProfile {
+    let mut groups: BTreeMap<(&str, &PartitionKey), PartitionProfile> = BTreeMap::new();
+    for file in files.iter().filter(|f| f.content == FileContent::Data) {
+        let entry = groups.entry((file.partition.as_str(), &file.key)).or_insert_with(|| PartitionProfile {
             partition: file.partition.clone(),
             spec_id: file.spec_id,
+            key: file.key.clone(),
             total_files: 0,
             small_files: 0,
             total_size_bytes: 0,
@@ -113,10 +119,6 @@ pub fn profile(files: &[DataFile], thresholds: &Thresholds) -> Vec<PartitionProf
             fragmentation_ratio: 0.0,
             requires_compaction: false,
         });
-        if file.content != FileContent::Data {
-            entry.delete_files += 1;
-            continue;
-        }
         entry.total_files += 1;
         entry.total_size_bytes += file.size_bytes;
         entry.record_count += file.record_count;
@@ -125,15 +127,56 @@ pub fn profile(files: &[DataFile], thresholds: &Thresholds) -> Vec<PartitionProf
             entry.small_size_bytes += file.size_bytes;
         }
     }
+    let deletes = applicable_deletes(files);
     groups
         .into_values()
-        .filter(|p| p.total_files > 0)
         .map(|mut p| {
+            p.delete_files = deletes.get(&p.key).copied().unwrap_or(0);
             p.fragmentation_ratio = p.small_files as f64 / p.total_files as f64;
             p.requires_compaction = p.fragmentation_ratio >= thresholds.fragmentation_ratio_threshold;
             p
         })
         .collect()
+}
+
+/// For each partition, how many live delete files can delete rows of at least one of its data
+/// files ([`DataFile::applies_to`]): the partition's own, global ones, and position deletes that
+/// name one of its files. A partition missing from the map has none: only then may it be
+/// rewritten without applying deletes.
+pub fn applicable_deletes(files: &[DataFile]) -> HashMap<PartitionKey, u64> {
+    let data: Vec<&DataFile> = files.iter().filter(|f| f.content == FileContent::Data).collect();
+    // The oldest data file of each partition: a delete applies to some file of the partition
+    // exactly when it applies to that one (scope is per partition, the sequence rule monotone).
+    let mut oldest: HashMap<&PartitionKey, &DataFile> = HashMap::new();
+    for f in &data {
+        let slot = oldest.entry(&f.key).or_insert(f);
+        if f.data_sequence_number < slot.data_sequence_number {
+            *slot = f;
+        }
+    }
+    let mut by_path: Option<HashMap<PathBuf, &DataFile>> = None;
+    let mut counts: HashMap<PartitionKey, u64> = HashMap::new();
+    for delete in files.iter().filter(|f| f.content != FileContent::Data) {
+        if let Some(target) = &delete.referenced_data_file {
+            let by_path = by_path.get_or_insert_with(|| data.iter().map(|f| (location_key(&f.path), *f)).collect());
+            if let Some(f) = by_path.get(&location_key(target))
+                && delete.applies_to(f)
+            {
+                *counts.entry(f.key.clone()).or_default() += 1;
+            }
+        } else if delete.global {
+            for (key, f) in &oldest {
+                if delete.applies_to(f) {
+                    *counts.entry((*key).clone()).or_default() += 1;
+                }
+            }
+        } else if let Some(f) = oldest.get(&delete.key)
+            && delete.applies_to(f)
+        {
+            *counts.entry(delete.key.clone()).or_default() += 1;
+        }
+    }
+    counts
 }
 
 /// The reference flow's single summary row.
@@ -195,14 +238,7 @@ mod tests {
     use super::*;
 
     fn file(partition: &str, size_mb: f64, content: FileContent) -> DataFile {
-        DataFile {
-            path: format!("/t/{partition}/{size_mb}.parquet"),
-            size_bytes: (size_mb * MIB) as u64,
-            record_count: 10,
-            partition: partition.to_string(),
-            spec_id: 0,
-            content,
-        }
+        DataFile { record_count: 10, ..DataFile::for_tests(partition, (size_mb * MIB) as u64, content) }
     }
 
     /// The reference flow's demo telemetry: 52/48, 70/65, 20/4, 25/2 files (total/small).
@@ -248,6 +284,47 @@ mod tests {
         assert_eq!(parts.len(), 1);
         assert_eq!((parts[0].total_files, parts[0].small_files, parts[0].delete_files), (2, 1, 1));
         assert!(parts[0].requires_compaction, "ratio 0.5 reaches threshold 0.5");
+    }
+
+    #[test]
+    fn deletes_apply_by_spec_partition_sequence_and_path() {
+        let data = |partition: &str, spec: i32, seq: i64| {
+            let mut f = file(partition, 1.0, FileContent::Data);
+            f.key.spec_id = spec;
+            f.spec_id = spec;
+            f.data_sequence_number = seq;
+            f
+        };
+        let delete = |content, partition: &str, spec: i32, seq: i64, global: bool| {
+            let mut f = data(partition, spec, seq);
+            f.content = content;
+            f.global = global;
+            f
+        };
+        use FileContent::{EqualityDeletes as Eq, PositionDeletes as Pos};
+        let files = vec![
+            data("a", 1, 2),
+            data("a", 1, 5),
+            data("b", 1, 6),
+            data("c", 1, 9),
+            data("a", 2, 1), // same label, another spec
+            // A global equality delete at 6 applies to files older than 6: a (both specs), not b or c.
+            delete(Eq, "(unpartitioned)", 0, 6, true),
+            // A position delete of spec 1 partition c at 9 applies (<=); an equality one does not (<).
+            delete(Pos, "c", 1, 9, false),
+            delete(Eq, "c", 1, 9, false),
+            // A position delete naming a file only applies to that file.
+            DataFile { referenced_data_file: Some("/t/b/elsewhere.parquet".into()), ..delete(Pos, "b", 1, 7, false) },
+        ];
+        let counts = applicable_deletes(&files);
+        let key = |p: &str, spec: i32| PartitionKey { spec_id: spec, values: data(p, spec, 0).key.values };
+        assert_eq!(counts.get(&key("a", 1)), Some(&1));
+        assert_eq!(counts.get(&key("a", 2)), Some(&1), "global deletes cross specs");
+        assert_eq!(counts.get(&key("b", 1)), None, "newer data and a delete naming another file");
+        assert_eq!(counts.get(&key("c", 1)), Some(&1));
+        let parts = profile(&files, &Thresholds::default());
+        assert_eq!(parts.len(), 4, "one row per spec and tuple, delete files are not rows");
+        assert_eq!(parts.iter().map(|p| p.delete_files).collect::<Vec<_>>(), vec![1, 1, 0, 1]);
     }
 
     #[test]

@@ -3,9 +3,19 @@
 //!
 //! Safety rules:
 //! - every output file must hold exactly the rows of its inputs (checked before commit);
-//! - the commit is one new metadata file, made current atomically; if the table moved on while we
-//!   rewrote, the commit is retried on the new head when every replaced file is still live there,
-//!   otherwise it is abandoned;
+//! - only partitions that no live delete file can apply to are rewritten
+//!   ([`crate::profile::applicable_deletes`]: the partition's own deletes, global ones of an
+//!   unpartitioned spec, position deletes naming one of its files);
+//! - new files take the data sequence number of the snapshot the rewrite started from (Java's
+//!   `use-starting-sequence-number`), so an equality delete committed meanwhile still applies to
+//!   exactly the rows it applied to;
+//! - the commit is one new metadata file, made current atomically, and only on a table whose
+//!   commits exclude other writers ([`crate::table::commit::is_exclusive`]); if the table moved on
+//!   while we rewrote, the commit is retried on the new head when every replaced file is still
+//!   live there and no position delete added meanwhile can apply to one (Java's
+//!   `validateNoNewDeletesForDataFiles`), otherwise it is abandoned with
+//!   [`ErrorKind::CommitConflict`];
+//! - the work answers an interrupt (Ctrl-C) between groups and before the commit;
 //! - on any failure the files we wrote (data, manifests, manifest lists) are removed, so the table
 //!   is exactly as it was; replaced files stay on disk for older snapshots until expiry.
 
@@ -21,9 +31,10 @@ use iceberg::spec::{
 
 use crate::duck::{HostDb, quote_ident, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
+use crate::interrupt;
 use crate::plan::compaction::{CompactionOptions, PartitionPlan, Verdict, plan};
 use crate::runtime;
-use crate::table::commit::{CommitOutcome, commit, pause_for_tests, relocate};
+use crate::table::commit::{CommitOutcome, commit, pause_for_tests, relocate, require_exclusive};
 use crate::table::iceberg::{IcebergTable, LoadedManifest, NewSnapshot, add_to_main, new_snapshot_id};
 use crate::table::{self, DataFile, LocateOptions, Located, strip_file_scheme};
 
@@ -105,17 +116,21 @@ pub fn compact(
     if dry_run || report.plans.iter().all(|p| p.groups.is_empty()) {
         return Ok(report);
     }
+    require_exclusive(&located)?;
 
+    let starting_sequence_number = table.metadata.current_snapshot().map_or(0, |s| s.sequence_number());
     let mut written: Vec<Written> = Vec::new();
     let result = (|| {
         for p in report.plans.iter().filter(|p| p.verdict == Verdict::Compact) {
             for group in &p.groups {
+                interrupt::check("nothing was committed")?;
                 let inputs: Vec<&IcebergDataFile> = group.iter().map(|&i| sources[i]).collect();
                 let out = rewrite_group(&conn, &table, &inputs, p.spec_id)?;
                 written.push(out);
             }
         }
-        commit_with_retries(located.clone(), table.clone(), manifests.clone(), &written)
+        let base = Base { located: located.clone(), table: table.clone(), manifests: manifests.clone() };
+        commit_with_retries(base, starting_sequence_number, &written)
     })();
     drop(conn);
     match result {
@@ -335,6 +350,12 @@ fn rewrite_group(
     let local_path = strip_file_scheme(&file_path).to_string();
     if let Some(parent) = Path::new(&local_path).parent() {
         std::fs::create_dir_all(parent)?;
+    }
+    if inputs.iter().any(|f| f.partition() != inputs[0].partition()) {
+        return Err(Error::new(
+            ErrorKind::CorruptMetadata,
+            "a rewrite group mixes partitions; nothing was committed (this is a bug, please report it)",
+        ));
     }
     let schema = table.metadata.current_schema();
     let sql = copy_sql(conn, table, inputs, &local_path)?;
@@ -570,40 +591,37 @@ fn column_stats(conn: &duckdb::Connection, path: &str, schema: &Schema) -> Resul
     Ok(stats)
 }
 
-/// Commits, retrying on a moved head while every replaced file is still live there.
-fn commit_with_retries(
-    mut located: Located,
-    mut table: IcebergTable,
-    mut manifests: Vec<LoadedManifest>,
-    written: &[Written],
-) -> Result<(i64, String)> {
+/// The table state a commit is built on.
+struct Base {
+    located: Located,
+    table: IcebergTable,
+    manifests: Vec<LoadedManifest>,
+}
+
+/// Commits, retrying on a moved head while the rewrite is still valid there ([`check_rebase`]).
+/// New files take `starting_sequence_number`, the data sequence number of the snapshot the
+/// rewrite read.
+fn commit_with_retries(mut base: Base, starting_sequence_number: i64, written: &[Written]) -> Result<(i64, String)> {
     let replaced: HashSet<&str> = written.iter().flat_map(|w| w.replaces.iter().map(String::as_str)).collect();
     pause_for_tests();
     for _attempt in 0..MAX_COMMIT_ATTEMPTS {
+        interrupt::check("nothing was committed")?;
         let mut scratch = Vec::new();
         let attempt = (|| {
-            let (metadata, snapshot_id) = build_snapshot(&table, &manifests, &replaced, written, &mut scratch)?;
-            Ok::<_, Error>((commit(&located, &metadata)?, snapshot_id))
+            let (metadata, snapshot_id) =
+                build_snapshot(&base, starting_sequence_number, &replaced, written, &mut scratch)?;
+            sync_files(written.iter().map(|w| w.local_path.as_str()).chain(scratch.iter().map(String::as_str)))?;
+            Ok::<_, Error>((commit(&base.located, &metadata)?, snapshot_id))
         })();
         match attempt {
             Ok((CommitOutcome::Committed(location), snapshot_id)) => return Ok((snapshot_id, location)),
             Ok((CommitOutcome::Conflict, _)) => {
                 remove_all(&scratch);
-                // Re-read the head; retry only if nothing we replace was touched.
-                located = relocate(&located)?;
-                table = IcebergTable::load(&located.metadata_location)?;
-                manifests = table.load_manifests()?;
-                let (files, _) = live_data(&table, &manifests);
-                let live: HashSet<&str> = files.iter().map(|f| f.path.as_str()).collect();
-                if let Some(gone) = replaced.iter().find(|p| !live.contains(**p)) {
-                    return Err(Error::new(
-                        ErrorKind::Catalog,
-                        format!(
-                            "commit conflict: the table changed while compacting and '{gone}' is no longer live; \
-                             nothing was committed and the rewritten files were removed"
-                        ),
-                    ));
-                }
+                let located = relocate(&base.located)?;
+                let table = IcebergTable::load(&located.metadata_location)?;
+                let manifests = table.load_manifests()?;
+                base = Base { located, table, manifests };
+                check_rebase(&base, starting_sequence_number, &replaced)?;
             }
             Err(e) => {
                 remove_all(&scratch);
@@ -611,10 +629,48 @@ fn commit_with_retries(
             }
         }
     }
-    Err(Error::new(
-        ErrorKind::Catalog,
-        format!("commit conflict: the table kept changing; gave up after {MAX_COMMIT_ATTEMPTS} attempts"),
-    ))
+    Err(Error::conflict(format!(
+        "the table kept changing; gave up after {MAX_COMMIT_ATTEMPTS} attempts; nothing was committed and the \
+         rewritten files were removed"
+    )))
+}
+
+/// Whether a rewrite that read the snapshot of `starting_sequence_number` can be committed on
+/// `head`: every replaced file must still be live, and no position delete committed since (a
+/// data sequence number above the start) may apply to one — its rows would come back, since the
+/// new files do not carry the positions it names. Equality deletes committed since are fine: the
+/// new files keep the starting sequence number, so they still apply (Java's rule with
+/// `use-starting-sequence-number`).
+fn check_rebase(head: &Base, starting_sequence_number: i64, replaced: &HashSet<&str>) -> Result<()> {
+    let (files, _) = live_data(&head.table, &head.manifests);
+    let live: HashMap<&str, &DataFile> = files.iter().map(|f| (f.path.as_str(), f)).collect();
+    if let Some(gone) = replaced.iter().find(|p| !live.contains_key(**p)) {
+        return Err(Error::conflict(format!(
+            "the table changed while compacting and '{gone}' is no longer live; nothing was committed and the \
+             rewritten files were removed"
+        )));
+    }
+    let new_position_deletes = files.iter().filter(|f| {
+        f.content == table::FileContent::PositionDeletes && f.data_sequence_number > starting_sequence_number
+    });
+    for delete in new_position_deletes {
+        if let Some(target) = replaced.iter().find(|p| delete.applies_to(live[**p])) {
+            return Err(Error::conflict(format!(
+                "a delete committed while compacting ('{}') can delete rows of '{target}', which this compaction \
+                 replaces; nothing was committed and the rewritten files were removed",
+                delete.path
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Flushes the files a commit will name to disk, before the metadata that names them.
+fn sync_files<'a>(paths: impl IntoIterator<Item = &'a str>) -> Result<()> {
+    for path in paths {
+        std::fs::File::open(strip_file_scheme(path))?.sync_all()?;
+    }
+    Ok(())
 }
 
 fn remove_all(paths: &[String]) {
@@ -641,12 +697,13 @@ fn manifest_writer(
 /// Writes the manifests and manifest list of the replace snapshot on `table`; returns the new
 /// metadata. Every file written is recorded in `scratch` for cleanup.
 fn build_snapshot(
-    table: &IcebergTable,
-    manifests: &[LoadedManifest],
+    base: &Base,
+    starting_sequence_number: i64,
     replaced: &HashSet<&str>,
     written: &[Written],
     scratch: &mut Vec<String>,
 ) -> Result<(TableMetadata, i64)> {
+    let (table, manifests) = (&base.table, &base.manifests);
     let metadata = &table.metadata;
     let version = metadata.format_version();
     let file_io = &table.file_io;
@@ -741,7 +798,7 @@ fn build_snapshot(
             for w in files {
                 added_records += w.data_file.record_count();
                 added_bytes += w.data_file.file_size_in_bytes();
-                writer.add_file(w.data_file.clone(), sequence_number)?;
+                writer.add_file(w.data_file.clone(), starting_sequence_number)?;
             }
             added_manifests.push(writer.write_manifest_file().await?);
         }

@@ -25,10 +25,10 @@ use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, Namespace, NamespaceIdent, TableCommit, TableCreation, TableIdent, TableUpdate};
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::plan::expiry::{Deletion, FileKind, unreachable_files};
 use crate::runtime;
-use crate::table::commit::{CommitOutcome, commit, is_exclusive, pause_for_tests, relocate};
+use crate::table::commit::{CommitOutcome, commit, pause_for_tests, relocate, require_exclusive};
 use crate::table::iceberg::IcebergTable;
 use crate::table::reach::Reach;
 use crate::table::{self, LocateOptions, is_inside, location_key, strip_file_scheme};
@@ -94,6 +94,8 @@ pub enum Outcome {
     OutsideLocation,
     /// The delete failed; the file is an orphan for a later cleanup.
     Failed(String),
+    /// Not deleted: the query was interrupted first; the file is an orphan for a later cleanup.
+    Interrupted,
 }
 
 impl Outcome {
@@ -105,6 +107,7 @@ impl Outcome {
             Outcome::AlreadyGone => "already gone".into(),
             Outcome::OutsideLocation => "kept: outside the table location".into(),
             Outcome::Failed(e) => format!("delete failed: {e}"),
+            Outcome::Interrupted => "kept: interrupted before its delete (an orphan cleanup removes it)".into(),
         }
     }
 }
@@ -303,10 +306,22 @@ pub fn files_to_delete(table: &IcebergTable, selection: &Selection) -> Result<Ve
             add(FileKind::StatisticsFile, &s.statistics_path, s.file_size_in_bytes, Some(*id));
         }
     }
-    for old in base.metadata_log() {
-        add(FileKind::MetadataFile, &old.metadata_file, -1, None);
+    // Metadata files that fall out of the log, only where the table asks for it (Java deletes
+    // them on commit only with this property; otherwise orphan removal finds them).
+    if deletes_old_metadata(base) {
+        for old in base.metadata_log() {
+            add(FileKind::MetadataFile, &old.metadata_file, -1, None);
+        }
     }
     Ok(files)
+}
+
+/// Whether the table's `write.metadata.delete-after-commit.enabled` is true (default false).
+pub fn deletes_old_metadata(metadata: &TableMetadata) -> bool {
+    metadata
+        .properties()
+        .get("write.metadata.delete-after-commit.enabled")
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
 }
 
 /// Locates `table_name`, expires, commits, and deletes (unless `options.dry_run`).
@@ -331,17 +346,11 @@ pub fn expire(table_name: &str, locate: &LocateOptions, options: &ExpiryOptions)
             report.files = delete_files(deletions, true);
             return Ok(report);
         }
-        if !is_exclusive(&located) {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                "this table is named by a metadata file that has no catalog entry, no metadata/version-hint.text \
-                 and no vN.metadata.json name, so a commit could not exclude other writers and deleting files \
-                 would not be safe: name the table through its catalog (namespace.table); a dry run works",
-            ));
-        }
+        require_exclusive(&located)?;
         if attempt == 0 {
             pause_for_tests();
         }
+        crate::interrupt::check("nothing was expired")?;
         match commit(&located, &selection.metadata)? {
             CommitOutcome::Committed(location) => {
                 report.metadata_location = Some(location);
@@ -351,12 +360,9 @@ pub fn expire(table_name: &str, locate: &LocateOptions, options: &ExpiryOptions)
             CommitOutcome::Conflict => located = relocate(&located)?,
         }
     }
-    Err(Error::new(
-        ErrorKind::Catalog,
-        format!(
-            "commit conflict: the table kept changing; gave up after {MAX_COMMIT_ATTEMPTS} attempts, nothing was expired"
-        ),
-    ))
+    Err(Error::conflict(format!(
+        "the table kept changing; gave up after {MAX_COMMIT_ATTEMPTS} attempts, nothing was expired"
+    )))
 }
 
 /// Deletes (or, `dry`, only sizes) every deletion inside the table location, on
@@ -372,7 +378,15 @@ pub fn delete_files(deletions: Vec<Deletion>, dry: bool) -> Vec<DeletedFile> {
                 loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(deletion) = deletions.get(i) else { break };
-                    let done = delete_one(deletion, dry);
+                    let done = if !dry && crate::interrupt::interrupted() {
+                        DeletedFile {
+                            deletion: deletion.clone(),
+                            size_bytes: deletion.size_bytes.unwrap_or(0),
+                            outcome: Outcome::Interrupted,
+                        }
+                    } else {
+                        delete_one(deletion, dry)
+                    };
                     if let Ok(mut slot) = results[i].lock() {
                         *slot = Some(done);
                     }
@@ -489,6 +503,7 @@ impl Catalog for Capture {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorKind;
 
     #[test]
     fn options_are_validated() {

@@ -16,9 +16,9 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::notify::card;
 use crate::notify::slack::{Delivery, RetryPolicy, Webhook, post};
 use crate::plan::compaction::{CompactionOptions, Verdict};
-use crate::profile::{PartitionProfile, profile, summarize};
+use crate::profile::{profile, summarize};
 use crate::table::iceberg::IcebergTable;
-use crate::table::{self, DataFile, FileContent, LocateOptions};
+use crate::table::{self, DataFile, FileContent, LocateOptions, PartitionKey};
 
 /// Everything a gate run takes.
 #[derive(Debug, Clone)]
@@ -150,8 +150,11 @@ pub fn run_gate(options: &GateOptions, host: &HostDb) -> Result<Scorecard> {
             if let Some(webhook) = &options.webhook
                 && !options.dry_run
             {
-                let delivery =
-                    post(webhook, &card::failure_payload(&options.table, &execution_id, &message), &options.retry);
+                let delivery = post(
+                    webhook,
+                    &card::failure_payload(&options.table, &execution_id, &message, e.kind().is_retryable()),
+                    &options.retry,
+                );
                 message.push_str(
                     if delivery.ok {
                         " (the failure alert was posted to Slack)".into()
@@ -193,15 +196,11 @@ fn deliver(options: &GateOptions, scorecard: &mut Scorecard) -> Result<()> {
     Ok(())
 }
 
-fn key(p: &PartitionProfile) -> (String, i32) {
-    (p.partition.clone(), p.spec_id)
-}
-
 /// The data files of `files` in `partitions`.
-fn data_paths_in(files: &[DataFile], partitions: &HashSet<(String, i32)>) -> Vec<String> {
+fn data_paths_in(files: &[DataFile], partitions: &HashSet<PartitionKey>) -> Vec<String> {
     files
         .iter()
-        .filter(|f| f.content == FileContent::Data && partitions.contains(&(f.partition.clone(), f.spec_id)))
+        .filter(|f| f.content == FileContent::Data && partitions.contains(&f.key))
         .map(|f| f.path.clone())
         .collect()
 }
@@ -222,8 +221,8 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
 
     // Plan (metadata only), then act on exactly the partitions the plan compacts.
     let plan = compact(&options.table, &options.locate, &options.compaction, true, host, None)?;
-    let compacting: HashSet<(String, i32)> =
-        plan.plans.iter().filter(|p| p.verdict == Verdict::Compact).map(|p| (p.partition.clone(), p.spec_id)).collect();
+    let compacting: HashSet<PartitionKey> =
+        plan.plans.iter().filter(|p| p.verdict == Verdict::Compact).map(|p| p.key.clone()).collect();
     let measure = options.measure_speedup && !options.dry_run && !compacting.is_empty();
     let before_paths = if measure { data_paths_in(&before_files, &compacting) } else { Vec::new() };
     let scan_before = if measure {
@@ -274,6 +273,10 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         None => None,
     };
 
+    crate::interrupt::check(&match report.snapshot_id {
+        Some(id) => format!("the compaction committed snapshot {id} (which stands); nothing was expired"),
+        None => "nothing was committed".to_string(),
+    })?;
     let expiry_options = ExpiryOptions { dry_run: options.dry_run, ..options.expiry.clone() };
     let expiry: ExpiryReport =
         expire(&options.table, &options.locate, &expiry_options).map_err(|e| match report.snapshot_id {
@@ -288,8 +291,8 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
 
     let mut lines = Vec::new();
     for p in &report.plans {
-        let b = before.iter().find(|x| key(x) == (p.partition.clone(), p.spec_id));
-        let a = after.iter().find(|x| key(x) == (p.partition.clone(), p.spec_id));
+        let b = before.iter().find(|x| x.key == p.key);
+        let a = after.iter().find(|x| x.key == p.key);
         let compacted = p.verdict == Verdict::Compact;
         let (files_after, small_after, ratio_after) = match (options.dry_run, compacted, a) {
             // A dry run reports what the plan would leave (outputs assumed not small).

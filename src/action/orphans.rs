@@ -7,8 +7,16 @@
 //! files. A subdirectory that is itself a table root (its own `metadata/*.metadata.json` or
 //! `_delta_log/`) is never searched: nested tables are not ours to clean. Symlinks are neither
 //! followed nor deleted.
+//!
+//! Two guards, as Java's `DeleteOrphanFiles` / Spark's `remove_orphan_files`:
+//! - age: deleting files younger than [`MIN_OLDER_THAN_DAYS`] is refused unless the caller says
+//!   `allow_young_orphans` (a write in flight has files no metadata names yet);
+//! - prefix mismatch (`prefix_mismatch_mode=ERROR`): when a listed file is, on disk, a file the
+//!   metadata names under another spelling (a symlinked location, another mount of the same
+//!   directory), the metadata and the listing disagree on names and nothing is called an orphan:
+//!   the call fails and deletes nothing.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -22,6 +30,9 @@ use crate::table::{self, LocateOptions, normalize_location};
 
 /// The reference safety window for in-flight writes (Iceberg's default).
 pub const DEFAULT_OLDER_THAN_DAYS: f64 = 3.0;
+
+/// Deleting orphans younger than this needs `allow_young_orphans` (Spark's 24-hour rule).
+pub const MIN_OLDER_THAN_DAYS: f64 = 1.0;
 
 /// An orphan file.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,6 +98,8 @@ pub fn find_orphans(table: &IcebergTable, reach: &Reach, older_than_days: f64) -
         return Err(Error::new(ErrorKind::NotFound, format!("table location '{}' does not exist", root.display())));
     }
     let referenced = referenced_files(table, reach)?;
+    let mut canonical = Canonical::default();
+    let mut referenced_on_disk: Option<HashMap<PathBuf, &PathBuf>> = None;
     let hint = root.join("metadata").join("version-hint.text");
     let cutoff = Duration::try_from_secs_f64(older_than_days * 86_400.0)
         .ok()
@@ -112,12 +125,42 @@ pub fn find_orphans(table: &IcebergTable, reach: &Reach, older_than_days: f64) -
             if modified >= cutoff {
                 continue;
             }
+            // Named by the metadata under another spelling of the same file?
+            let on_disk = referenced_on_disk
+                .get_or_insert_with(|| referenced.iter().filter_map(|p| Some((canonical.of(p)?, p))).collect());
+            if let Some(named) = canonical.of(&path).and_then(|c| on_disk.get(&c)) {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "prefix mismatch: '{}' under the table location is the file the metadata names as '{}' \
+                         (a symlinked location or another mount); orphans cannot be told apart by name, so \
+                         nothing was deleted: name the table by the location its metadata uses",
+                        path.display(),
+                        named.display()
+                    ),
+                ));
+            }
             let modified_ms = modified.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
             orphans.push(Orphan { path: path.to_string_lossy().into_owned(), size_bytes: meta.len(), modified_ms });
         }
     }
     orphans.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(orphans)
+}
+
+/// Real paths (symlinks resolved) of files, resolving each directory once.
+#[derive(Default)]
+struct Canonical {
+    dirs: HashMap<PathBuf, Option<PathBuf>>,
+}
+
+impl Canonical {
+    /// `path` with its directory's symlinks resolved (`None` when the directory does not exist).
+    fn of(&mut self, path: &Path) -> Option<PathBuf> {
+        let (dir, name) = (path.parent()?, path.file_name()?);
+        let real = self.dirs.entry(dir.to_path_buf()).or_insert_with(|| std::fs::canonicalize(dir).ok());
+        real.as_ref().map(|d| d.join(name))
+    }
 }
 
 fn is_other_table_root(dir: &Path) -> bool {
@@ -130,13 +173,22 @@ fn is_other_table_root(dir: &Path) -> bool {
             .is_ok_and(|entries| entries.flatten().any(|e| e.file_name().to_string_lossy().ends_with(".metadata.json")))
 }
 
-/// Locates `table_name`, finds its orphans and (unless `dry_run`) deletes them.
+/// Locates `table_name`, finds its orphans and (unless `dry_run`) deletes them. Deleting files
+/// younger than [`MIN_OLDER_THAN_DAYS`] needs `allow_young`.
 pub fn remove_orphan_files(
     table_name: &str,
     locate: &LocateOptions,
     older_than_days: f64,
+    allow_young: bool,
     dry_run: bool,
 ) -> Result<Vec<(Orphan, DeletedFile)>> {
+    if !dry_run && !allow_young && older_than_days < MIN_OLDER_THAN_DAYS {
+        return Err(Error::invalid(format!(
+            "older_than_days {older_than_days} is below {MIN_OLDER_THAN_DAYS} day: files that young may belong to \
+             a write in flight, and deleting them would corrupt it; pass allow_young_orphans := true if no \
+             writer is running (a dry run lists them)"
+        )));
+    }
     let located = table::locate(table_name, locate)?;
     let table = IcebergTable::load(&located.metadata_location)?;
     let orphans = find_orphans(&table, &load_all(&table)?, older_than_days)?;

@@ -114,6 +114,7 @@ pub fn invoke_per_row(
 ) -> std::result::Result<(), Box<dyn std::error::Error>> {
     let with_options = input.num_columns() > 1;
     let out = output.flat_vector();
+    let _interrupts = crate::interrupt::Guard::new();
     for row in 0..input.len() {
         let table = read_text(input, 0, row).ok_or_else(|| format!("{name}: table must not be NULL"))?;
         let options = if with_options { read_text(input, 1, row) } else { None };

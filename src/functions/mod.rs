@@ -107,7 +107,10 @@ impl<F: RowFunction> VTab for Table<F> {
             return Err(prefixed(F::NAME, "the extension was registered without its host database"));
         }
         let host = unsafe { &*host_ptr };
-        let rows = F::run(&bound.input, host).map_err(|e| prefixed(F::NAME, e))?;
+        let rows = {
+            let _interrupts = crate::interrupt::Guard::new();
+            F::run(&bound.input, host).map_err(|e| prefixed(F::NAME, e))?
+        };
         Ok(Produced { rows, next: Mutex::new(0) })
     }
 

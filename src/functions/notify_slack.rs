@@ -25,6 +25,7 @@ impl VScalar for NotifySlack {
         output: &mut dyn WritableVector,
     ) -> std::result::Result<(), Box<dyn std::error::Error>> {
         let mut out = output.flat_vector();
+        let _interrupts = crate::interrupt::Guard::new();
         for row in 0..input.len() {
             let url = read_text(input, 0, row);
             let Some(message) = read_text(input, 1, row) else {

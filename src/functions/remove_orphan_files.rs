@@ -1,6 +1,7 @@
-//! `lakehouse_remove_orphan_files(table, older_than_days := 3, dry_run := true, …)`: files under
-//! the table location that nothing references, older than the safety window; one row each.
-//! A dry run by default: deleting needs `dry_run := false`.
+//! `lakehouse_remove_orphan_files(table, older_than_days := 3, allow_young_orphans := false,
+//! dry_run := true, …)`: files under the table location that nothing references, older than the
+//! safety window; one row each. A dry run by default: deleting needs `dry_run := false`, and
+//! deleting files younger than a day also `allow_young_orphans := true`.
 
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
@@ -17,6 +18,7 @@ pub struct OrphansInput {
     table: String,
     locate: LocateOptions,
     older_than_days: f64,
+    allow_young_orphans: bool,
     dry_run: bool,
 }
 
@@ -28,7 +30,7 @@ impl RowFunction for RemoveOrphanFiles {
     type Input = OrphansInput;
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
-        let mut names = vec!["older_than_days", "dry_run"];
+        let mut names = vec!["older_than_days", "allow_young_orphans", "dry_run"];
         names.extend(TABLE_PARAMETERS);
         named(&names)
     }
@@ -48,13 +50,20 @@ impl RowFunction for RemoveOrphanFiles {
         Ok(OrphansInput {
             table: args.required_string(0, "table")?,
             older_than_days: older_than_days(args)?,
+            allow_young_orphans: args.bool("allow_young_orphans", false)?,
             dry_run: args.bool("dry_run", true)?,
             locate: args.locate_options()?,
         })
     }
 
     fn run(input: &Self::Input, _host: &HostDb) -> Result<Vec<Vec<Cell>>> {
-        let removed = remove_orphan_files(&input.table, &input.locate, input.older_than_days, input.dry_run)?;
+        let removed = remove_orphan_files(
+            &input.table,
+            &input.locate,
+            input.older_than_days,
+            input.allow_young_orphans,
+            input.dry_run,
+        )?;
         Ok(removed
             .into_iter()
             .map(|(orphan, done)| {

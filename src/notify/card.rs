@@ -21,6 +21,13 @@ pub const MAX_SECTION_CHARS: usize = 2_900;
 const LINES_PER_SECTION: usize = 4;
 const MAX_LINE_CHARS: usize = 700;
 
+/// `text` made safe for a Slack `mrkdwn` field: `&`, `<` and `>` are control characters there
+/// (`<!channel>` pings a channel, `<https://…|x>` is a link), and partition values, table names
+/// and error messages are user data. Applied to every such value put on a card.
+pub fn escape_mrkdwn(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
 fn mb(bytes: u64) -> String {
     format!("{:.2}", bytes as f64 / MIB)
 }
@@ -62,7 +69,8 @@ fn headline(card: &Scorecard) -> String {
     match card.status.as_str() {
         "optimal" => format!(
             "✅ Iceberg table {} is optimal (Average Fragmentation: {:.4}). No compaction needed.",
-            card.table, card.avg_ratio_before
+            escape_mrkdwn(&card.table),
+            card.avg_ratio_before
         ),
         "dry run" => "🧪 Apache Iceberg Lakehouse Maintenance Plan (dry run)".to_string(),
         _ => "❄️ Apache Iceberg Lakehouse Compaction Complete".to_string(),
@@ -84,7 +92,7 @@ pub fn scorecard_text(card: &Scorecard) -> String {
         "{}\n• *Target Table:* `{}`\n• *Partitions Compacted:* {} of {}\n• *Small Files Eliminated:* {} (< {}MB)\n\
          • *Volume Consolidated:* {} MB\n• *Query Scan Speedup:* {}\n• *Snapshot Retention:* {}\n• *Execution:* {}",
         headline(card),
-        card.table,
+        escape_mrkdwn(&card.table),
         card.partitions_compacted,
         card.partitions.len(),
         card.small_files_eliminated,
@@ -104,7 +112,7 @@ fn partition_line(line: &PartitionLine) -> String {
     };
     format!(
         "{icon} `{}` {}: {} → {} files, small {} → {}, ratio {:.2} → {:.2}{} — {}",
-        line.partition,
+        escape_mrkdwn(&line.partition),
         line.verdict,
         line.files_before,
         line.files_after,
@@ -117,7 +125,7 @@ fn partition_line(line: &PartitionLine) -> String {
         } else {
             String::new()
         },
-        line.reason
+        escape_mrkdwn(&line.reason)
     )
 }
 
@@ -176,14 +184,24 @@ pub fn scorecard_payload(card: &Scorecard) -> Value {
     json!({"text": truncate(&scorecard_text(card), 3_000), "blocks": blocks})
 }
 
-/// The failure alert of the reference flow's `errors` branch.
-pub fn failure_payload(table: &str, execution_id: &str, error: &str) -> Value {
-    let text = format!("🚨 Iceberg Lakehouse Maintenance failed on execution {execution_id} for table {table}.");
+/// The failure alert of the reference flow's `errors` branch. A `retryable` failure (a commit
+/// conflict with another writer, an interruption: nothing half-committed, the next run plans
+/// again) says so instead of reading as a failure of the table.
+pub fn failure_payload(table: &str, execution_id: &str, error: &str, retryable: bool) -> Value {
+    let table = escape_mrkdwn(table);
+    let text = if retryable {
+        format!(
+            "⚠️ Iceberg Lakehouse Maintenance stopped on execution {execution_id} for table {table}: nothing \
+             half-committed, the next run retries."
+        )
+    } else {
+        format!("🚨 Iceberg Lakehouse Maintenance failed on execution {execution_id} for table {table}.")
+    };
     json!({
         "text": text,
         "blocks": [
             {"type": "section", "text": {"type": "mrkdwn", "text": truncate(&text, MAX_SECTION_CHARS)}},
-            {"type": "section", "text": {"type": "mrkdwn", "text": truncate(&format!("```{error}```"), MAX_SECTION_CHARS)}},
+            {"type": "section", "text": {"type": "mrkdwn", "text": truncate(&format!("```{}```", escape_mrkdwn(error)), MAX_SECTION_CHARS)}},
         ]
     })
 }
@@ -279,5 +297,34 @@ mod tests {
                 assert!(!t.is_empty() && t.chars().count() <= 3000, "{}", t.len());
             }
         }
+    }
+
+    #[test]
+    fn user_data_cannot_ping_or_link() {
+        let mut evil = card(2);
+        evil.table = "ns.<!channel>".into();
+        evil.partitions[0].partition = "who=<!here> & <https://x.test|click>".into();
+        evil.partitions[1].reason = "skipped: <@U123>".into();
+        let all = |v: &Value| v.to_string();
+        for payload in [scorecard_payload(&evil), failure_payload("<!channel>", "e-1", "bad <!everyone> & co", false)] {
+            let mut texts: Vec<String> = vec![payload["text"].as_str().unwrap().to_string()];
+            for b in payload["blocks"].as_array().unwrap() {
+                if b["type"] == "header" {
+                    continue; // plain_text: shown as typed, never parsed
+                }
+                texts.push(all(b));
+            }
+            for t in &texts {
+                for raw in ["<!channel>", "<!here>", "<!everyone>", "<https://", "<@U123>"] {
+                    assert!(!t.contains(raw), "{raw} in {t}");
+                }
+            }
+            let joined = texts.join("\n");
+            assert!(
+                joined.contains("&lt;!") && joined.contains("&amp;") || joined.contains("&lt;@U123&gt;"),
+                "{joined}"
+            );
+        }
+        assert_eq!(escape_mrkdwn("a&b<c>"), "a&amp;b&lt;c&gt;");
     }
 }

@@ -127,6 +127,9 @@ pub fn retryable(status: u16) -> bool {
     status == 429 || (500..600).contains(&status)
 }
 
+/// How often a wait between attempts looks for Ctrl-C.
+const INTERRUPT_POLL: Duration = Duration::from_millis(50);
+
 /// POSTs `payload` to `webhook`, retrying per `policy`. Never fails: the outcome says.
 pub fn post(webhook: &Webhook, payload: &Value, policy: &RetryPolicy) -> Delivery {
     let attempt_all = async {
@@ -178,7 +181,16 @@ pub fn post(webhook: &Webhook, payload: &Value, policy: &RetryPolicy) -> Deliver
                 }
             };
             if attempt < policy.max_attempts {
-                tokio::time::sleep(wait).await;
+                // The wait between attempts ends early, and no attempt follows, on Ctrl-C.
+                let until = tokio::time::Instant::now() + wait;
+                while tokio::time::Instant::now() < until && !crate::interrupt::interrupted() {
+                    tokio::time::sleep_until(until.min(tokio::time::Instant::now() + INTERRUPT_POLL)).await;
+                }
+                if crate::interrupt::interrupted() {
+                    let last = delivery.error.take().unwrap_or_default();
+                    delivery.error = Some(format!("{last}; interrupted before attempt {}", attempt + 1));
+                    return delivery;
+                }
             }
         }
         delivery

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
 use crate::profile::{MIB, Thresholds, check_target_file_size_mb, profile};
-use crate::table::{DataFile, FileContent};
+use crate::table::{DataFile, FileContent, PartitionKey};
 
 /// What the user asked for.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,6 +79,8 @@ pub struct PartitionPlan {
     pub partition: String,
     /// Partition spec id.
     pub spec_id: i32,
+    /// Spec and value tuple: every file of every group has exactly this one.
+    pub key: PartitionKey,
     /// The decision.
     pub verdict: Verdict,
     /// Why, in words (`healthy: ratio 0.20 < 0.35`).
@@ -113,10 +115,10 @@ pub fn plan(files: &[DataFile], options: &CompactionOptions, output_ratio: f64) 
     let small_limit = options.thresholds.small_file_threshold_bytes();
     let ratio = if output_ratio.is_finite() && output_ratio > 0.0 { output_ratio } else { 1.0 };
     let target_bytes = (options.target_file_size_mb * MIB / ratio) as u64;
-    let mut small_by_partition: BTreeMap<(&str, i32), Vec<usize>> = BTreeMap::new();
+    let mut small_by_partition: BTreeMap<&PartitionKey, Vec<usize>> = BTreeMap::new();
     for (i, f) in files.iter().enumerate() {
         if f.content == FileContent::Data && (f.size_bytes as f64) < small_limit {
-            small_by_partition.entry((f.partition.as_str(), f.spec_id)).or_default().push(i);
+            small_by_partition.entry(&f.key).or_default().push(i);
         }
     }
     let threshold = options.thresholds.fragmentation_ratio_threshold;
@@ -126,6 +128,7 @@ pub fn plan(files: &[DataFile], options: &CompactionOptions, output_ratio: f64) 
             let mut plan = PartitionPlan {
                 partition: p.partition.clone(),
                 spec_id: p.spec_id,
+                key: p.key.clone(),
                 verdict: Verdict::Skipped,
                 reason: String::new(),
                 files_before: p.total_files,
@@ -145,7 +148,7 @@ pub fn plan(files: &[DataFile], options: &CompactionOptions, output_ratio: f64) 
                 plan.reason =
                     format!("skipped: {} small files < min_input_files {}", p.small_files, options.min_input_files);
             } else {
-                let small = &small_by_partition[&(p.partition.as_str(), p.spec_id)];
+                let small = &small_by_partition[&p.key];
                 plan.groups = bin_pack(small.iter().map(|&i| (i, files[i].size_bytes)), target_bytes);
                 plan.bytes_to_rewrite = plan.groups.iter().flatten().map(|&i| files[i].size_bytes).sum();
                 if plan.groups.is_empty() {
@@ -191,14 +194,7 @@ mod tests {
     use super::*;
 
     fn file(partition: &str, kib: u64, content: FileContent) -> DataFile {
-        DataFile {
-            path: format!("/t/{partition}/{kib}-{}.parquet", uuid::Uuid::new_v4()),
-            size_bytes: kib * 1024,
-            record_count: 1,
-            partition: partition.into(),
-            spec_id: 0,
-            content,
-        }
+        DataFile::for_tests(partition, kib * 1024, content)
     }
 
     fn options(small_kib: f64, target_kib: f64) -> CompactionOptions {
@@ -285,6 +281,29 @@ mod tests {
         {
             assert!(p.groups.is_empty() && p.bytes_to_rewrite == 0 && p.files_after() == p.files_before, "{p:?}");
         }
+    }
+
+    #[test]
+    fn partitions_are_told_apart_by_tuple_not_label() {
+        // Two tuples that print alike ("null" the string and a real null) never share a group.
+        let mut files: Vec<DataFile> = (0..6).map(|_| file("s=null", 1, FileContent::Data)).collect();
+        for f in &mut files[3..] {
+            f.key.values = "[None]".into();
+        }
+        let plans = plan(&files, &options(100.0, 1000.0), 1.0);
+        assert_eq!(plans.len(), 2);
+        for p in &plans {
+            assert_eq!(p.verdict, Verdict::Compact, "{p:?}");
+            assert!(p.groups.iter().flatten().all(|&i| files[i].key == p.key), "{p:?}");
+            assert_eq!(p.input_files(), 3);
+        }
+        // A global delete file (an unpartitioned spec's) of a later sequence number makes every
+        // older partition unsafe to rewrite without applying it.
+        let mut global = file("(unpartitioned)", 1, FileContent::EqualityDeletes);
+        (global.global, global.data_sequence_number, global.key.spec_id) = (true, 1, 1);
+        files.push(global);
+        let plans = plan(&files, &options(100.0, 1000.0), 1.0);
+        assert!(plans.iter().all(|p| p.reason == "skipped: has 1 delete files"), "{plans:?}");
     }
 
     #[test]

@@ -1,11 +1,20 @@
 //! Committing a new metadata file atomically, with optimistic concurrency.
 //!
-//! A commit writes the new `*.metadata.json` next to the current one under a name that does not
-//! exist yet (a hard link of a fully written temporary file, so no reader ever sees half a file
-//! and two writers cannot claim the same version), then moves the table's pointer:
-//! the SQL catalog's `metadata_location` with a conditional `UPDATE … WHERE metadata_location =
-//! <base>`, or `metadata/version-hint.text` for a path table. If the pointer moved since the base
-//! was read the commit reports [`CommitOutcome::Conflict`] and removes its metadata file.
+//! A commit writes the new `*.metadata.json` next to the current one, flushed to disk with its
+//! directory, under a name that does not exist yet (a hard link of a fully written temporary
+//! file, so no reader ever sees half a file), then moves the table's pointer:
+//! - a SQL-catalog table: the catalog's `metadata_location`, with a conditional `UPDATE … WHERE
+//!   metadata_location = <base>` — the catalog is the lock;
+//! - a path table (Hadoop-style `vN.metadata.json` names): the exclusive creation of
+//!   `v{N+1}.metadata.json` is the lock, as in Java's `HadoopTableOperations` — of two writers
+//!   based on `vN` exactly one creates `v{N+1}`; `metadata/version-hint.text` is then moved
+//!   forward (never back), and readers of this crate follow `v{N+1}`, `v{N+2}`, … past a stale
+//!   hint, as Java does.
+//!
+//! A path table with `<N>-<uuid>.metadata.json` names has no such lock (two writers create two
+//! different names): [`is_exclusive`] says no, and the actions refuse to commit on it.
+//! If the pointer moved since the base was read, the commit reports [`CommitOutcome::Conflict`]
+//! and removes its metadata file.
 
 use std::path::{Path, PathBuf};
 
@@ -36,48 +45,100 @@ pub fn next_metadata_location(base_location: &str) -> String {
     format!("{dir}/{next}")
 }
 
-/// Whether a commit on `located` excludes every other writer: a catalog entry (conditional
-/// update), `metadata/version-hint.text` (checked and moved), or `vN.metadata.json` names (the
-/// next version is created exclusively). A path table with `<N>-<uuid>.metadata.json` names and
-/// no hint is none of these: another writer can commit beside us, or a catalog we do not know of
-/// may keep pointing at its own file. Adding files then is harmless; deleting them is not.
-pub fn is_exclusive(located: &Located) -> bool {
-    if located.catalog_table.is_some() {
-        return true;
-    }
-    let base = Path::new(strip_file_scheme(&located.metadata_location));
-    let hint = base.parent().map(|d| d.join("version-hint.text"));
-    let v_named =
-        base.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('v') && metadata_version(n).is_some());
-    hint.is_some_and(|h| h.is_file()) || v_named
+/// The version of a Hadoop-style `vN.metadata.json` (or `vN.gz.metadata.json`) name.
+fn hadoop_version(path: &Path) -> Option<u64> {
+    let name = path.file_name()?.to_str()?;
+    name.starts_with('v').then(|| metadata_version(name)).flatten()
 }
 
-/// Writes `bytes` to `target` only if `target` does not exist yet.
-fn write_new_file(target: &Path, bytes: &[u8]) -> Result<bool> {
+/// Whether a commit on `located` excludes every other writer: a catalog entry (conditional
+/// update) or a path table with `vN.metadata.json` names (the next version is created
+/// exclusively). A path table with `<N>-<uuid>.metadata.json` names is neither: another writer
+/// can commit beside us, or a catalog we do not know of may keep pointing at its own file.
+pub fn is_exclusive(located: &Located) -> bool {
+    located.catalog_table.is_some()
+        || hadoop_version(Path::new(strip_file_scheme(&located.metadata_location))).is_some()
+}
+
+/// [`is_exclusive`], or an error that says why not and what to do: named by a metadata file
+/// with no catalog entry and no `vN.metadata.json` name, a commit could not exclude other
+/// writers (and deleting files after it would not be safe). Dry runs need no such commit.
+pub fn require_exclusive(located: &Located) -> Result<()> {
+    if is_exclusive(located) {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorKind::Unsupported,
+        "this table is named by a metadata file that has no catalog entry and no vN.metadata.json name, so a \
+         commit could not exclude other writers: name the table through its catalog (namespace.table); a dry run \
+         works",
+    ))
+}
+
+/// Flushes a directory's entries (a new or renamed file in it) to disk.
+fn sync_dir(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(())
+}
+
+/// Writes `bytes` to a flushed temporary file beside `target`.
+fn write_temporary(target: &Path, bytes: &[u8]) -> Result<PathBuf> {
+    use std::io::Write;
     let tmp = target.with_file_name(format!(".{}.tmp", uuid::Uuid::new_v4()));
-    std::fs::write(&tmp, bytes)?;
+    let written = (|| {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()
+    })();
+    match written {
+        Ok(()) => Ok(tmp),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e.into())
+        }
+    }
+}
+
+/// Writes `bytes` to `target` only if `target` does not exist yet; flushed with its directory.
+fn write_new_file(target: &Path, bytes: &[u8]) -> Result<bool> {
+    let tmp = write_temporary(target, bytes)?;
     let linked = std::fs::hard_link(&tmp, target);
     let _ = std::fs::remove_file(&tmp);
     match linked {
-        Ok(()) => Ok(true),
+        Ok(()) => {
+            if let Some(dir) = target.parent() {
+                sync_dir(dir)?;
+            }
+            Ok(true)
+        }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
         Err(e) => Err(e.into()),
     }
 }
 
-/// Replaces `target` with `bytes` atomically (a temporary file renamed over it).
+/// Replaces `target` with `bytes` atomically (a flushed temporary file renamed over it).
 pub fn replace_file(target: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = target.with_file_name(format!(".{}.tmp", uuid::Uuid::new_v4()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, target)?;
+    let tmp = write_temporary(target, bytes)?;
+    if let Err(e) = std::fs::rename(&tmp, target) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e.into());
+    }
+    if let Some(dir) = target.parent() {
+        sync_dir(dir)?;
+    }
     Ok(())
 }
 
 /// Commits `metadata` as the successor of `located` (whose metadata the change was based on).
+/// Refuses a table whose commits are not exclusive ([`is_exclusive`]).
 pub fn commit(located: &Located, metadata: &TableMetadata) -> Result<CommitOutcome> {
+    require_exclusive(located)?;
     let base = &located.metadata_location;
     let new_location = next_metadata_location(base);
     let new_path = PathBuf::from(strip_file_scheme(&new_location));
+    if located.catalog_table.is_none() && hint_is_ahead_of(&new_path)? {
+        return Ok(CommitOutcome::Conflict);
+    }
     let json = serde_json::to_vec_pretty(metadata)
         .map_err(|e| Error::new(ErrorKind::CorruptMetadata, format!("cannot serialize metadata: {e}")))?;
     if !write_new_file(&new_path, &json)? {
@@ -85,13 +146,21 @@ pub fn commit(located: &Located, metadata: &TableMetadata) -> Result<CommitOutco
     }
     let swapped = match &located.catalog_table {
         Some(table) => swap_catalog_pointer(table, base, &new_location),
-        None => swap_version_hint(base, &new_path),
+        None => advance_version_hint(&new_path).map(|()| true),
     };
     match swapped {
         Ok(true) => Ok(CommitOutcome::Committed(new_location)),
         Ok(false) => {
             let _ = std::fs::remove_file(&new_path);
             Ok(CommitOutcome::Conflict)
+        }
+        Err(e) if located.catalog_table.is_none() => {
+            // The new version exists, so it is committed (readers follow versions past the hint);
+            // only the hint could not be moved.
+            Err(Error::new(
+                ErrorKind::Io,
+                format!("committed '{new_location}', but metadata/version-hint.text could not be updated: {e}"),
+            ))
         }
         Err(e) => {
             let _ = std::fs::remove_file(&new_path);
@@ -115,26 +184,31 @@ fn swap_catalog_pointer(table: &CatalogTable, base: &str, new_location: &str) ->
     Ok(changed == 1)
 }
 
-/// A path table: if `metadata/version-hint.text` exists it must still point at the base; it is
-/// then moved to the new file. Without a hint the new file's higher version makes it the newest.
-fn swap_version_hint(base: &str, new_path: &Path) -> Result<bool> {
-    let base_path = PathBuf::from(strip_file_scheme(base));
-    let Some(dir) = base_path.parent() else { return Ok(true) };
-    let hint = dir.join("version-hint.text");
+/// The version `metadata/version-hint.text` beside `new_path` names, if any.
+fn hint_version(new_path: &Path) -> Result<Option<u64>> {
+    let Some(hint) = new_path.parent().map(|d| d.join("version-hint.text")) else { return Ok(None) };
     if !hint.is_file() {
-        return Ok(true);
+        return Ok(None);
     }
-    let current = super::metadata_file_from_hint(dir, &std::fs::read_to_string(&hint)?)?;
-    if current.file_name() != base_path.file_name() {
-        return Ok(false);
+    let text = std::fs::read_to_string(&hint)?;
+    let text = text.trim();
+    Ok(text.parse::<u64>().ok().or_else(|| metadata_version(text.rsplit('/').next().unwrap_or(text))))
+}
+
+/// Whether the hint already names `new_path`'s version or a later one: the base is stale.
+fn hint_is_ahead_of(new_path: &Path) -> Result<bool> {
+    Ok(matches!((hint_version(new_path)?, hadoop_version(new_path)), (Some(h), Some(v)) if h >= v))
+}
+
+/// Moves `metadata/version-hint.text`, when the table has one, forward to `new_path`'s version
+/// (never back: a writer that committed a later version meanwhile keeps its hint).
+fn advance_version_hint(new_path: &Path) -> Result<()> {
+    let (Some(dir), Some(version)) = (new_path.parent(), hadoop_version(new_path)) else { return Ok(()) };
+    let hint = dir.join("version-hint.text");
+    if !hint.is_file() || hint_version(new_path)?.is_some_and(|h| h >= version) {
+        return Ok(());
     }
-    let name = new_path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    let text = match metadata_version(name) {
-        Some(v) if name.starts_with('v') => v.to_string(),
-        _ => name.to_string(),
-    };
-    replace_file(&hint, text.as_bytes())?;
-    Ok(true)
+    replace_file(&hint, version.to_string().as_bytes())
 }
 
 /// Where the table's current metadata is now (the catalog's pointer, or the version hint).
@@ -159,14 +233,26 @@ pub fn relocate(located: &Located) -> Result<Located> {
     }
 }
 
-/// Test hook: `LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS` holds the commit back so an integration test
-/// can commit a concurrent change in between (compaction and expiry call it once, before
-/// their first commit attempt). Unset in normal use.
+/// Test hook (compiled only with the `test-hooks` feature, which the test build enables):
+/// `LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS` holds the commit back so an integration test can
+/// commit a concurrent change, or interrupt, in between (compaction and expiry call it once,
+/// before their first commit attempt). An interrupt ends the pause.
+#[cfg(feature = "test-hooks")]
 pub fn pause_for_tests() {
-    if let Some(ms) = std::env::var("LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS").ok().and_then(|v| v.parse::<u64>().ok()) {
-        std::thread::sleep(std::time::Duration::from_millis(ms.min(60_000)));
+    let Some(ms) = std::env::var("LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS").ok().and_then(|v| v.parse::<u64>().ok())
+    else {
+        return;
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(ms.min(60_000));
+    while std::time::Instant::now() < until && !crate::interrupt::interrupted() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
+
+/// Without the `test-hooks` feature (every release build) there is no pause.
+#[cfg(not(feature = "test-hooks"))]
+#[inline(always)]
+pub fn pause_for_tests() {}
 
 #[cfg(test)]
 mod tests {
@@ -177,6 +263,75 @@ mod tests {
         assert_eq!(next_metadata_location("/t/metadata/v7.metadata.json"), "/t/metadata/v8.metadata.json");
         let next = next_metadata_location("file:///t/metadata/00003-abc.metadata.json");
         assert!(next.starts_with("file:///t/metadata/00004-") && next.ends_with(".metadata.json"), "{next}");
+    }
+
+    #[test]
+    fn path_commits_are_exclusive_only_with_hadoop_names() {
+        let located = |p: &str| Located { metadata_location: p.to_string(), catalog_table: None };
+        assert!(is_exclusive(&located("/t/metadata/v3.metadata.json")));
+        assert!(is_exclusive(&located("file:///t/metadata/v3.gz.metadata.json")));
+        assert!(!is_exclusive(&located("/t/metadata/00003-6b1c.metadata.json")));
+        let err = commit(&located("/t/metadata/00003-6b1c.metadata.json"), &empty_metadata()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unsupported);
+    }
+
+    fn empty_metadata() -> TableMetadata {
+        use iceberg::spec::{NestedField, PrimitiveType, Schema, SortOrder, Type, UnboundPartitionSpec};
+        let schema = Schema::builder()
+            .with_fields(vec![NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into()])
+            .build()
+            .unwrap();
+        let spec = UnboundPartitionSpec::builder().build();
+        iceberg::spec::TableMetadataBuilder::new(
+            schema,
+            spec,
+            SortOrder::unsorted_order(),
+            "/t".into(),
+            iceberg::spec::FormatVersion::V2,
+            Default::default(),
+        )
+        .unwrap()
+        .build()
+        .unwrap()
+        .metadata
+    }
+
+    #[test]
+    fn of_two_writers_on_one_base_one_commits_and_the_hint_never_goes_back() {
+        let dir = std::env::temp_dir().join(format!("lakehouse-commit-{}", uuid::Uuid::new_v4()));
+        let metadata_dir = dir.join("metadata");
+        std::fs::create_dir_all(&metadata_dir).unwrap();
+        let md = empty_metadata();
+        std::fs::write(metadata_dir.join("v1.metadata.json"), serde_json::to_vec(&md).unwrap()).unwrap();
+        std::fs::write(metadata_dir.join("version-hint.text"), "1").unwrap();
+        let base = Located {
+            metadata_location: metadata_dir.join("v1.metadata.json").to_string_lossy().into_owned(),
+            catalog_table: None,
+        };
+        let first = commit(&base, &md).unwrap();
+        assert!(matches!(&first, CommitOutcome::Committed(l) if l.ends_with("v2.metadata.json")), "{first:?}");
+        assert_eq!(commit(&base, &md).unwrap(), CommitOutcome::Conflict, "v2 exists: the second writer loses");
+        assert_eq!(std::fs::read_to_string(metadata_dir.join("version-hint.text")).unwrap(), "2");
+        // A base behind the hint (another writer is at v5) is a conflict before anything is
+        // written, and the hint stays where it is.
+        std::fs::write(metadata_dir.join("version-hint.text"), "5").unwrap();
+        let v2 =
+            Located { metadata_location: metadata_dir.join("v2.metadata.json").to_string_lossy().into_owned(), ..base };
+        assert_eq!(commit(&v2, &md).unwrap(), CommitOutcome::Conflict);
+        assert!(!metadata_dir.join("v3.metadata.json").exists());
+        assert_eq!(std::fs::read_to_string(metadata_dir.join("version-hint.text")).unwrap(), "5");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Without the feature (every release build) the hook does nothing, whatever the variable
+    /// says: were it compiled in, this test would hang for ten minutes.
+    #[cfg(not(feature = "test-hooks"))]
+    #[test]
+    fn the_test_pause_is_not_in_builds_without_the_test_hooks() {
+        // SAFETY: the variable is read only by pause_for_tests, which no other unit test calls.
+        unsafe { std::env::set_var("LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS", "600000") };
+        pause_for_tests();
+        unsafe { std::env::remove_var("LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS") };
     }
 
     #[test]

@@ -7,7 +7,7 @@ use futures::StreamExt;
 use iceberg::io::FileIO;
 use iceberg::spec::{DataContentType, Manifest, ManifestFile, ManifestList, PartitionSpec, TableMetadata, Type};
 
-use super::{DataFile, FileContent, partition};
+use super::{DataFile, FileContent, PartitionKey, partition};
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime;
 
@@ -30,6 +30,7 @@ impl IcebergTable {
     pub fn load(metadata_location: &str) -> Result<Self> {
         let file_io = FileIO::new_with_fs();
         let bytes = runtime::block_on(read_file(&file_io, metadata_location, "metadata file"))??;
+        let bytes = gunzip_if_compressed(bytes, metadata_location)?;
         let metadata: TableMetadata = serde_json::from_slice(&bytes).map_err(|e| {
             Error::new(
                 ErrorKind::CorruptMetadata,
@@ -98,6 +99,7 @@ impl IcebergTable {
             .partition_type(loaded.manifest.metadata().schema())
             .ok()
             .map(|t| t.fields().iter().map(|f| f.field_type.as_ref().clone()).collect());
+        let global = partition::is_unpartitioned(&spec);
         loaded
             .manifest
             .entries()
@@ -111,6 +113,10 @@ impl IcebergTable {
                     record_count: file.record_count(),
                     partition: partition::label(&spec, field_types.as_deref(), file.partition()),
                     spec_id,
+                    key: PartitionKey { spec_id, values: partition::canonical(file.partition()) },
+                    global,
+                    data_sequence_number: entry.sequence_number().unwrap_or(0),
+                    referenced_data_file: file.referenced_data_file(),
                     content: match file.content_type() {
                         DataContentType::Data => FileContent::Data,
                         DataContentType::PositionDeletes => FileContent::PositionDeletes,
@@ -120,6 +126,21 @@ impl IcebergTable {
             })
             .collect()
     }
+}
+
+/// A metadata file's JSON: gzip-compressed files (`*.gz.metadata.json`, `*.metadata.json.gz`,
+/// as Java writes with `write.metadata.compression-codec=gzip`) are recognised by their magic
+/// bytes and decompressed; anything else is returned as it is.
+fn gunzip_if_compressed(bytes: bytes::Bytes, location: &str) -> Result<bytes::Bytes> {
+    use std::io::Read;
+    if !bytes.starts_with(&[0x1f, 0x8b]) {
+        return Ok(bytes);
+    }
+    let mut json = Vec::new();
+    flate2::read::GzDecoder::new(&bytes[..]).read_to_end(&mut json).map_err(|e| {
+        Error::new(ErrorKind::CorruptMetadata, format!("metadata file '{location}' is not valid gzip: {e}"))
+    })?;
+    Ok(json.into())
 }
 
 /// A manifest-list entry with its decoded manifest.
@@ -182,9 +203,11 @@ pub struct NewSnapshot {
     pub schema_id: i32,
 }
 
-/// Adds `new` to `builder` as the head of the `main` branch and builds the metadata.
+/// Adds `new` to `builder` as the head of the `main` branch and builds the metadata. The
+/// branch keeps its retention settings (`min-snapshots-to-keep`, `max-snapshot-age-ms`,
+/// `max-ref-age-ms`); every other ref is untouched.
 pub fn add_to_main(builder: iceberg::spec::TableMetadataBuilder, new: NewSnapshot) -> Result<TableMetadata> {
-    use iceberg::spec::{Snapshot, SnapshotReference, SnapshotRetention};
+    use iceberg::spec::Snapshot;
     let snapshot = Snapshot::builder()
         .with_snapshot_id(new.snapshot_id)
         .with_parent_snapshot_id(new.parent)
@@ -194,13 +217,5 @@ pub fn add_to_main(builder: iceberg::spec::TableMetadataBuilder, new: NewSnapsho
         .with_summary(new.summary)
         .with_schema_id(new.schema_id)
         .build();
-    let main = SnapshotReference {
-        snapshot_id: new.snapshot_id,
-        retention: SnapshotRetention::Branch {
-            min_snapshots_to_keep: None,
-            max_snapshot_age_ms: None,
-            max_ref_age_ms: None,
-        },
-    };
-    Ok(builder.add_snapshot(snapshot)?.set_ref("main", main)?.build()?.metadata)
+    Ok(builder.set_branch_snapshot(snapshot, "main")?.build()?.metadata)
 }

@@ -25,6 +25,18 @@ pub enum FileContent {
     EqualityDeletes,
 }
 
+/// A partition's identity: its spec and its value tuple. Two files share a key only when their
+/// specs are the same and every value is equal, type included: a string `"null"` and a null, or
+/// values that print with `/` and `=`, never share one. The label ([`DataFile::partition`]) is for
+/// people; planners group by the key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PartitionKey {
+    /// Partition spec id.
+    pub spec_id: i32,
+    /// The tuple in a canonical, typed text form (not for display).
+    pub values: String,
+}
+
 /// One live file of the current snapshot, reduced to what maintenance decisions need.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DataFile {
@@ -38,8 +50,56 @@ pub struct DataFile {
     pub partition: String,
     /// Partition spec the file was written with.
     pub spec_id: i32,
+    /// Spec and value tuple: what files are grouped by.
+    pub key: PartitionKey,
+    /// Whether the file's spec is unpartitioned (no fields, or only `void` ones): a delete file of
+    /// such a spec applies to data files of every spec and partition.
+    pub global: bool,
+    /// Data sequence number (0 for format v1, where there are no deletes).
+    pub data_sequence_number: i64,
+    /// For a position delete file, the one data file all its rows point at, when recorded.
+    pub referenced_data_file: Option<String>,
     /// What the file holds.
     pub content: FileContent,
+}
+
+impl DataFile {
+    /// Whether this delete file can delete rows of `data` under the spec's rules: position
+    /// deletes when `data`'s data sequence number is at most the delete's, equality deletes when
+    /// it is lower; both only within the same spec and partition, or from an unpartitioned spec
+    /// (for position deletes the spec applies this only to equality deletes; treating them alike
+    /// can only skip more), and position deletes that name their data file only to that file.
+    pub fn applies_to(&self, data: &DataFile) -> bool {
+        let in_scope = self.global || self.key == data.key;
+        match self.content {
+            FileContent::Data => false,
+            FileContent::PositionDeletes => {
+                in_scope
+                    && data.data_sequence_number <= self.data_sequence_number
+                    && self.referenced_data_file.as_ref().is_none_or(|r| location_key(r) == location_key(&data.path))
+            }
+            FileContent::EqualityDeletes => in_scope && data.data_sequence_number < self.data_sequence_number,
+        }
+    }
+}
+
+#[cfg(test)]
+impl DataFile {
+    /// A file of spec 0 whose partition tuple is its label, sequence number 0, one row.
+    pub fn for_tests(partition: &str, size_bytes: u64, content: FileContent) -> Self {
+        DataFile {
+            path: format!("/t/{partition}/{}.parquet", uuid::Uuid::new_v4()),
+            size_bytes,
+            record_count: 1,
+            partition: partition.to_string(),
+            spec_id: 0,
+            key: PartitionKey { spec_id: 0, values: format!("{partition:?}") },
+            global: false,
+            data_sequence_number: 0,
+            referenced_data_file: None,
+            content,
+        }
+    }
 }
 
 /// Options that change how a `table` argument is resolved.
@@ -135,12 +195,16 @@ fn absolute(path: &Path) -> String {
 }
 
 fn looks_like_path(table: &str) -> bool {
-    table.contains('/') || table.contains('\\') || table.ends_with(".json") || table.starts_with('.')
+    table.contains('/')
+        || table.contains('\\')
+        || table.ends_with(".json")
+        || table.ends_with(".gz")
+        || table.starts_with('.')
 }
 
 fn locate_metadata_file(path: &Path) -> Result<Located> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    if !name.ends_with(".json") {
+    if !name.ends_with(".json") && !is_metadata_file_name(name) {
         return Err(Error::invalid(format!(
             "'{}' is a file but not an Iceberg metadata file (*.metadata.json)",
             path.display()
@@ -165,7 +229,7 @@ fn locate_table_dir(dir: &Path, latest_metadata: bool) -> Result<Located> {
     }
     let hint = metadata_dir.join("version-hint.text");
     let chosen = if hint.is_file() {
-        metadata_file_from_hint(&metadata_dir, &std::fs::read_to_string(&hint)?)?
+        follow_versions(metadata_file_from_hint(&metadata_dir, &std::fs::read_to_string(&hint)?)?)
     } else {
         let candidates = metadata_files(&metadata_dir)?;
         if candidates.is_empty() {
@@ -188,11 +252,35 @@ fn locate_table_dir(dir: &Path, latest_metadata: bool) -> Result<Located> {
     Ok(Located { metadata_location: absolute(&chosen), catalog_table: None })
 }
 
+/// From a Hadoop-style `vN.metadata.json`, the last of `v{N+1}`, `v{N+2}`, … that exists: a
+/// commit creates the next version first and moves the hint after, so a hint may lag (Java's
+/// `HadoopTableOperations` reads the same way).
+fn follow_versions(mut chosen: PathBuf) -> PathBuf {
+    let name = |p: &Path| p.file_name().and_then(|n| n.to_str()).map(str::to_string).unwrap_or_default();
+    while let Some(v) = Some(name(&chosen)).filter(|n| n.starts_with('v')).and_then(|n| metadata_version(&n)) {
+        let next = [format!("v{}.metadata.json", v + 1), format!("v{}.gz.metadata.json", v + 1)]
+            .into_iter()
+            .map(|n| chosen.with_file_name(n))
+            .find(|p| p.is_file());
+        match next {
+            Some(next) => chosen = next,
+            None => break,
+        }
+    }
+    chosen
+}
+
+/// Whether a file name is an Iceberg metadata file: `*.metadata.json`, or gzip-compressed
+/// `*.gz.metadata.json` / `*.metadata.json.gz`.
+pub fn is_metadata_file_name(name: &str) -> bool {
+    name.ends_with(".metadata.json") || name.ends_with(".metadata.json.gz")
+}
+
 fn metadata_files(metadata_dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(metadata_dir)? {
         let path = entry?.path();
-        if path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(".metadata.json")) {
+        if path.file_name().and_then(|n| n.to_str()).is_some_and(is_metadata_file_name) {
             out.push(path);
         }
     }
@@ -227,7 +315,11 @@ pub(crate) fn metadata_file_from_hint(metadata_dir: &Path, hint: &str) -> Result
             return Ok(path);
         }
     } else if let Ok(version) = hint.parse::<u64>() {
-        for name in [format!("v{version}.metadata.json"), format!("v{version}.gz.metadata.json")] {
+        for name in [
+            format!("v{version}.metadata.json"),
+            format!("v{version}.gz.metadata.json"),
+            format!("v{version}.metadata.json.gz"),
+        ] {
             let path = metadata_dir.join(name);
             if path.is_file() {
                 return Ok(path);

@@ -30,6 +30,18 @@ pub fn label(spec: &PartitionSpec, field_types: Option<&[Type]>, data: &Struct) 
         .join("/")
 }
 
+/// The tuple in a canonical typed text form: every value with its type, a null as `None`, so
+/// that two tuples share it only when they are equal ([`super::PartitionKey`]).
+pub fn canonical(data: &Struct) -> String {
+    format!("{:?}", data.iter().collect::<Vec<Option<&Literal>>>())
+}
+
+/// Whether `spec` is unpartitioned in the Iceberg sense: no fields, or only `void` ones. Delete
+/// files of such a spec are global.
+pub fn is_unpartitioned(spec: &PartitionSpec) -> bool {
+    spec.fields().iter().all(|f| f.transform == Transform::Void)
+}
+
 fn human(transform: &Transform, ty: Option<&Type>, value: Option<&Literal>) -> String {
     let Some(Literal::Primitive(value)) = value else {
         return "null".to_string();
@@ -129,6 +141,21 @@ mod tests {
         for (transform, ty, value, want) in cases {
             assert_eq!(human(&transform, ty.as_ref(), value.as_ref()), want, "{transform:?}");
         }
+    }
+
+    #[test]
+    fn canonical_tuples_tell_apart_what_labels_merge() {
+        let null = Struct::from_iter([None]);
+        let text_null = Struct::from_iter([Some(Literal::string("null"))]);
+        assert_ne!(canonical(&null), canonical(&text_null));
+        let int = Struct::from_iter([Some(Literal::int(1))]);
+        let long = Struct::from_iter([Some(Literal::long(1))]);
+        assert_ne!(canonical(&int), canonical(&long));
+        // Two fields whose values hold the separators print alike, but are different tuples.
+        let a = Struct::from_iter([Some(Literal::string("x/b=y")), Some(Literal::string("z"))]);
+        let b = Struct::from_iter([Some(Literal::string("x")), Some(Literal::string("y/b=z"))]);
+        assert_ne!(canonical(&a), canonical(&b));
+        assert_eq!(canonical(&a), canonical(&a.clone()));
     }
 
     #[test]

@@ -289,8 +289,13 @@ def test_metadata_health_and_orphan_files(con, iceberg_con, catalog):
     assert old.exists()
     assert orphans(dry_run=False) == [(str(old), "deleted")]
     assert not old.exists() and young.exists()
-    # With no safety window the young file goes too; every referenced file stays.
-    assert orphans(older_than_days=0, dry_run=False) == [(str(young), "deleted")]
+    # Below a day the window needs allow_young_orphans (a dry run lists them anyway).
+    with pytest.raises(Exception, match="lakehouse_remove_orphan_files: older_than_days 0 is below 1 day"):
+        orphans(older_than_days=0, dry_run=False)
+    assert young.exists()
+    assert orphans(older_than_days=0) == [(str(young), "would delete")]
+    # With no safety window, on purpose, the young file goes too; every referenced file stays.
+    assert orphans(older_than_days=0, allow_young_orphans=True, dry_run=False) == [(str(young), "deleted")]
     table = catalog.load_table(f"{c.NAMESPACE}.hist")
     assert_all_needed_files_exist(table)
     assert len(pyiceberg_rows(table)) == 30
@@ -363,22 +368,49 @@ def test_concurrent_append_during_expiry_is_kept(con, iceberg_con, catalog, monk
     assert_all_needed_files_exist(table)
 
 
-def test_metadata_files_beyond_previous_versions_max_are_deleted(con, catalog):
+@pytest.mark.parametrize("delete_after_commit", [False, True])
+def test_metadata_files_beyond_previous_versions_max(con, catalog, delete_after_commit):
+    """As in Java: metadata files that fall out of the log are deleted only with
+    write.metadata.delete-after-commit.enabled; otherwise they stay, metadata health reports
+    them, and orphan removal finds them."""
     table = build_history(catalog, 4)
     with table.transaction() as tx:
         tx.set_properties({"write.metadata.previous-versions-max": "2"})
     table = backdate(catalog, "hist", {i: 20 - i for i in range(3)})
+    if delete_after_commit:
+        # Set in the metadata copy (pyiceberg itself would delete on its own commit).
+        path = Path(c.local_path(table.metadata_location))
+        meta = json.loads(path.read_text())
+        meta["properties"]["write.metadata.delete-after-commit.enabled"] = "true"
+        path.write_text(json.dumps(meta))
+        table = catalog.load_table(f"{c.NAMESPACE}.hist")
     log_before = [c.local_path(m.metadata_file) for m in table.metadata.metadata_log]
     assert len(log_before) >= 2
+
+    def unlogged():
+        return con.execute(
+            f"SELECT unlogged_metadata_files, reason FROM lakehouse_metadata_health('{c.NAMESPACE}.hist', "
+            f"catalog_uri := '{catalog.test_uri}')").fetchone()
+
+    unlogged_before = unlogged()[0]  # pyiceberg's own commits dropped some from the log already
     rows = expire(con, catalog, "hist")
     dropped = [r["path"] for r in rows if r["kind"] == "metadata_file"]
     table = catalog.load_table(f"{c.NAMESPACE}.hist")
     log_after = [c.local_path(m.metadata_file) for m in table.metadata.metadata_log]
     assert len(log_after) == 2
-    assert dropped and {c.local_path(p) for p in dropped} == set(log_before) - set(log_after)
-    assert not any(os.path.exists(c.local_path(p)) for p in dropped)
+    fallen_out = set(log_before) - set(log_after)
+    assert fallen_out
     assert all(os.path.exists(p) for p in log_after)
     assert os.path.exists(c.local_path(table.metadata_location))
+    health = unlogged()
+    if delete_after_commit:
+        assert {c.local_path(p) for p in dropped} == fallen_out
+        assert not any(os.path.exists(p) for p in fallen_out)
+        assert health[0] == unlogged_before
+    else:
+        assert dropped == [], "kept, as Java keeps them"
+        assert all(os.path.exists(p) for p in fallen_out)
+        assert health[0] == unlogged_before + len(fallen_out) and "no longer in the metadata log" in health[1]
 
 
 def test_a_path_without_an_exclusive_commit_is_refused_but_can_be_planned(con, catalog):
