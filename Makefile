@@ -10,7 +10,7 @@ export CARGO_TARGET_DIR
 EXT_VERSION := v$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 DEMO_DIR    ?= demo/events_lakehouse
 
-.PHONY: release debug venv demo test test-unit test-sql test-integration bench clean
+.PHONY: release debug venv demo test test-unit test-sql test-integration test-versions bench clean
 
 $(VENV)/.installed: test/requirements.txt
 	python3 -m venv $(VENV)
@@ -63,7 +63,7 @@ demo: venv release
 
 TEST_EXT ?= build/debug/lakehouse.duckdb_extension
 
-test: venv debug test-unit test-sql test-integration
+test: venv debug test-unit test-sql test-integration test-versions
 
 test-unit:
 	cargo test --lib
@@ -73,6 +73,25 @@ test-sql: venv debug
 
 test-integration: venv debug
 	LAKEHOUSE_EXTENSION=$(TEST_EXT) $(PY) -m pytest -q test/integration
+
+# The version matrix: every SQL function on each DuckDB release line that loads the binary, one
+# virtual environment each (pyiceberg is the reader there: DuckDB's iceberg extension is not on
+# PyPI for every version). 1.5 runs in the main environment, where the whole suite runs too.
+DUCKDB_VERSIONS ?= 1.3.2 1.4.5 2.0.1
+VERSION_VENVS   ?= .venv-duckdb
+
+$(VERSION_VENVS)/%/.installed: test/requirements-versions.txt
+	python3 -m venv $(VERSION_VENVS)/$*
+	$(VERSION_VENVS)/$*/bin/python -m pip install --quiet --upgrade pip
+	$(VERSION_VENVS)/$*/bin/python -m pip install --quiet -r test/requirements-versions.txt duckdb==$*
+	touch $@
+
+test-versions: venv debug $(foreach v,$(DUCKDB_VERSIONS),$(VERSION_VENVS)/$(v)/.installed)
+	LAKEHOUSE_EXTENSION=$(TEST_EXT) $(PY) -m pytest -q test/versions
+	set -e; for v in $(DUCKDB_VERSIONS); do \
+	  echo "DuckDB $$v:"; \
+	  LAKEHOUSE_EXPECT_DUCKDB=$$v LAKEHOUSE_EXTENSION=$(TEST_EXT) $(VERSION_VENVS)/$$v/bin/python -m pytest -q test/versions; \
+	done
 
 # Benchmarks (not tests): each compares us with the peers on the same data in one run and writes
 # bench/results/*.md. The compaction one needs ~4 GB of scratch space under /tmp and ~5 minutes;

@@ -168,7 +168,13 @@ fn days_since_epoch(date: &str) -> Result<i32> {
 }
 
 /// Writes one data file with DuckDB; returns (path, rows, bytes) as RETURN_STATS reports them.
-fn write_data_file(conn: &duckdb::Connection, path: &Path, date: &str, first_id: u64, rows: u64) -> Result<(u64, u64)> {
+fn write_data_file(
+    conn: &crate::duck::Nested,
+    path: &Path,
+    date: &str,
+    first_id: u64,
+    rows: u64,
+) -> Result<(u64, u64)> {
     let field_ids = COLUMNS.iter().map(|(id, name, _)| format!("{name}: {id}")).collect::<Vec<_>>().join(", ");
     let sql = format!(
         "COPY (SELECT (range + {first_id})::BIGINT AS event_id, {date}::DATE AS partition_date, \
@@ -179,12 +185,11 @@ fn write_data_file(conn: &duckdb::Connection, path: &Path, date: &str, first_id:
         date = quote_literal(date),
         target = quote_literal(&path.to_string_lossy()),
     );
-    let mut stmt = conn.prepare(&sql)?;
-    let mut result = stmt.query([])?;
-    let row = result.next()?.ok_or_else(|| Error::new(ErrorKind::DuckDb, "COPY … RETURN_STATS returned no row"))?;
-    let count: u64 = row.get(1)?;
-    let bytes: u64 = row.get(2)?;
-    Ok((count, bytes))
+    let result = conn.query(&sql)?;
+    let row = result.first("COPY … RETURN_STATS")?;
+    let count = row[result.column("count")?].int()?;
+    let bytes = row[result.column("file_size_bytes")?].int()?;
+    Ok((count.max(0) as u64, bytes.max(0) as u64))
 }
 
 /// Writes the demo table described by `options`.

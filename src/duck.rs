@@ -2,12 +2,14 @@
 //!
 //! Data is written by DuckDB itself (`COPY … TO … (FORMAT parquet, RETURN_STATS)`) on a
 //! connection to the same database the user loaded the extension into, so it obeys the
-//! session's `threads` and `memory_limit`. Every identifier and literal that reaches SQL goes
+//! session's `threads` and `memory_limit` ([`Nested`] says how its results are read, on every
+//! DuckDB version). Every identifier and literal that reaches SQL goes
 //! through [`quote_ident`] or [`quote_literal`]; no raw user string is formatted into SQL.
 
+use std::ffi::{CStr, CString};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use duckdb::Connection;
+use duckdb::ffi;
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -18,18 +20,219 @@ use crate::error::{Error, ErrorKind, Result};
 /// calls take turns on this one connection.
 #[derive(Clone)]
 pub struct HostDb {
-    root: Arc<Mutex<Connection>>,
+    root: Arc<Mutex<Nested>>,
 }
 
 impl HostDb {
-    /// Wraps the connection DuckDB handed to the extension's entrypoint.
-    pub fn new(connection: Connection) -> Self {
+    /// Wraps a connection opened on the host database at `LOAD`.
+    pub fn new(connection: Nested) -> Self {
         Self { root: Arc::new(Mutex::new(connection)) }
     }
 
     /// Exclusive use of the host connection until the guard drops.
-    pub fn connect(&self) -> Result<MutexGuard<'_, Connection>> {
+    pub fn connect(&self) -> Result<MutexGuard<'_, Nested>> {
         self.root.lock().map_err(|_| Error::new(ErrorKind::DuckDb, "host connection lock poisoned"))
+    }
+}
+
+/// The nested connection, driven through DuckDB's C API functions of v1.2.0 only
+/// (`duckdb_query`, `duckdb_fetch_chunk`, vectors and validity masks), which every host that
+/// accepts the extension has. duckdb-rs reads results through Arrow functions newer than that
+/// (`duckdb_result_get_arrow_options`: a host older than them hands out a shorter function table,
+/// and calling past its end crashed DuckDB 1.3/1.4), and it converts every column of a result,
+/// failing on types it does not know (the VARIANT column DuckDB 2.0's `COPY … RETURN_STATS`
+/// returns). Here a result's columns are read by name, only BIGINT-like, BOOLEAN, DOUBLE and
+/// VARCHAR values are decoded, and any other column is left alone ([`Value::Other`]).
+pub struct Nested {
+    con: ffi::duckdb_connection,
+}
+
+// SAFETY: a DuckDB connection may be used from any thread, one statement at a time; HostDb's
+// mutex serializes its use.
+unsafe impl Send for Nested {}
+
+/// One decoded value of a nested result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// SQL NULL.
+    Null,
+    /// TINYINT … BIGINT, UTINYINT … UBIGINT (as far as it fits).
+    Int(i64),
+    /// BOOLEAN.
+    Bool(bool),
+    /// FLOAT, DOUBLE.
+    Double(f64),
+    /// VARCHAR.
+    Text(String),
+    /// A type this layer does not decode.
+    Other,
+}
+
+/// A whole nested result: column names and rows.
+#[derive(Debug, Clone, Default)]
+pub struct Rows {
+    /// Column names, in order.
+    pub names: Vec<String>,
+    /// The rows.
+    pub rows: Vec<Vec<Value>>,
+}
+
+impl Rows {
+    /// The index of column `name`.
+    pub fn column(&self, name: &str) -> Result<usize> {
+        self.names.iter().position(|n| n.eq_ignore_ascii_case(name)).ok_or_else(|| {
+            Error::new(ErrorKind::DuckDb, format!("the result has no column '{name}' (columns: {:?})", self.names))
+        })
+    }
+
+    /// The first row, or an error naming `what` returned nothing.
+    pub fn first(&self, what: &str) -> Result<&[Value]> {
+        self.rows
+            .first()
+            .map(Vec::as_slice)
+            .ok_or_else(|| Error::new(ErrorKind::DuckDb, format!("{what} returned no row")))
+    }
+}
+
+impl Value {
+    /// The integer, or an error.
+    pub fn int(&self) -> Result<i64> {
+        match self {
+            Value::Int(v) => Ok(*v),
+            other => Err(Error::new(ErrorKind::DuckDb, format!("expected an integer, got {other:?}"))),
+        }
+    }
+
+    /// The integer, `None` for NULL.
+    pub fn opt_int(&self) -> Result<Option<i64>> {
+        match self {
+            Value::Null => Ok(None),
+            v => v.int().map(Some),
+        }
+    }
+
+    /// The text, `None` for NULL or another type.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Value::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The boolean, or an error.
+    pub fn bool(&self) -> Result<bool> {
+        match self {
+            Value::Bool(v) => Ok(*v),
+            other => Err(Error::new(ErrorKind::DuckDb, format!("expected a boolean, got {other:?}"))),
+        }
+    }
+}
+
+impl Nested {
+    /// Opens a connection on `db` (the handle DuckDB passes to the entrypoint).
+    ///
+    /// # Safety
+    /// `db` must be a live database handle.
+    pub unsafe fn open(db: ffi::duckdb_database) -> Result<Self> {
+        let mut con: ffi::duckdb_connection = std::ptr::null_mut();
+        // SAFETY: per the caller; `con` is written by DuckDB.
+        let state = unsafe { ffi::duckdb_connect(db, &mut con) };
+        if state != ffi::duckdb_state_DuckDBSuccess || con.is_null() {
+            return Err(Error::new(ErrorKind::DuckDb, "cannot open a connection to the host database"));
+        }
+        Ok(Self { con })
+    }
+
+    /// Runs `sql` and returns its whole result.
+    pub fn query(&self, sql: &str) -> Result<Rows> {
+        let c_sql = CString::new(sql).map_err(|_| Error::invalid("a statement contains a NUL byte"))?;
+        // SAFETY: `result` is initialised by duckdb_query and destroyed once below; chunks are
+        // destroyed after their values are copied out; vectors are read within their chunk's size.
+        unsafe {
+            let mut result: ffi::duckdb_result = std::mem::zeroed();
+            if ffi::duckdb_query(self.con, c_sql.as_ptr(), &mut result) != ffi::duckdb_state_DuckDBSuccess {
+                let message = cstr(ffi::duckdb_result_error(&mut result)).unwrap_or_else(|| "query failed".into());
+                ffi::duckdb_destroy_result(&mut result);
+                return Err(Error::new(ErrorKind::DuckDb, message));
+            }
+            let columns = ffi::duckdb_column_count(&mut result);
+            let mut out = Rows::default();
+            let mut types = Vec::new();
+            for c in 0..columns {
+                out.names.push(cstr(ffi::duckdb_column_name(&mut result, c)).unwrap_or_default());
+                types.push(ffi::duckdb_column_type(&mut result, c));
+            }
+            loop {
+                let mut chunk = ffi::duckdb_fetch_chunk(result);
+                if chunk.is_null() {
+                    break;
+                }
+                let size = ffi::duckdb_data_chunk_get_size(chunk);
+                if size == 0 {
+                    ffi::duckdb_destroy_data_chunk(&mut chunk);
+                    break;
+                }
+                let base = out.rows.len();
+                out.rows.extend((0..size).map(|_| Vec::with_capacity(types.len())));
+                for (c, ty) in types.iter().enumerate() {
+                    let vector = ffi::duckdb_data_chunk_get_vector(chunk, c as ffi::idx_t);
+                    let data = ffi::duckdb_vector_get_data(vector);
+                    let validity = ffi::duckdb_vector_get_validity(vector);
+                    for r in 0..size {
+                        let valid = validity.is_null() || ffi::duckdb_validity_row_is_valid(validity, r);
+                        let value = if valid { decode(*ty, data, r as usize) } else { Value::Null };
+                        out.rows[base + r as usize].push(value);
+                    }
+                }
+                ffi::duckdb_destroy_data_chunk(&mut chunk);
+            }
+            ffi::duckdb_destroy_result(&mut result);
+            Ok(out)
+        }
+    }
+
+    /// Runs `sql`, ignoring any result.
+    pub fn execute(&self, sql: &str) -> Result<()> {
+        self.query(sql).map(|_| ())
+    }
+}
+
+/// The C string at `ptr`, if any.
+unsafe fn cstr(ptr: *const std::os::raw::c_char) -> Option<String> {
+    // SAFETY: DuckDB returns NUL-terminated strings that live as long as the result.
+    (!ptr.is_null()).then(|| unsafe { CStr::from_ptr(ptr) }.to_string_lossy().into_owned())
+}
+
+/// Row `row` of a vector's data of DuckDB type `ty`.
+unsafe fn decode(ty: ffi::DUCKDB_TYPE, data: *mut std::ffi::c_void, row: usize) -> Value {
+    // SAFETY: the caller passes a vector's data of type `ty` and a row within its chunk.
+    unsafe {
+        match ty {
+            ffi::DUCKDB_TYPE_DUCKDB_TYPE_BOOLEAN => Value::Bool(*(data as *const bool).add(row)),
+            ffi::DUCKDB_TYPE_DUCKDB_TYPE_TINYINT => Value::Int(i64::from(*(data as *const i8).add(row))),
+            ffi::DUCKDB_TYPE_DUCKDB_TYPE_SMALLINT => Value::Int(i64::from(*(data as *const i16).add(row))),
+            ffi::DUCKDB_TYPE_DUCKDB_TYPE_INTEGER => Value::Int(i64::from(*(data as *const i32).add(row))),
+            ffi::DUCKDB_TYPE_DUCKDB_TYPE_BIGINT => Value::Int(*(data as *const i64).add(row)),
+            ffi::DUCKDB_TYPE_DUCKDB_TYPE_UTINYINT => Value::Int(i64::from(*(data as *const u8).add(row))),
+            ffi::DUCKDB_TYPE_DUCKDB_TYPE_USMALLINT => Value::Int(i64::from(*(data as *const u16).add(row))),
+            ffi::DUCKDB_TYPE_DUCKDB_TYPE_UINTEGER => Value::Int(i64::from(*(data as *const u32).add(row))),
+            ffi::DUCKDB_TYPE_DUCKDB_TYPE_UBIGINT => {
+                i64::try_from(*(data as *const u64).add(row)).map_or(Value::Other, Value::Int)
+            }
+            ffi::DUCKDB_TYPE_DUCKDB_TYPE_FLOAT => Value::Double(f64::from(*(data as *const f32).add(row))),
+            ffi::DUCKDB_TYPE_DUCKDB_TYPE_DOUBLE => Value::Double(*(data as *const f64).add(row)),
+            ffi::DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR => {
+                let s = &*(data as *const ffi::duckdb_string_t).add(row);
+                let len = s.value.inlined.length as usize;
+                let bytes: &[u8] = if len <= 12 {
+                    std::slice::from_raw_parts(s.value.inlined.inlined.as_ptr() as *const u8, len)
+                } else {
+                    std::slice::from_raw_parts(s.value.pointer.ptr as *const u8, len)
+                };
+                Value::Text(String::from_utf8_lossy(bytes).into_owned())
+            }
+            _ => Value::Other,
+        }
     }
 }
 

@@ -29,7 +29,7 @@ use iceberg::spec::{
     Operation, PartitionSpec, PrimitiveType, Schema, SchemaRef, Summary, TableMetadata, TableMetadataBuilder, Type,
 };
 
-use crate::duck::{HostDb, quote_ident, quote_literal};
+use crate::duck::{HostDb, Nested, quote_ident, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt;
 use crate::plan::compaction::{CompactionOptions, PartitionPlan, Verdict, plan};
@@ -266,12 +266,7 @@ fn compression(table: &IcebergTable) -> &'static str {
 /// The `COPY … TO target (FORMAT parquet, …, RETURN_STATS)` that rewrites `inputs` as one file:
 /// read as the current schema (by field id or by name, see [`select_sql`]), in the table's sort
 /// order, with its codec and the current schema's field ids.
-fn copy_sql(
-    conn: &duckdb::Connection,
-    table: &IcebergTable,
-    inputs: &[&IcebergDataFile],
-    target: &str,
-) -> Result<String> {
+fn copy_sql(conn: &Nested, table: &IcebergTable, inputs: &[&IcebergDataFile], target: &str) -> Result<String> {
     let schema = table.metadata.current_schema();
     let local_inputs: Vec<String> = inputs.iter().map(|f| strip_file_scheme(f.file_path()).to_string()).collect();
     let ids = schema
@@ -293,6 +288,15 @@ fn copy_sql(
     ))
 }
 
+/// (rows, bytes) of a `COPY … RETURN_STATS` result, read by column name (`count`,
+/// `file_size_bytes`): the other columns differ between DuckDB versions and are not decoded.
+fn copy_result(result: &crate::duck::Rows) -> Result<(u64, u64)> {
+    let row = result.first("COPY … RETURN_STATS")?;
+    let count = row[result.column("count")?].int()?;
+    let bytes = row[result.column("file_size_bytes")?].int()?;
+    Ok((count.max(0) as u64, bytes.max(0) as u64))
+}
+
 /// Input bytes rewritten to `/dev/null` to measure how the rewrite changes sizes.
 const CALIBRATION_SAMPLE_BYTES: u64 = 16 * 1024 * 1024;
 
@@ -302,7 +306,7 @@ const CALIBRATION_SAMPLE_BYTES: u64 = 16 * 1024 * 1024;
 /// than their inputs, and planning on input bytes alone would miss the target by as much.
 /// Writes nothing anywhere; `None` when it cannot be measured.
 fn output_ratio(
-    conn: &duckdb::Connection,
+    conn: &Nested,
     table: &IcebergTable,
     plans: &[PartitionPlan],
     sources: &[&IcebergDataFile],
@@ -324,7 +328,7 @@ fn output_ratio(
         sample_bytes += size;
     }
     let sql = copy_sql(conn, table, &sample, "/dev/null").ok()?;
-    let written: u64 = conn.query_row(&sql, [], |r| r.get(2)).ok()?;
+    let written = copy_result(&conn.query(&sql).ok()?).ok()?.1;
     let ratio = written as f64 / sample_bytes.max(1) as f64;
     (ratio.is_finite() && ratio > 0.0).then(|| ratio.clamp(MIN_OUTPUT_RATIO, MAX_OUTPUT_RATIO))
 }
@@ -334,12 +338,7 @@ const MIN_OUTPUT_RATIO: f64 = 1.0 / 32.0;
 const MAX_OUTPUT_RATIO: f64 = 32.0;
 
 /// Rewrites one group into one file next to its first input; checks the row count.
-fn rewrite_group(
-    conn: &duckdb::Connection,
-    table: &IcebergTable,
-    inputs: &[&IcebergDataFile],
-    spec_id: i32,
-) -> Result<Written> {
+fn rewrite_group(conn: &Nested, table: &IcebergTable, inputs: &[&IcebergDataFile], spec_id: i32) -> Result<Written> {
     let location = table.metadata.location().trim_end_matches('/');
     let first = inputs[0].file_path();
     let dir = match first.rsplit_once('/') {
@@ -360,7 +359,7 @@ fn rewrite_group(
     let schema = table.metadata.current_schema();
     let sql = copy_sql(conn, table, inputs, &local_path)?;
     let written = (|| {
-        let (rows, bytes): (u64, u64) = conn.query_row(&sql, [], |r| Ok((r.get(1)?, r.get(2)?)))?;
+        let (rows, bytes) = copy_result(&conn.query(&sql)?)?;
         let expected: u64 = inputs.iter().map(|f| f.record_count()).sum();
         if rows != expected {
             return Err(Error::new(
@@ -404,13 +403,15 @@ fn rewrite_group(
 }
 
 /// Whether every input file carries Parquet field ids (all or none; a mix is refused).
-fn files_have_field_ids(conn: &duckdb::Connection, inputs: &[String]) -> Result<bool> {
+fn files_have_field_ids(conn: &Nested, inputs: &[String]) -> Result<bool> {
     let list = format!("[{}]", inputs.iter().map(|p| quote_literal(p)).collect::<Vec<_>>().join(", "));
     let sql = format!(
         "SELECT count(*) FILTER (WHERE ids > 0), count(*) FROM \
          (SELECT file_name, count(field_id) AS ids FROM parquet_schema({list}) GROUP BY file_name)"
     );
-    let (with_ids, files): (i64, i64) = conn.query_row(&sql, [], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let result = conn.query(&sql)?;
+    let row = result.first("the field-id probe")?;
+    let (with_ids, files) = (row[0].int()?, row[1].int()?);
     match with_ids {
         0 => Ok(false),
         n if n == files => Ok(true),
@@ -538,36 +539,36 @@ fn decimal_mantissa(text: &str, scale: u32) -> Option<i128> {
 }
 
 /// Per-column sizes, value and null counts, and bounds from the written file's footer.
-fn column_stats(conn: &duckdb::Connection, path: &str, schema: &Schema) -> Result<ColumnStats> {
-    let mut stmt = conn.prepare(
-        "SELECT path_in_schema, stats_min_value, stats_max_value, stats_null_count, total_compressed_size, num_values \
-         FROM parquet_metadata(?)",
-    )?;
-    let mut rows = stmt.query([path])?;
+fn column_stats(conn: &Nested, path: &str, schema: &Schema) -> Result<ColumnStats> {
+    // Statistics as text, so that every DuckDB version returns the same types.
+    let result = conn.query(&format!(
+        "SELECT path_in_schema::VARCHAR, stats_min_value::VARCHAR, stats_max_value::VARCHAR, \
+         stats_null_count::BIGINT, total_compressed_size::BIGINT, num_values::BIGINT FROM parquet_metadata({})",
+        quote_literal(path)
+    ))?;
     let mut stats = ColumnStats::default();
     let mut lower_text: HashMap<i32, Vec<Option<String>>> = HashMap::new();
     let mut upper_text: HashMap<i32, Vec<Option<String>>> = HashMap::new();
     // Columns with a row group whose null count is missing: their total is unknown.
     let mut nulls_unknown: HashSet<i32> = HashSet::new();
-    while let Some(row) = rows.next()? {
-        let column: String = row.get(0)?;
-        let Some(field) = schema.as_struct().field_by_name(&column) else { continue };
+    for row in &result.rows {
+        let Some(column) = row[0].text() else { continue };
+        let Some(field) = schema.as_struct().field_by_name(column) else { continue };
         if !matches!(field.field_type.as_ref(), Type::Primitive(_)) {
             continue;
         }
         let id = field.id;
-        let nulls: Option<i64> = row.get(3)?;
-        *stats.sizes.entry(id).or_default() += row.get::<_, i64>(4)?.max(0) as u64;
-        *stats.values.entry(id).or_default() += row.get::<_, i64>(5)?.max(0) as u64;
+        let nulls = row[3].opt_int()?;
+        *stats.sizes.entry(id).or_default() += row[4].opt_int()?.unwrap_or(0).max(0) as u64;
+        *stats.values.entry(id).or_default() += row[5].opt_int()?.unwrap_or(0).max(0) as u64;
         match nulls {
             Some(n) => *stats.nulls.entry(id).or_default() += n.max(0) as u64,
             None => {
                 nulls_unknown.insert(id);
             }
         }
-        // A value DuckDB cannot hand over as text only costs the bound, never the compaction.
-        lower_text.entry(id).or_default().push(row.get::<_, Option<String>>(1).ok().flatten());
-        upper_text.entry(id).or_default().push(row.get::<_, Option<String>>(2).ok().flatten());
+        lower_text.entry(id).or_default().push(row[1].text().map(str::to_string));
+        upper_text.entry(id).or_default().push(row[2].text().map(str::to_string));
     }
     for id in nulls_unknown {
         stats.nulls.remove(&id);

@@ -30,7 +30,7 @@ pub struct ScanResult {
 
 /// Scans `paths` (data file locations) `runs` times (at least 1); the best time counts (the first
 /// run also warms the file cache, so before and after are compared warm).
-pub fn scan(conn: &duckdb::Connection, table: &IcebergTable, paths: &[String], runs: u32) -> Result<ScanResult> {
+pub fn scan(conn: &crate::duck::Nested, table: &IcebergTable, paths: &[String], runs: u32) -> Result<ScanResult> {
     let local: Vec<String> = paths.iter().map(|p| strip_file_scheme(p).to_string()).collect();
     if local.is_empty() {
         return Ok(ScanResult { files: 0, rows: 0, checksum: "0".into(), elapsed: Duration::ZERO });
@@ -40,11 +40,13 @@ pub fn scan(conn: &duckdb::Connection, table: &IcebergTable, paths: &[String], r
     // Files with and without field ids are read apart (each the way compaction reads it).
     let list = format!("[{}]", local.iter().map(|p| quote_literal(p)).collect::<Vec<_>>().join(", "));
     let mut with_ids: HashMap<String, bool> = HashMap::new();
-    let mut stmt =
-        conn.prepare(&format!("SELECT file_name, count(field_id) > 0 FROM parquet_schema({list}) GROUP BY file_name"))?;
-    let mut rows = stmt.query([])?;
-    while let Some(row) = rows.next()? {
-        with_ids.insert(row.get(0)?, row.get(1)?);
+    let probe = conn.query(&format!(
+        "SELECT file_name::VARCHAR, count(field_id) > 0 FROM parquet_schema({list}) GROUP BY file_name"
+    ))?;
+    for row in &probe.rows {
+        if let Some(name) = row[0].text() {
+            with_ids.insert(name.to_string(), row[1].bool()?);
+        }
     }
     let (by_id, by_name): (Vec<String>, Vec<String>) =
         local.iter().cloned().partition(|p| with_ids.get(p).copied().unwrap_or(false));
@@ -61,7 +63,9 @@ pub fn scan(conn: &duckdb::Connection, table: &IcebergTable, paths: &[String], r
     let mut best: Option<(Duration, u64, String)> = None;
     for _ in 0..runs.max(1) {
         let started = Instant::now();
-        let (count, checksum): (i64, String) = conn.query_row(&sql, [], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let result = conn.query(&sql)?;
+        let row = result.first("the scan")?;
+        let (count, checksum) = (row[0].int()?, row[1].text().unwrap_or("0").to_string());
         let elapsed = started.elapsed();
         if let Some((_, c, s)) = &best
             && (*c != count as u64 || *s != checksum)

@@ -10,7 +10,7 @@ use super::compact::{COMPACTION_PARAMETERS, compaction_options};
 use super::expire_snapshots::{EXPIRY_PARAMETERS, expiry_options};
 use super::{Cell, RowFunction};
 use crate::action::gate::{GateOptions, Scorecard, run_gate};
-use crate::duck::{HostDb, quote_ident};
+use crate::duck::{HostDb, quote_ident, quote_literal};
 use crate::error::{Error, Result};
 use crate::notify::slack::{RetryPolicy, Webhook};
 use crate::profile::MIB;
@@ -223,32 +223,36 @@ fn sql_type(id: LogicalTypeId) -> &'static str {
     }
 }
 
-/// Appends `rows` to `table` (created with the scorecard's columns when missing).
+/// Appends `rows` to `table` (created with the scorecard's columns when missing). Values are
+/// SQL literals ([`sql_literal`]), so the statement is the same on every DuckDB version.
 fn append_history(host: &HostDb, table: &str, rows: &[Vec<Cell>]) -> Result<()> {
-    use duckdb::types::{TimeUnit, Value};
     let conn = host.connect()?;
     let columns: Vec<String> =
         COLUMNS.iter().map(|(name, ty)| format!("{} {}", quote_ident(name), sql_type(*ty))).collect();
-    conn.execute_batch(&format!("CREATE TABLE IF NOT EXISTS {table} ({})", columns.join(", ")))?;
+    conn.execute(&format!("CREATE TABLE IF NOT EXISTS {table} ({})", columns.join(", ")))?;
     let names: Vec<String> = COLUMNS.iter().map(|(name, _)| quote_ident(name)).collect();
-    let marks = vec!["?"; COLUMNS.len()].join(", ");
-    let mut stmt = conn.prepare(&format!("INSERT INTO {table} ({}) VALUES ({marks})", names.join(", ")))?;
     for row in rows {
-        let values: Vec<Value> = row
-            .iter()
-            .map(|cell| match cell {
-                Cell::Text(s) => Value::Text(s.clone()),
-                Cell::BigInt(v) => Value::BigInt(*v),
-                Cell::Int(v) => Value::Int(*v),
-                Cell::Double(v) => Value::Double(*v),
-                Cell::Bool(v) => Value::Boolean(*v),
-                Cell::Timestamp(v) => Value::Timestamp(TimeUnit::Microsecond, *v),
-                Cell::Null => Value::Null,
-            })
-            .collect();
-        stmt.execute(duckdb::params_from_iter(values))?;
+        let values: Vec<String> = row.iter().map(sql_literal).collect();
+        conn.execute(&format!("INSERT INTO {table} ({}) VALUES ({})", names.join(", "), values.join(", ")))?;
     }
     Ok(())
+}
+
+/// A cell as a typed SQL literal.
+fn sql_literal(cell: &Cell) -> String {
+    match cell {
+        Cell::Text(s) => quote_literal(s),
+        Cell::BigInt(v) => format!("{v}::BIGINT"),
+        Cell::Int(v) => format!("{v}::INTEGER"),
+        Cell::Double(v) if v.is_finite() => format!("{v:?}::DOUBLE"),
+        Cell::Double(v) => format!("'{v}'::DOUBLE"),
+        Cell::Bool(v) => v.to_string(),
+        Cell::Timestamp(micros) => match chrono::DateTime::from_timestamp_micros(*micros) {
+            Some(t) => format!("'{}'::TIMESTAMP", t.naive_utc().format("%Y-%m-%d %H:%M:%S%.6f")),
+            None => "NULL".into(),
+        },
+        Cell::Null => "NULL".into(),
+    }
 }
 
 #[cfg(test)]
