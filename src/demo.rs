@@ -185,11 +185,7 @@ fn write_data_file(
         date = quote_literal(date),
         target = quote_literal(&path.to_string_lossy()),
     );
-    let result = conn.query(&sql)?;
-    let row = result.first("COPY … RETURN_STATS")?;
-    let count = row[result.column("count")?].int()?;
-    let bytes = row[result.column("file_size_bytes")?].int()?;
-    Ok((count.max(0) as u64, bytes.max(0) as u64))
+    conn.query(&sql)?.copy_stats()
 }
 
 /// Writes the demo table described by `options`.

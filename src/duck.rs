@@ -85,6 +85,15 @@ impl Rows {
         })
     }
 
+    /// (rows, bytes) of a `COPY … RETURN_STATS` result, read by column name (`count`,
+    /// `file_size_bytes`): the other columns differ between DuckDB versions and are not decoded.
+    pub fn copy_stats(&self) -> Result<(u64, u64)> {
+        let row = self.first("COPY … RETURN_STATS")?;
+        let count = row[self.column("count")?].int()?;
+        let bytes = row[self.column("file_size_bytes")?].int()?;
+        Ok((count.max(0) as u64, bytes.max(0) as u64))
+    }
+
     /// The first row, or an error naming `what` returned nothing.
     pub fn first(&self, what: &str) -> Result<&[Value]> {
         self.rows

@@ -288,15 +288,6 @@ fn copy_sql(conn: &Nested, table: &IcebergTable, inputs: &[&IcebergDataFile], ta
     ))
 }
 
-/// (rows, bytes) of a `COPY … RETURN_STATS` result, read by column name (`count`,
-/// `file_size_bytes`): the other columns differ between DuckDB versions and are not decoded.
-fn copy_result(result: &crate::duck::Rows) -> Result<(u64, u64)> {
-    let row = result.first("COPY … RETURN_STATS")?;
-    let count = row[result.column("count")?].int()?;
-    let bytes = row[result.column("file_size_bytes")?].int()?;
-    Ok((count.max(0) as u64, bytes.max(0) as u64))
-}
-
 /// Input bytes rewritten to `/dev/null` to measure how the rewrite changes sizes.
 const CALIBRATION_SAMPLE_BYTES: u64 = 16 * 1024 * 1024;
 
@@ -328,7 +319,7 @@ fn output_ratio(
         sample_bytes += size;
     }
     let sql = copy_sql(conn, table, &sample, "/dev/null").ok()?;
-    let written = copy_result(&conn.query(&sql).ok()?).ok()?.1;
+    let written = conn.query(&sql).ok()?.copy_stats().ok()?.1;
     let ratio = written as f64 / sample_bytes.max(1) as f64;
     (ratio.is_finite() && ratio > 0.0).then(|| ratio.clamp(MIN_OUTPUT_RATIO, MAX_OUTPUT_RATIO))
 }
@@ -359,7 +350,7 @@ fn rewrite_group(conn: &Nested, table: &IcebergTable, inputs: &[&IcebergDataFile
     let schema = table.metadata.current_schema();
     let sql = copy_sql(conn, table, inputs, &local_path)?;
     let written = (|| {
-        let (rows, bytes) = copy_result(&conn.query(&sql)?)?;
+        let (rows, bytes) = conn.query(&sql)?.copy_stats()?;
         let expected: u64 = inputs.iter().map(|f| f.record_count()).sum();
         if rows != expected {
             return Err(Error::new(
@@ -604,6 +595,9 @@ struct Base {
 /// rewrite read.
 fn commit_with_retries(mut base: Base, starting_sequence_number: i64, written: &[Written]) -> Result<(i64, String)> {
     let replaced: HashSet<&str> = written.iter().flat_map(|w| w.replaces.iter().map(String::as_str)).collect();
+    // The new data files are on disk before any metadata names them (each attempt's manifests
+    // and list are flushed before its commit).
+    sync_files(written.iter().map(|w| w.local_path.as_str()))?;
     pause_for_tests();
     for _attempt in 0..MAX_COMMIT_ATTEMPTS {
         interrupt::check("nothing was committed")?;
@@ -611,7 +605,7 @@ fn commit_with_retries(mut base: Base, starting_sequence_number: i64, written: &
         let attempt = (|| {
             let (metadata, snapshot_id) =
                 build_snapshot(&base, starting_sequence_number, &replaced, written, &mut scratch)?;
-            sync_files(written.iter().map(|w| w.local_path.as_str()).chain(scratch.iter().map(String::as_str)))?;
+            sync_files(scratch.iter().map(String::as_str))?;
             Ok::<_, Error>((commit(&base.located, &metadata)?, snapshot_id))
         })();
         match attempt {

@@ -169,8 +169,9 @@ fn is_other_table_root(dir: &Path) -> bool {
     }
     let metadata = dir.join("metadata");
     metadata.is_dir()
-        && std::fs::read_dir(&metadata)
-            .is_ok_and(|entries| entries.flatten().any(|e| e.file_name().to_string_lossy().ends_with(".metadata.json")))
+        && std::fs::read_dir(&metadata).is_ok_and(|entries| {
+            entries.flatten().any(|e| table::is_metadata_file_name(&e.file_name().to_string_lossy()))
+        })
 }
 
 /// Locates `table_name`, finds its orphans and (unless `dry_run`) deletes them. Deleting files

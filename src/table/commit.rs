@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use iceberg::spec::TableMetadata;
 
 use super::catalog::CatalogTable;
-use super::{Located, metadata_version, strip_file_scheme};
+use super::{Located, hadoop_version, metadata_version, strip_file_scheme};
 use crate::error::{Error, ErrorKind, Result};
 
 /// How a commit ended.
@@ -43,12 +43,6 @@ pub fn next_metadata_location(base_location: &str) -> String {
         None => format!("{}.metadata.json", uuid::Uuid::new_v4()),
     };
     format!("{dir}/{next}")
-}
-
-/// The version of a Hadoop-style `vN.metadata.json` (or `vN.gz.metadata.json`) name.
-fn hadoop_version(path: &Path) -> Option<u64> {
-    let name = path.file_name()?.to_str()?;
-    name.starts_with('v').then(|| metadata_version(name)).flatten()
 }
 
 /// Whether a commit on `located` excludes every other writer: a catalog entry (conditional

@@ -256,8 +256,7 @@ fn locate_table_dir(dir: &Path, latest_metadata: bool) -> Result<Located> {
 /// commit creates the next version first and moves the hint after, so a hint may lag (Java's
 /// `HadoopTableOperations` reads the same way).
 fn follow_versions(mut chosen: PathBuf) -> PathBuf {
-    let name = |p: &Path| p.file_name().and_then(|n| n.to_str()).map(str::to_string).unwrap_or_default();
-    while let Some(v) = Some(name(&chosen)).filter(|n| n.starts_with('v')).and_then(|n| metadata_version(&n)) {
+    while let Some(v) = hadoop_version(&chosen) {
         let next = [format!("v{}.metadata.json", v + 1), format!("v{}.gz.metadata.json", v + 1)]
             .into_iter()
             .map(|n| chosen.with_file_name(n))
@@ -268,6 +267,12 @@ fn follow_versions(mut chosen: PathBuf) -> PathBuf {
         }
     }
     chosen
+}
+
+/// The version of a Hadoop-style `vN.metadata.json` (or `vN.gz.metadata.json`) name.
+pub fn hadoop_version(path: &Path) -> Option<u64> {
+    let name = path.file_name()?.to_str()?;
+    name.starts_with('v').then(|| metadata_version(name)).flatten()
 }
 
 /// Whether a file name is an Iceberg metadata file: `*.metadata.json`, or gzip-compressed
