@@ -81,9 +81,7 @@ pub fn compact(
     options.validate()?;
     let located = table::locate(table_name, locate)?;
     let table = IcebergTable::load(&located.metadata_location)?;
-    if table.metadata.format_version() > FormatVersion::V2 {
-        return Err(Error::new(ErrorKind::Unsupported, "compaction supports Iceberg format versions 1 and 2"));
-    }
+    table.require_rewritable()?;
     let manifests = table.load_manifests()?;
     let (files, sources) = live_data(&table, &manifests);
     let first_plan = plan(&files, options, 1.0);
@@ -330,12 +328,7 @@ const MAX_OUTPUT_RATIO: f64 = 32.0;
 
 /// Rewrites one group into one file next to its first input; checks the row count.
 fn rewrite_group(conn: &Nested, table: &IcebergTable, inputs: &[&IcebergDataFile], spec_id: i32) -> Result<Written> {
-    let location = table.metadata.location().trim_end_matches('/');
-    let first = inputs[0].file_path();
-    let dir = match first.rsplit_once('/') {
-        Some((dir, _)) if dir.starts_with(location) => dir.to_string(),
-        _ => format!("{location}/data"),
-    };
+    let dir = output_dir(table, inputs[0], spec_id);
     let file_path = format!("{dir}/{}-compacted.parquet", uuid::Uuid::new_v4());
     let local_path = strip_file_scheme(&file_path).to_string();
     if let Some(parent) = Path::new(&local_path).parent() {
@@ -391,6 +384,30 @@ fn rewrite_group(conn: &Nested, table: &IcebergTable, inputs: &[&IcebergDataFile
             Err(e)
         }
     }
+}
+
+/// Where a group's output goes: beside its first input when that lies inside the table location
+/// or its data path, else where Java's default location provider puts a new data file of the
+/// partition: `{data path}/{partition path}` (the data path is `write.data.path`, else
+/// `write.folder-storage.path`, else `{location}/data`).
+fn output_dir(table: &IcebergTable, first: &IcebergDataFile, spec_id: i32) -> String {
+    let location = table.metadata.location().trim_end_matches('/');
+    let properties = table.metadata.properties();
+    let data_path = ["write.data.path", "write.folder-storage.path"]
+        .iter()
+        .find_map(|k| properties.get(*k).filter(|v| !v.is_empty()))
+        .map(|v| v.trim_end_matches('/').to_string())
+        .unwrap_or_else(|| format!("{location}/data"));
+    if let Some((dir, _)) = first.file_path().rsplit_once('/')
+        && (table::is_inside(dir, location) || dir == data_path || table::is_inside(dir, &data_path))
+    {
+        return dir.to_string();
+    }
+    let partition = table.metadata.partition_spec_by_id(spec_id).map_or(String::new(), |spec| {
+        let schema = table.metadata.current_schema();
+        table::partition::path(spec, schema, first.partition())
+    });
+    if partition.is_empty() { data_path } else { format!("{data_path}/{partition}") }
 }
 
 /// Whether every input file carries Parquet field ids (all or none; a mix is refused).
@@ -606,7 +623,7 @@ fn commit_with_retries(mut base: Base, starting_sequence_number: i64, written: &
             let (metadata, snapshot_id) =
                 build_snapshot(&base, starting_sequence_number, &replaced, written, &mut scratch)?;
             sync_files(scratch.iter().map(String::as_str))?;
-            Ok::<_, Error>((commit(&base.located, &metadata)?, snapshot_id))
+            Ok::<_, Error>((commit(&base.located, &base.table.to_json(&metadata)?)?, snapshot_id))
         })();
         match attempt {
             Ok((CommitOutcome::Committed(location), snapshot_id)) => return Ok((snapshot_id, location)),

@@ -17,7 +17,7 @@
 //!    leaves orphans that [`crate::action::orphans`] finds later; a file already gone is fine.
 
 use std::collections::{HashMap, HashSet};
-
+use std::path::Path;
 use std::sync::Mutex;
 
 use iceberg::spec::{TableMetadata, TableMetadataBuilder, TableProperties};
@@ -351,7 +351,7 @@ pub fn expire(table_name: &str, locate: &LocateOptions, options: &ExpiryOptions)
             pause_for_tests();
         }
         crate::interrupt::check("nothing was expired")?;
-        match commit(&located, &selection.metadata)? {
+        match commit(&located, &table.to_json(&selection.metadata)?)? {
             CommitOutcome::Committed(location) => {
                 report.metadata_location = Some(location);
                 report.files = delete_files(deletions, false);
@@ -407,6 +407,19 @@ pub fn delete_files(deletions: Vec<Deletion>, dry: bool) -> Vec<DeletedFile> {
         .collect()
 }
 
+/// Hadoop's local file system (what Spark, Flink and Hive write through) keeps a checksum file
+/// `.<name>.crc` beside each file it writes, hides it from listings and deletes it with the file.
+/// So does this: once `path` is deleted, its companion goes too (best effort; orphan listings never
+/// show hidden files, as Java's do not, so a companion left behind would stay forever).
+fn remove_checksum_companion(path: &Path) {
+    if let (Some(dir), Some(name)) = (path.parent(), path.file_name()) {
+        let companion = dir.join(format!(".{}.crc", name.to_string_lossy()));
+        if companion.is_file() {
+            let _ = std::fs::remove_file(companion);
+        }
+    }
+}
+
 fn delete_one(deletion: &Deletion, dry: bool) -> DeletedFile {
     let local = strip_file_scheme(&deletion.path);
     let on_disk = std::fs::symlink_metadata(local);
@@ -419,7 +432,10 @@ fn delete_one(deletion: &Deletion, dry: bool) -> DeletedFile {
         Outcome::WouldDelete
     } else {
         match std::fs::remove_file(local) {
-            Ok(()) => Outcome::Deleted,
+            Ok(()) => {
+                remove_checksum_companion(Path::new(local));
+                Outcome::Deleted
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Outcome::AlreadyGone,
             Err(e) => Outcome::Failed(e.to_string()),
         }

@@ -6,7 +6,11 @@
 //! lists name, every file any entry of those manifests names (whatever its status), and statistics
 //! files. A subdirectory that is itself a table root (its own `metadata/*.metadata.json` or
 //! `_delta_log/`) is never searched: nested tables are not ours to clean. Symlinks are neither
-//! followed nor deleted.
+//! followed nor deleted. Hidden paths — a file or directory whose name starts with `.` or `_`,
+//! at any depth — are never listed, as Java's `FileSystemWalker` does not (Hadoop's `.crc`
+//! checksums, `_SUCCESS` markers, staging directories), except partition directories of a field
+//! whose name starts with one of those characters (`_bucket=3`), and the temporary files our own
+//! commits write (`.<uuid>.tmp`), which only an interrupted commit leaves behind.
 //!
 //! Two guards, as Java's `DeleteOrphanFiles` / Spark's `remove_orphan_files`:
 //! - age: deleting files younger than [`MIN_OLDER_THAN_DAYS`] is refused unless the caller says
@@ -98,6 +102,7 @@ pub fn find_orphans(table: &IcebergTable, reach: &Reach, older_than_days: f64) -
         return Err(Error::new(ErrorKind::NotFound, format!("table location '{}' does not exist", root.display())));
     }
     let referenced = referenced_files(table, reach)?;
+    let hidden = HiddenPaths::of(table);
     let mut canonical = Canonical::default();
     let mut referenced_on_disk: Option<HashMap<PathBuf, &PathBuf>> = None;
     let hint = root.join("metadata").join("version-hint.text");
@@ -112,6 +117,9 @@ pub fn find_orphans(table: &IcebergTable, reach: &Reach, older_than_days: f64) -
             let entry = entry?;
             let path = entry.path();
             let meta = entry.metadata()?; // does not follow symlinks
+            if hidden.is_hidden(&entry.file_name().to_string_lossy(), meta.is_dir()) {
+                continue;
+            }
             if meta.is_dir() {
                 if !is_other_table_root(&path) {
                     stack.push(path);
@@ -146,6 +154,43 @@ pub fn find_orphans(table: &IcebergTable, reach: &Reach, older_than_days: f64) -
     }
     orphans.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(orphans)
+}
+
+/// Which names the listing skips ([`find_orphans`]): Java's `PartitionAwareHiddenPathFilter`.
+struct HiddenPaths {
+    /// `<field>=` of every partition field (of any spec) whose name looks hidden.
+    partition_prefixes: Vec<String>,
+}
+
+impl HiddenPaths {
+    fn of(table: &IcebergTable) -> Self {
+        let partition_prefixes = table
+            .metadata
+            .partition_specs_iter()
+            .flat_map(|spec| spec.fields().iter())
+            .filter(|f| f.name.starts_with('_') || f.name.starts_with('.'))
+            .map(|f| format!("{}=", f.name))
+            .collect();
+        Self { partition_prefixes }
+    }
+
+    fn is_hidden(&self, name: &str, is_dir: bool) -> bool {
+        if !(name.starts_with('.') || name.starts_with('_')) {
+            return false;
+        }
+        if is_dir {
+            return !self.partition_prefixes.iter().any(|p| name.starts_with(p.as_str()));
+        }
+        !is_commit_temporary(name)
+    }
+}
+
+/// `.<uuid>.tmp`: a metadata file our commit was writing when it was interrupted
+/// ([`crate::table::commit`]).
+fn is_commit_temporary(name: &str) -> bool {
+    name.strip_prefix('.')
+        .and_then(|n| n.strip_suffix(".tmp"))
+        .is_some_and(|id| uuid::Uuid::parse_str(id).is_ok())
 }
 
 /// Real paths (symlinks resolved) of files, resolving each directory once.
@@ -212,4 +257,30 @@ pub fn remove_orphan_files(
         })
         .collect();
     Ok(orphans.into_iter().zip(delete_files(deletions, dry_run)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hidden_names_are_skipped_as_java_skips_them() {
+        let hidden = HiddenPaths { partition_prefixes: vec!["_bucket=".into()] };
+        let cases = [
+            ("part-0001.parquet", false, false),
+            (".part-0001.parquet.crc", false, true),
+            ("_SUCCESS", false, true),
+            ("_staging", true, true),
+            (".hive-staging", true, true),
+            ("_bucket=3", true, false),
+            ("_other=3", true, true),
+            ("_bucket=3", false, true),
+            ("data", true, false),
+            (".7f2b9c1e-5d1a-4c8e-9a4b-2f6d8e1c3b5a.tmp", false, false),
+            (".not-a-uuid.tmp", false, true),
+        ];
+        for (name, is_dir, want) in cases {
+            assert_eq!(hidden.is_hidden(name, is_dir), want, "{name} (dir: {is_dir})");
+        }
+    }
 }

@@ -115,10 +115,12 @@ pub fn plan(files: &[DataFile], options: &CompactionOptions, output_ratio: f64) 
     let small_limit = options.thresholds.small_file_threshold_bytes();
     let ratio = if output_ratio.is_finite() && output_ratio > 0.0 { output_ratio } else { 1.0 };
     let target_bytes = (options.target_file_size_mb * MIB / ratio) as u64;
-    let mut small_by_partition: BTreeMap<&PartitionKey, Vec<usize>> = BTreeMap::new();
+    // Per partition: its small Parquet files, and how many small files are in another format.
+    let mut small_by_partition: BTreeMap<&PartitionKey, (Vec<usize>, u64)> = BTreeMap::new();
     for (i, f) in files.iter().enumerate() {
         if f.content == FileContent::Data && (f.size_bytes as f64) < small_limit {
-            small_by_partition.entry(&f.key).or_default().push(i);
+            let (parquet, other) = small_by_partition.entry(&f.key).or_default();
+            if f.parquet { parquet.push(i) } else { *other += 1 }
         }
     }
     let threshold = options.thresholds.fragmentation_ratio_threshold;
@@ -147,8 +149,14 @@ pub fn plan(files: &[DataFile], options: &CompactionOptions, output_ratio: f64) 
             } else if p.small_files < options.min_input_files {
                 plan.reason =
                     format!("skipped: {} small files < min_input_files {}", p.small_files, options.min_input_files);
+            } else if let (small, not_parquet @ 1..) = &small_by_partition[&p.key]
+                && (small.len() as u64) < options.min_input_files
+            {
+                plan.reason = format!(
+                    "skipped: {not_parquet} of its small files are not Parquet (only Parquet files are rewritten)"
+                );
             } else {
-                let small = &small_by_partition[&p.key];
+                let small = &small_by_partition[&p.key].0;
                 plan.groups = bin_pack(small.iter().map(|&i| (i, files[i].size_bytes)), target_bytes);
                 plan.bytes_to_rewrite = plan.groups.iter().flatten().map(|&i| files[i].size_bytes).sum();
                 if plan.groups.is_empty() {
@@ -281,6 +289,20 @@ mod tests {
         {
             assert!(p.groups.is_empty() && p.bytes_to_rewrite == 0 && p.files_after() == p.files_before, "{p:?}");
         }
+    }
+
+    #[test]
+    fn only_parquet_files_are_rewritten() {
+        let orc = |p: &str| DataFile { parquet: false, ..file(p, 1, FileContent::Data) };
+        let mut files: Vec<DataFile> = (0..3).map(|_| orc("a=1")).collect();
+        files.push(file("a=1", 1, FileContent::Data));
+        files.extend((0..2).map(|_| orc("a=2")));
+        files.extend((0..2).map(|_| file("a=2", 1, FileContent::Data)));
+        let plans = plan(&files, &options(100.0, 1000.0), 1.0);
+        assert_eq!(plans[0].reason, "skipped: 3 of its small files are not Parquet (only Parquet files are rewritten)");
+        assert!(plans[0].groups.is_empty());
+        assert_eq!(plans[1].verdict, Verdict::Compact, "{}", plans[1].reason);
+        assert_eq!(plans[1].groups, vec![vec![6, 7]], "the two Parquet files, never the ORC ones");
     }
 
     #[test]

@@ -18,8 +18,6 @@
 
 use std::path::{Path, PathBuf};
 
-use iceberg::spec::TableMetadata;
-
 use super::catalog::CatalogTable;
 use super::{Located, hadoop_version, metadata_version, strip_file_scheme};
 use crate::error::{Error, ErrorKind, Result};
@@ -123,9 +121,10 @@ pub fn replace_file(target: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Commits `metadata` as the successor of `located` (whose metadata the change was based on).
-/// Refuses a table whose commits are not exclusive ([`is_exclusive`]).
-pub fn commit(located: &Located, metadata: &TableMetadata) -> Result<CommitOutcome> {
+/// Commits `json` (a metadata file's contents, [`super::iceberg::IcebergTable::to_json`]) as the
+/// successor of `located` (whose metadata the change was based on). Refuses a table whose commits
+/// are not exclusive ([`is_exclusive`]).
+pub fn commit(located: &Located, json: &[u8]) -> Result<CommitOutcome> {
     require_exclusive(located)?;
     let base = &located.metadata_location;
     let new_location = next_metadata_location(base);
@@ -133,9 +132,7 @@ pub fn commit(located: &Located, metadata: &TableMetadata) -> Result<CommitOutco
     if located.catalog_table.is_none() && hint_is_ahead_of(&new_path)? {
         return Ok(CommitOutcome::Conflict);
     }
-    let json = serde_json::to_vec_pretty(metadata)
-        .map_err(|e| Error::new(ErrorKind::CorruptMetadata, format!("cannot serialize metadata: {e}")))?;
-    if !write_new_file(&new_path, &json)? {
+    if !write_new_file(&new_path, json)? {
         return Ok(CommitOutcome::Conflict);
     }
     let swapped = match &located.catalog_table {
@@ -251,6 +248,7 @@ pub fn pause_for_tests() {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use iceberg::spec::TableMetadata;
 
     #[test]
     fn next_locations_follow_the_base_naming() {
@@ -265,8 +263,12 @@ mod tests {
         assert!(is_exclusive(&located("/t/metadata/v3.metadata.json")));
         assert!(is_exclusive(&located("file:///t/metadata/v3.gz.metadata.json")));
         assert!(!is_exclusive(&located("/t/metadata/00003-6b1c.metadata.json")));
-        let err = commit(&located("/t/metadata/00003-6b1c.metadata.json"), &empty_metadata()).unwrap_err();
+        let err = commit(&located("/t/metadata/00003-6b1c.metadata.json"), &json(&empty_metadata())).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Unsupported);
+    }
+
+    fn json(metadata: &TableMetadata) -> Vec<u8> {
+        serde_json::to_vec(metadata).unwrap()
     }
 
     fn empty_metadata() -> TableMetadata {
@@ -302,16 +304,16 @@ mod tests {
             metadata_location: metadata_dir.join("v1.metadata.json").to_string_lossy().into_owned(),
             catalog_table: None,
         };
-        let first = commit(&base, &md).unwrap();
+        let first = commit(&base, &json(&md)).unwrap();
         assert!(matches!(&first, CommitOutcome::Committed(l) if l.ends_with("v2.metadata.json")), "{first:?}");
-        assert_eq!(commit(&base, &md).unwrap(), CommitOutcome::Conflict, "v2 exists: the second writer loses");
+        assert_eq!(commit(&base, &json(&md)).unwrap(), CommitOutcome::Conflict, "v2 exists: the second writer loses");
         assert_eq!(std::fs::read_to_string(metadata_dir.join("version-hint.text")).unwrap(), "2");
         // A base behind the hint (another writer is at v5) is a conflict before anything is
         // written, and the hint stays where it is.
         std::fs::write(metadata_dir.join("version-hint.text"), "5").unwrap();
         let v2 =
             Located { metadata_location: metadata_dir.join("v2.metadata.json").to_string_lossy().into_owned(), ..base };
-        assert_eq!(commit(&v2, &md).unwrap(), CommitOutcome::Conflict);
+        assert_eq!(commit(&v2, &json(&md)).unwrap(), CommitOutcome::Conflict);
         assert!(!metadata_dir.join("v3.metadata.json").exists());
         assert_eq!(std::fs::read_to_string(metadata_dir.join("version-hint.text")).unwrap(), "5");
         std::fs::remove_dir_all(dir).unwrap();

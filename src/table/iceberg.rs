@@ -5,8 +5,11 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use iceberg::io::FileIO;
-use iceberg::spec::{DataContentType, Manifest, ManifestFile, ManifestList, PartitionSpec, TableMetadata, Type};
+use iceberg::spec::{
+    DataContentType, DataFileFormat, FormatVersion, Manifest, ManifestFile, ManifestList, PartitionSpec, TableMetadata, Type,
+};
 
+use super::stand_in::StandIns;
 use super::{DataFile, FileContent, PartitionKey, partition};
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime;
@@ -23,21 +26,65 @@ pub struct IcebergTable {
     pub metadata: Arc<TableMetadata>,
     /// File access for manifests and data files.
     pub file_io: FileIO,
+    /// Column types held by stand-ins while the metadata is in memory.
+    pub stand_ins: Arc<StandIns>,
 }
 
 impl IcebergTable {
-    /// Reads and parses the metadata file at `metadata_location`.
+    /// Reads and parses the metadata file at `metadata_location`. Column types iceberg-rust
+    /// cannot parse are held by stand-ins ([`StandIns`]); metadata that still does not parse
+    /// gets an error naming what is wrong or unsupported.
     pub fn load(metadata_location: &str) -> Result<Self> {
         let file_io = FileIO::new_with_fs();
         let bytes = runtime::block_on(read_file(&file_io, metadata_location, "metadata file"))??;
         let bytes = gunzip_if_compressed(bytes, metadata_location)?;
-        let metadata: TableMetadata = serde_json::from_slice(&bytes).map_err(|e| {
-            Error::new(
-                ErrorKind::CorruptMetadata,
-                format!("metadata file '{metadata_location}' is not valid Iceberg table metadata: {e}"),
-            )
-        })?;
-        Ok(Self { metadata_location: metadata_location.to_string(), metadata: Arc::new(metadata), file_io })
+        let (metadata, stand_ins) = match serde_json::from_slice::<TableMetadata>(&bytes) {
+            Ok(metadata) => (metadata, StandIns::default()),
+            Err(first) => parse_with_stand_ins(&bytes, metadata_location, first)?,
+        };
+        Ok(Self {
+            metadata_location: metadata_location.to_string(),
+            metadata: Arc::new(metadata),
+            file_io,
+            stand_ins: Arc::new(stand_ins),
+        })
+    }
+
+    /// `metadata` as the JSON of a new metadata file: every column type a stand-in held is put
+    /// back, so a commit never changes a schema.
+    pub fn to_json(&self, metadata: &TableMetadata) -> Result<Vec<u8>> {
+        let serialize = |e: serde_json::Error| {
+            Error::new(ErrorKind::CorruptMetadata, format!("cannot serialize metadata: {e}"))
+        };
+        if self.stand_ins.is_empty() {
+            return serde_json::to_vec_pretty(metadata).map_err(serialize);
+        }
+        let mut value = serde_json::to_value(metadata).map_err(serialize)?;
+        self.stand_ins.restore(&mut value);
+        serde_json::to_vec_pretty(&value).map_err(serialize)
+    }
+
+    /// Refuses a table whose rows this version cannot rewrite: format version 3 (row lineage
+    /// and deletion vectors would not be carried over) or columns of types held by stand-ins.
+    pub fn require_rewritable(&self) -> Result<()> {
+        let version = self.metadata.format_version();
+        if version > FormatVersion::V2 {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "this table is Iceberg format {version}; compaction rewrites format v1 and v2 tables only (a v3 \
+                     rewrite must carry row lineage — _row_id, _last_updated_sequence_number — and apply deletion \
+                     vectors, which this version does not do); profile, health, expiry and orphan removal work"
+                ),
+            ));
+        }
+        if !self.stand_ins.is_empty() {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!("compaction cannot rewrite columns of type {}", self.stand_ins.describe()),
+            ));
+        }
+        Ok(())
     }
 
     /// The manifests of the current snapshot (empty for a table without snapshots).
@@ -62,12 +109,11 @@ impl IcebergTable {
     /// snapshot ids from the manifest list), in manifest-list order.
     pub fn load_manifests(&self) -> Result<Vec<LoadedManifest>> {
         let manifests = self.current_manifests()?;
-        let file_io = self.file_io.clone();
         runtime::block_on(async move {
             let mut handles = Vec::with_capacity(manifests.len());
             for file in manifests {
-                let file_io = file_io.clone();
-                handles.push(runtime::spawn(async move { load_manifest(&file_io, file).await })?);
+                let (file_io, metadata) = (self.file_io.clone(), self.metadata.clone());
+                handles.push(runtime::spawn(async move { load_manifest(&file_io, &metadata, file).await })?);
             }
             let mut loaded = Vec::with_capacity(handles.len());
             let mut results = futures::stream::iter(handles).buffered(MANIFEST_CONCURRENCY);
@@ -117,6 +163,7 @@ impl IcebergTable {
                     global,
                     data_sequence_number: entry.sequence_number().unwrap_or(0),
                     referenced_data_file: file.referenced_data_file(),
+                    parquet: file.file_format() == DataFileFormat::Parquet,
                     content: match file.content_type() {
                         DataContentType::Data => FileContent::Data,
                         DataContentType::PositionDeletes => FileContent::PositionDeletes,
@@ -126,6 +173,100 @@ impl IcebergTable {
             })
             .collect()
     }
+}
+
+/// Parses metadata that serde refused directly (`first`): with stand-ins for column types
+/// iceberg-rust lacks, and, if it still fails, with an error that says what is wrong.
+fn parse_with_stand_ins(
+    bytes: &[u8],
+    location: &str,
+    first: serde_json::Error,
+) -> Result<(TableMetadata, StandIns)> {
+    let invalid = |what: String| {
+        Error::new(ErrorKind::CorruptMetadata, format!("metadata file '{location}' is not valid Iceberg table metadata: {what}"))
+    };
+    let mut value: serde_json::Value = serde_json::from_slice(bytes).map_err(|_| {
+        invalid(format!("it is not valid JSON (line {}, column {})", first.line(), first.column()))
+    })?;
+    let version = value.get("format-version").and_then(serde_json::Value::as_u64);
+    match version {
+        Some(1..=3) => {}
+        Some(v) => {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!("metadata file '{location}' is Iceberg format version {v}; versions 1 to 3 are supported"),
+            ));
+        }
+        None => return Err(invalid("it has no numeric format-version".into())),
+    }
+    let stand_ins = StandIns::substitute_metadata(&mut value);
+    match serde_json::from_value::<TableMetadata>(value.clone()) {
+        Ok(metadata) => Ok((metadata, stand_ins)),
+        Err(e) => Err(match unknown_type(&value) {
+            Some((column, ty)) => Error::new(
+                ErrorKind::Unsupported,
+                format!("metadata file '{location}': column '{column}' has type '{ty}', which this version does not support"),
+            ),
+            None => invalid(match missing_field(&value, version.unwrap_or(1)) {
+                Some(field) => format!("the required field '{field}' is missing"),
+                None => e.to_string(),
+            }),
+        }),
+    }
+}
+
+/// The first column (name, type) whose type is not one the spec defines.
+fn unknown_type(metadata: &serde_json::Value) -> Option<(String, String)> {
+    fn known(ty: &str) -> bool {
+        matches!(
+            ty,
+            "boolean" | "int" | "long" | "float" | "double" | "date" | "time" | "timestamp" | "timestamptz"
+                | "timestamp_ns" | "timestamptz_ns" | "string" | "uuid" | "binary"
+        ) || ty.starts_with("decimal(")
+            || ty.starts_with("fixed[")
+    }
+    fn search(node: &serde_json::Value, name: &str) -> Option<(String, String)> {
+        match node {
+            serde_json::Value::String(ty) if !known(ty) => Some((name.to_string(), ty.clone())),
+            serde_json::Value::Object(map) => {
+                let name = map.get("name").and_then(|n| n.as_str()).unwrap_or(name);
+                ["type", "fields", "element", "key", "value"]
+                    .iter()
+                    .filter_map(|k| map.get(*k))
+                    .find_map(|child| match child {
+                        serde_json::Value::String(s) if ["struct", "list", "map"].contains(&s.as_str()) => None,
+                        other => search(other, name),
+                    })
+            }
+            serde_json::Value::Array(items) => items.iter().find_map(|i| search(i, name)),
+            _ => None,
+        }
+    }
+    let schemas = metadata.get("schemas").into_iter().chain(metadata.get("schema"));
+    schemas.flat_map(|s| search(s, "?")).next()
+}
+
+/// The first field the spec requires of this format version that the metadata lacks.
+fn missing_field(metadata: &serde_json::Value, version: u64) -> Option<&'static str> {
+    let required: &[&str] = if version == 1 {
+        &["location", "last-updated-ms", "last-column-id"]
+    } else {
+        &[
+            "table-uuid",
+            "location",
+            "last-sequence-number",
+            "last-updated-ms",
+            "last-column-id",
+            "schemas",
+            "current-schema-id",
+            "partition-specs",
+            "default-spec-id",
+            "last-partition-id",
+            "sort-orders",
+            "default-sort-order-id",
+        ]
+    };
+    required.iter().copied().find(|f| metadata.get(*f).is_none())
 }
 
 /// A metadata file's JSON: gzip-compressed files (`*.gz.metadata.json`, `*.metadata.json.gz`,
@@ -170,13 +311,13 @@ pub async fn read_file(file_io: &FileIO, path: &str, what: &str) -> Result<bytes
     })
 }
 
-pub(crate) async fn load_manifest(file_io: &FileIO, file: ManifestFile) -> Result<LoadedManifest> {
-    let path = &file.manifest_path;
-    ensure_exists(file_io, path, "manifest").await?;
-    let manifest = file.load_manifest(file_io).await.map_err(|e| {
-        Error::new(ErrorKind::CorruptMetadata, format!("manifest '{path}' cannot be read"))
-            .with_context("cause", Error::from(e).to_string())
-    })?;
+/// Reads the manifest a manifest-list entry of `metadata`'s table names ([`super::manifest`]).
+pub(crate) async fn load_manifest(
+    file_io: &FileIO,
+    metadata: &TableMetadata,
+    file: ManifestFile,
+) -> Result<LoadedManifest> {
+    let manifest = super::manifest::read(file_io, metadata, &file).await?;
     Ok(LoadedManifest { file, manifest })
 }
 

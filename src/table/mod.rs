@@ -7,8 +7,10 @@
 pub mod catalog;
 pub mod commit;
 pub mod iceberg;
+pub mod manifest;
 pub mod partition;
 pub mod reach;
+pub mod stand_in;
 
 use std::path::{Path, PathBuf};
 
@@ -61,6 +63,9 @@ pub struct DataFile {
     pub referenced_data_file: Option<String>,
     /// What the file holds.
     pub content: FileContent,
+    /// Whether the file is Parquet (the only format compaction reads; ORC and Avro data files
+    /// are profiled but never rewritten).
+    pub parquet: bool,
 }
 
 impl DataFile {
@@ -98,6 +103,7 @@ impl DataFile {
             data_sequence_number: 0,
             referenced_data_file: None,
             content,
+            parquet: true,
         }
     }
 }

@@ -30,6 +30,38 @@ pub fn label(spec: &PartitionSpec, field_types: Option<&[Type]>, data: &Struct) 
         .join("/")
 }
 
+/// The directory Java's location provider gives a partition (`PartitionSpec.partitionToPath`):
+/// `name=value/…` with each name and value URL-encoded as a form value; empty for an
+/// unpartitioned spec.
+pub fn path(spec: &PartitionSpec, schema: &iceberg::spec::Schema, data: &Struct) -> String {
+    let types: Option<Vec<Type>> =
+        spec.partition_type(schema).ok().map(|t| t.fields().iter().map(|f| f.field_type.as_ref().clone()).collect());
+    let values: Vec<Option<&Literal>> = data.iter().collect();
+    spec.fields()
+        .iter()
+        .enumerate()
+        .map(|(i, field)| {
+            let value = human(&field.transform, types.as_ref().and_then(|t| t.get(i)), values.get(i).copied().flatten());
+            format!("{}={}", form_encode(&field.name), form_encode(&value))
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Java's `URLEncoder.encode(s, UTF_8)`: letters, digits and `.-*_` stay, space becomes `+`,
+/// every other byte `%XX`.
+fn form_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'.' | b'-' | b'*' | b'_' => out.push(b as char),
+            b' ' => out.push('+'),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
 /// The tuple in a canonical typed text form: every value with its type, a null as `None`, so
 /// that two tuples share it only when they are equal ([`super::PartitionKey`]).
 pub fn canonical(data: &Struct) -> String {
@@ -156,6 +188,13 @@ mod tests {
         let b = Struct::from_iter([Some(Literal::string("x")), Some(Literal::string("y/b=z"))]);
         assert_ne!(canonical(&a), canonical(&b));
         assert_eq!(canonical(&a), canonical(&a.clone()));
+    }
+
+    #[test]
+    fn paths_are_form_encoded_as_java_encodes_them() {
+        assert_eq!(form_encode("a b/c=d&é"), "a+b%2Fc%3Dd%26%C3%A9");
+        assert_eq!(form_encode("2026-10-01"), "2026-10-01");
+        assert_eq!(form_encode("x.y_z*-"), "x.y_z*-");
     }
 
     #[test]

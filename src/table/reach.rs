@@ -179,8 +179,13 @@ impl Reach {
                 ));
             };
             let (length, deletes) = (file.manifest_length.max(0) as u64, file.content == ManifestContentType::Deletes);
-            let file_io = table.file_io.clone();
-            pending.push((path, length, deletes, runtime::spawn(async move { load_manifest(&file_io, file).await })?));
+            let (file_io, metadata) = (table.file_io.clone(), table.metadata.clone());
+            pending.push((
+                path,
+                length,
+                deletes,
+                runtime::spawn(async move { load_manifest(&file_io, &metadata, file).await })?,
+            ));
         }
         runtime::block_on(async {
             for (path, length_bytes, deletes, handle) in pending {

@@ -1,0 +1,275 @@
+//! Reading a manifest the way Java Iceberg reads it.
+//!
+//! iceberg-rust decodes a manifest with the schema and partition spec embedded in its Avro header
+//! (`schema`, `partition-spec`, `partition-spec-id`, `format-version`, `content`). Java does not
+//! need them: `ManifestFiles.read(manifest, io, specsById)` binds the entries to the table's spec
+//! named by the manifest list's `partition_spec_id`, and takes the content kind from the list.
+//! Impala, Hive and some Flink versions write manifests whose headers lack those keys (Impala's
+//! rewritten manifests even lack `format-version`). For such a manifest the missing keys are
+//! filled in from the table metadata (the spec by id, bound to the newest schema it binds to; the
+//! table's format version; the list's content kind) in a copy of the Avro header, and iceberg-rust
+//! decodes the entries as usual. Present keys are never replaced.
+//!
+//! Entries then inherit their snapshot id and sequence numbers from the manifest-list entry, as
+//! the spec says (the same rule as iceberg-rust's own `ManifestFile::load_manifest`).
+
+use std::collections::BTreeMap;
+
+use iceberg::io::FileIO;
+use iceberg::spec::{FormatVersion, Manifest, ManifestContentType, ManifestFile, ManifestStatus, TableMetadata};
+
+use super::stand_in::StandIns;
+use crate::error::{Error, ErrorKind, Result};
+
+/// The sequence number of the first snapshot of a v1 table, which v1 manifests inherit.
+const INITIAL_SEQUENCE_NUMBER: i64 = 0;
+
+/// Reads and decodes the manifest that `file` (a manifest-list entry of `metadata`'s table) names.
+pub async fn read(file_io: &FileIO, metadata: &TableMetadata, file: &ManifestFile) -> Result<Manifest> {
+    let path = &file.manifest_path;
+    if file.key_metadata.as_ref().is_some_and(|k| !k.is_empty()) {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            format!("manifest '{path}' is encrypted (key_metadata is set); encrypted tables are not supported"),
+        ));
+    }
+    let bytes = super::iceberg::read_file(file_io, path, "manifest").await?;
+    decode(&bytes, metadata, file).map_err(|e| {
+        Error::new(ErrorKind::CorruptMetadata, format!("manifest '{path}' cannot be read")).with_context("cause", e)
+    })
+}
+
+/// Decodes manifest `bytes`, completing a header that lacks what iceberg-rust needs.
+fn decode(bytes: &[u8], metadata: &TableMetadata, file: &ManifestFile) -> std::result::Result<Manifest, String> {
+    let header = Header::parse(bytes)?;
+    let completed = header.completed(bytes, metadata, file)?;
+    let (entries, manifest_metadata) = match &completed {
+        Some(patched) => Manifest::parse_avro(patched),
+        None => Manifest::parse_avro(bytes),
+    }
+    .map_err(|e| e.to_string())?
+    .into_parts();
+    let entries = entries
+        .into_iter()
+        .map(|entry| {
+            let mut entry = std::sync::Arc::unwrap_or_clone(entry);
+            inherit(&mut entry, file);
+            entry
+        })
+        .collect();
+    Ok(Manifest::new(manifest_metadata, entries))
+}
+
+/// The spec's inheritance: a null snapshot id is the list entry's `added_snapshot_id`; null
+/// sequence numbers are the list entry's for ADDED entries (and for every entry of a manifest
+/// with the initial sequence number, i.e. v1 metadata).
+fn inherit(entry: &mut iceberg::spec::ManifestEntry, file: &ManifestFile) {
+    if entry.snapshot_id.is_none() {
+        entry.snapshot_id = Some(file.added_snapshot_id);
+    }
+    let inherits = entry.status == ManifestStatus::Added || file.sequence_number == INITIAL_SEQUENCE_NUMBER;
+    if entry.sequence_number.is_none() && inherits {
+        entry.sequence_number = Some(file.sequence_number);
+    }
+    if entry.file_sequence_number.is_none() && inherits {
+        entry.file_sequence_number = Some(file.sequence_number);
+    }
+}
+
+/// An Avro object container file's header: its metadata map and where the data blocks start.
+#[derive(Debug)]
+struct Header {
+    metadata: BTreeMap<String, Vec<u8>>,
+    /// Offset of the 16-byte sync marker that ends the header.
+    sync_at: usize,
+}
+
+const AVRO_MAGIC: &[u8; 4] = b"Obj\x01";
+
+impl Header {
+    fn parse(bytes: &[u8]) -> std::result::Result<Header, String> {
+        if !bytes.starts_with(AVRO_MAGIC) {
+            return Err("not an Avro file (no 'Obj' magic)".into());
+        }
+        let mut pos = AVRO_MAGIC.len();
+        let mut metadata = BTreeMap::new();
+        loop {
+            let count = read_long(bytes, &mut pos)?;
+            if count == 0 {
+                break;
+            }
+            if count < 0 {
+                read_long(bytes, &mut pos)?; // block size in bytes
+            }
+            for _ in 0..count.unsigned_abs() {
+                let key = String::from_utf8(read_bytes(bytes, &mut pos)?.to_vec())
+                    .map_err(|_| "an Avro header key is not UTF-8".to_string())?;
+                let value = read_bytes(bytes, &mut pos)?.to_vec();
+                metadata.insert(key, value);
+            }
+        }
+        if bytes.len() < pos + 16 {
+            return Err("the Avro header is truncated".into());
+        }
+        Ok(Header { metadata, sync_at: pos })
+    }
+
+    /// The file with the keys Java would take from the table metadata added to its header, or
+    /// `None` when nothing is missing.
+    fn completed(
+        &self,
+        bytes: &[u8],
+        metadata: &TableMetadata,
+        file: &ManifestFile,
+    ) -> std::result::Result<Option<Vec<u8>>, String> {
+        let mut added: Vec<(&str, Vec<u8>)> = Vec::new();
+        let mut replaced: Vec<(&str, Vec<u8>)> = Vec::new();
+        let has = |key: &str| self.metadata.contains_key(key);
+        // A header schema with column types iceberg-rust lacks (v3 `variant`, …) gets stand-ins,
+        // as the table metadata does ([`super::stand_in`]).
+        if let Some(schema) = self.metadata.get("schema")
+            && let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(schema)
+        {
+            let mut stand_ins = StandIns::default();
+            stand_ins.substitute_schema(&mut value);
+            if !stand_ins.is_empty() {
+                replaced.push(("schema", json(&value)?));
+            }
+        }
+        if !has("format-version") && metadata.format_version() > FormatVersion::V1 {
+            added.push(("format-version", (metadata.format_version() as u8).to_string().into_bytes()));
+        }
+        if !has("content") && file.content == ManifestContentType::Deletes {
+            added.push(("content", b"deletes".to_vec()));
+        }
+        if !has("schema") || !has("partition-spec") {
+            let spec_id = file.partition_spec_id;
+            let spec = metadata.partition_spec_by_id(spec_id).ok_or_else(|| {
+                format!("its header has no partition spec and the table has no spec {spec_id} (from the manifest list)")
+            })?;
+            if !has("partition-spec") {
+                added.push(("partition-spec", json(spec.fields())?));
+                added.push(("partition-spec-id", spec_id.to_string().into_bytes()));
+            }
+            if !has("schema") {
+                let schema = schema_binding(metadata, spec)?;
+                added.push(("schema", json(schema.as_ref())?));
+                added.push(("schema-id", schema.schema_id().to_string().into_bytes()));
+            }
+        }
+        if added.is_empty() && replaced.is_empty() {
+            return Ok(None);
+        }
+        let mut out = Vec::with_capacity(bytes.len() + 1024);
+        out.extend_from_slice(AVRO_MAGIC);
+        let entries: Vec<(&str, &[u8])> = self
+            .metadata
+            .iter()
+            .map(|(k, v)| match replaced.iter().find(|(r, _)| r == k) {
+                Some((_, new)) => (k.as_str(), new.as_slice()),
+                None => (k.as_str(), v.as_slice()),
+            })
+            .chain(added.iter().map(|(k, v)| (*k, v.as_slice())))
+            .collect();
+        write_long(&mut out, entries.len() as i64);
+        for (key, value) in entries {
+            write_bytes(&mut out, key.as_bytes());
+            write_bytes(&mut out, value);
+        }
+        write_long(&mut out, 0);
+        out.extend_from_slice(&bytes[self.sync_at..]);
+        Ok(Some(out))
+    }
+}
+
+/// The newest schema `spec` binds to (every source column present): the current one for any
+/// spec that did not outlive a dropped column.
+fn schema_binding(
+    metadata: &TableMetadata,
+    spec: &iceberg::spec::PartitionSpec,
+) -> std::result::Result<iceberg::spec::SchemaRef, String> {
+    let mut schemas: Vec<_> = metadata.schemas_iter().cloned().collect();
+    schemas.sort_by_key(|s| std::cmp::Reverse(s.schema_id()));
+    let current = metadata.current_schema().clone();
+    std::iter::once(current)
+        .chain(schemas)
+        .find(|s| spec.partition_type(s).is_ok())
+        .ok_or_else(|| format!("partition spec {} binds to none of the table's schemas", spec.spec_id()))
+}
+
+fn json<T: serde::Serialize + ?Sized>(value: &T) -> std::result::Result<Vec<u8>, String> {
+    serde_json::to_vec(value).map_err(|e| e.to_string())
+}
+
+/// An Avro `long`: zig-zag, variable length.
+fn read_long(bytes: &[u8], pos: &mut usize) -> std::result::Result<i64, String> {
+    let mut value: u64 = 0;
+    for shift in (0..64).step_by(7) {
+        let byte = *bytes.get(*pos).ok_or("the Avro header is truncated")?;
+        *pos += 1;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Ok((value >> 1) as i64 ^ -((value & 1) as i64));
+        }
+    }
+    Err("an Avro header length is malformed".into())
+}
+
+fn read_bytes<'a>(bytes: &'a [u8], pos: &mut usize) -> std::result::Result<&'a [u8], String> {
+    let len = usize::try_from(read_long(bytes, pos)?).map_err(|_| "a negative Avro length")?;
+    let end = pos.checked_add(len).filter(|&e| e <= bytes.len()).ok_or("the Avro header is truncated")?;
+    let out = &bytes[*pos..end];
+    *pos = end;
+    Ok(out)
+}
+
+fn write_long(out: &mut Vec<u8>, value: i64) {
+    let mut v = ((value << 1) ^ (value >> 63)) as u64;
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+fn write_bytes(out: &mut Vec<u8>, value: &[u8]) {
+    write_long(out, value.len() as i64);
+    out.extend_from_slice(value);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn avro_longs_round_trip() {
+        for v in [0i64, 1, -1, 63, -64, 64, 300, -300, i64::MAX, i64::MIN] {
+            let mut out = Vec::new();
+            write_long(&mut out, v);
+            let mut pos = 0;
+            assert_eq!(read_long(&out, &mut pos).unwrap(), v);
+            assert_eq!(pos, out.len());
+        }
+    }
+
+    #[test]
+    fn headers_parse_and_refuse_garbage() {
+        let mut file = AVRO_MAGIC.to_vec();
+        write_long(&mut file, -1); // a block with its byte size, as Java writes
+        write_long(&mut file, 9);
+        write_bytes(&mut file, b"k");
+        write_bytes(&mut file, b"v");
+        write_long(&mut file, 0);
+        file.extend_from_slice(&[7u8; 16]);
+        file.extend_from_slice(b"data");
+        let header = Header::parse(&file).unwrap();
+        assert_eq!(header.metadata.get("k").map(Vec::as_slice), Some(&b"v"[..]));
+        assert_eq!(&file[header.sync_at..header.sync_at + 16], &[7u8; 16]);
+        assert!(Header::parse(b"PAR1").is_err());
+        assert!(Header::parse(&file[..header.sync_at + 4]).is_err(), "truncated before the sync marker");
+    }
+}

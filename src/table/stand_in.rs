@@ -1,0 +1,192 @@
+//! Column types of Iceberg format v3 that iceberg-rust 0.10 cannot parse (`variant`, `geometry`,
+//! `geography`, `unknown`), held by stand-ins so that the rest of the metadata can be read.
+//!
+//! Maintenance of metadata never looks inside such a column: profile, health, expiry and orphans
+//! need the partition specs (whose source columns are never of these types) and the manifests.
+//! So while reading, each such type is replaced by `binary` (whose bounds accept any bytes), and
+//! the original type is remembered by schema id and field id. Writing metadata back puts every
+//! original type in its place ([`StandIns::restore`]), so a commit never changes a schema.
+//! Compaction, which rewrites rows, refuses a table with stand-ins.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+/// The type that stands in for an unsupported one while reading.
+const STAND_IN: &str = "binary";
+
+/// Original types replaced by stand-ins: schema id → field id → (column name, original type).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StandIns {
+    by_schema: BTreeMap<i64, BTreeMap<i64, (String, Value)>>,
+}
+
+impl StandIns {
+    /// Whether nothing was replaced.
+    pub fn is_empty(&self) -> bool {
+        self.by_schema.is_empty()
+    }
+
+    /// `name (type)` of each replaced column of any schema, for messages.
+    pub fn describe(&self) -> String {
+        let mut seen: BTreeMap<String, String> = BTreeMap::new();
+        for fields in self.by_schema.values() {
+            for (name, ty) in fields.values() {
+                seen.insert(name.clone(), type_name(ty));
+            }
+        }
+        seen.into_iter().map(|(n, t)| format!("'{n}' ({t})")).collect::<Vec<_>>().join(", ")
+    }
+
+    /// Replaces unsupported types in every schema of table metadata JSON (`schemas`, and v1's
+    /// `schema`); what was replaced is recorded.
+    pub fn substitute_metadata(metadata: &mut Value) -> StandIns {
+        let mut stand_ins = StandIns::default();
+        if let Some(schemas) = metadata.get_mut("schemas").and_then(Value::as_array_mut) {
+            for schema in schemas {
+                stand_ins.substitute_schema(schema);
+            }
+        }
+        if let Some(schema) = metadata.get_mut("schema") {
+            stand_ins.substitute_schema(schema);
+        }
+        stand_ins
+    }
+
+    /// Replaces unsupported types in one schema's JSON (a manifest header's `schema`).
+    pub fn substitute_schema(&mut self, schema: &mut Value) {
+        let schema_id = schema.get("schema-id").and_then(Value::as_i64).unwrap_or(0);
+        let mut replaced = BTreeMap::new();
+        walk_fields(schema, &mut |field| {
+            let Some(ty) = field.get("type") else { return };
+            if is_unsupported(ty) {
+                let id = field.get("id").and_then(Value::as_i64).unwrap_or(-1);
+                let name = field.get("name").and_then(Value::as_str).unwrap_or("?").to_string();
+                replaced.insert(id, (name, ty.clone()));
+                field["type"] = Value::String(STAND_IN.into());
+            }
+        });
+        if !replaced.is_empty() {
+            self.by_schema.entry(schema_id).or_default().extend(replaced);
+        }
+    }
+
+    /// Puts the original types back into metadata JSON about to be written.
+    pub fn restore(&self, metadata: &mut Value) {
+        if self.is_empty() {
+            return;
+        }
+        let mut restore_schema = |schema: &mut Value| {
+            let schema_id = schema.get("schema-id").and_then(Value::as_i64).unwrap_or(0);
+            let Some(originals) = self.by_schema.get(&schema_id) else { return };
+            walk_fields(schema, &mut |field| {
+                let id = field.get("id").and_then(Value::as_i64).unwrap_or(-1);
+                if let Some((_, ty)) = originals.get(&id) {
+                    field["type"] = ty.clone();
+                }
+            });
+        };
+        if let Some(schemas) = metadata.get_mut("schemas").and_then(Value::as_array_mut) {
+            schemas.iter_mut().for_each(&mut restore_schema);
+        }
+        if let Some(schema) = metadata.get_mut("schema") {
+            restore_schema(schema);
+        }
+    }
+}
+
+/// Calls `visit` on every field object of a schema (struct fields, list elements, map keys and
+/// values), depth first, children after their parent.
+fn walk_fields(node: &mut Value, visit: &mut dyn FnMut(&mut Value)) {
+    if let Some(fields) = node.get_mut("fields").and_then(Value::as_array_mut) {
+        for field in fields {
+            visit(field);
+            if let Some(ty) = field.get_mut("type") {
+                walk_type(ty, visit);
+            }
+        }
+    }
+}
+
+fn walk_type(ty: &mut Value, visit: &mut dyn FnMut(&mut Value)) {
+    let Some(kind) = ty.get("type").and_then(Value::as_str).map(str::to_string) else { return };
+    match kind.as_str() {
+        "struct" => walk_fields(ty, visit),
+        "list" => walk_element(ty, "element", "element-id", visit),
+        "map" => {
+            walk_element(ty, "key", "key-id", visit);
+            walk_element(ty, "value", "value-id", visit);
+        }
+        _ => {}
+    }
+}
+
+/// A list element or map key/value is not a field object: its type sits under `key`, its id under
+/// `id_key`. Visited as a pseudo-field so that its type can be replaced and restored too.
+fn walk_element(ty: &mut Value, key: &str, id_key: &str, visit: &mut dyn FnMut(&mut Value)) {
+    let id = ty.get(id_key).cloned().unwrap_or(Value::Null);
+    let Some(inner) = ty.get(key).cloned() else { return };
+    let mut pseudo = serde_json::json!({ "id": id, "name": key, "type": inner });
+    visit(&mut pseudo);
+    if let Some(inner) = pseudo.get_mut("type") {
+        walk_type(inner, visit);
+    }
+    ty[key] = pseudo["type"].take();
+}
+
+/// Whether `ty` is a type iceberg-rust 0.10 does not parse.
+fn is_unsupported(ty: &Value) -> bool {
+    let Some(name) = ty.as_str() else { return false };
+    let base = name.split('(').next().unwrap_or(name).trim();
+    matches!(base, "variant" | "unknown" | "geometry" | "geography")
+}
+
+fn type_name(ty: &Value) -> String {
+    ty.as_str().map(str::to_string).unwrap_or_else(|| ty.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn unsupported_types_are_replaced_and_restored_everywhere() {
+        let original = json!({
+            "format-version": 3,
+            "schemas": [{
+                "type": "struct", "schema-id": 1, "fields": [
+                    {"id": 1, "name": "id", "required": true, "type": "long"},
+                    {"id": 2, "name": "v", "required": false, "type": "variant"},
+                    {"id": 3, "name": "s", "required": false, "type": {"type": "struct", "fields": [
+                        {"id": 4, "name": "g", "required": false, "type": "geometry(srid:4326)"}]}},
+                    {"id": 5, "name": "l", "required": false,
+                     "type": {"type": "list", "element-id": 6, "element-required": false, "element": "unknown"}},
+                    {"id": 7, "name": "m", "required": false,
+                     "type": {"type": "map", "key-id": 8, "key": "string", "value-id": 9,
+                              "value-required": false, "value": "geography"}}
+                ]}]
+        });
+        let mut metadata = original.clone();
+        let stand_ins = StandIns::substitute_metadata(&mut metadata);
+        let text = metadata.to_string();
+        for gone in ["variant", "geometry", "unknown", "geography"] {
+            assert!(!text.contains(gone), "{gone} left in {text}");
+        }
+        assert_eq!(metadata["schemas"][0]["fields"][0]["type"], "long", "supported types untouched");
+        assert_eq!(metadata["schemas"][0]["fields"][4]["type"]["key"], "string");
+        assert!(stand_ins.describe().contains("'v' (variant)"), "{}", stand_ins.describe());
+        stand_ins.restore(&mut metadata);
+        assert_eq!(metadata, original);
+    }
+
+    #[test]
+    fn nothing_replaced_in_a_v2_schema() {
+        let mut metadata = json!({"schemas": [{"schema-id": 0, "type": "struct",
+            "fields": [{"id": 1, "name": "unknown", "required": false, "type": "string"}]}]});
+        let before = metadata.clone();
+        let stand_ins = StandIns::substitute_metadata(&mut metadata);
+        assert!(stand_ins.is_empty());
+        assert_eq!(metadata, before);
+    }
+}
