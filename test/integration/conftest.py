@@ -80,6 +80,16 @@ POS_DELETE_POS_ID = 2147483545
 # --------------------------------------------------------------------------- extensions
 
 
+def fixtures_dir() -> Path:
+    """The shared read-only fixtures: ``$LAKEHOUSE_FIXTURES``, else ``../shared/fixtures`` beside
+    the repository (where the team keeps them), else ``/work/shared/fixtures``."""
+    candidates = [os.environ.get("LAKEHOUSE_FIXTURES"), REPO_ROOT.parent / "shared" / "fixtures", "/work/shared/fixtures"]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_dir():
+            return Path(candidate)
+    return REPO_ROOT.parent / "shared" / "fixtures"
+
+
 def lakehouse_extension_path() -> Path:
     """The built extension: ``$LAKEHOUSE_EXTENSION`` (relative to the repo root) or the default."""
     path = Path(os.environ.get("LAKEHOUSE_EXTENSION", str(DEFAULT_EXTENSION)))

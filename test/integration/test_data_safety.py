@@ -367,6 +367,7 @@ def test_extension_loads_in_a_python_process_that_imported_many_libraries(tmp_pa
     script = f"""
 import pyarrow, pyarrow.parquet, pyiceberg.catalog.sql, deltalake, dbt.cli.main, duckdb
 con = duckdb.connect(config={{"allow_unsigned_extensions": "true"}})
+con.execute("SET enable_progress_bar = false")
 con.execute("LOAD '{ext}'")
 print(con.execute("SELECT data_files FROM lakehouse_demo('{tmp_path / 'demo'}')").fetchone()[0])
 """
@@ -406,7 +407,7 @@ def test_orphan_removal_refuses_a_location_spelled_differently_from_its_files(co
 
 # --------------------------------------------------------------------------- other engines' tables
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "iceberg-foreign"
+FIXTURES = c.fixtures_dir() / "iceberg-foreign"
 
 
 @pytest.mark.parametrize("name, deletes", [
@@ -417,7 +418,7 @@ FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "iceber
 ])
 def test_delete_files_written_by_java_are_counted_where_they_apply(con, iceberg_con, tmp_path, name, deletes):
     if not FIXTURES.is_dir():
-        pytest.skip(f"{FIXTURES} is not there")
+        pytest.fail(f"the shared fixtures are not at {FIXTURES}: set LAKEHOUSE_FIXTURES")
     info = json.loads((FIXTURES / "fixtures.json").read_text())[name]
     table = tmp_path / name
     subprocess.run([sys.executable, str(FIXTURES / "relocate.py"), str(FIXTURES / name), str(table)], check=True,

@@ -1,0 +1,213 @@
+"""Tables written by other engines: Spark (v1, v2, v3 with deletion vectors), Flink, Hive, Impala,
+the Java API and Trino (v3, ``variant``) — the 17 tables of ``../shared/fixtures/iceberg-foreign``.
+
+Each test works on a fresh copy made by the fixtures' own ``relocate.py``. What the tables hold is
+known independently of us: ``fixtures.json`` (counts recorded when the fixtures were collected),
+DuckDB's iceberg extension and pyiceberg (rows), and fastavro (the spec's definition of a
+referenced file, for orphans). Where a reader cannot read a table (DuckDB: Iceberg 0.9's v1
+``schema`` field; pyiceberg: equality deletes, ``variant``), it is left out for that table only,
+by a list kept here, so that a reader silently failing everywhere would fail the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import fastavro
+import pytest
+from pyiceberg.table import StaticTable
+
+from conftest import fixtures_dir
+
+FIXTURES = fixtures_dir() / "iceberg-foreign"
+INFO: dict = json.loads((FIXTURES / "fixtures.json").read_text()) if FIXTURES.is_dir() else {}
+NAMES = sorted(INFO)
+
+# Readers that cannot read a table as committed (checked on the pristine copies).
+DUCKDB_CANNOT = {
+    # Iceberg 0.9's top-level v1 `schema`: "Reading of the V1 'schema' field is not currently supported"
+    "spark-v1-partitioned-20-small-files",
+    "spark-v1-unpartitioned-20-small-files",
+}
+PYICEBERG_CANNOT = {name for name, info in INFO.items() if info["current_live_equality_delete_files"]} | {
+    "trino-v3-variant",  # pyiceberg 0.12 rejects the variant type
+}
+# The one table whose history is incomplete (an old snapshot's manifest list is missing).
+MISSING_HISTORY = "spark-java-v2-equality-deletes"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fixtures_present():
+    if not FIXTURES.is_dir():
+        pytest.fail(f"the shared fixtures are not at {FIXTURES}: set LAKEHOUSE_FIXTURES")
+
+
+def relocated(name: str, where: Path) -> Path:
+    """A fresh copy of fixture ``name`` under ``where``; returns its current metadata file."""
+    root = where / name
+    subprocess.run(
+        [sys.executable, str(FIXTURES / "relocate.py"), str(FIXTURES / name), str(root)],
+        check=True,
+        capture_output=True,
+    )
+    return root / INFO[name]["metadata"]
+
+
+def table_root(metadata: Path) -> Path:
+    return metadata.parent.parent
+
+
+def readers_for(name: str) -> list[str]:
+    return [r for r, cannot in (("duckdb", DUCKDB_CANNOT), ("pyiceberg", PYICEBERG_CANNOT)) if name not in cannot]
+
+
+def read_rows(reader: str, iceberg_con, metadata: str) -> list:
+    if reader == "duckdb":
+        rows = iceberg_con.execute(f"SELECT * FROM iceberg_scan('{metadata}')").fetchall()
+    else:
+        rows = [tuple(r.values()) for r in StaticTable.from_metadata(metadata).scan().to_arrow().to_pylist()]
+    return sorted(rows, key=repr)
+
+
+def as_dicts(cursor) -> list[dict]:
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_profile_counts_every_file_and_delete_file(con, iceberg_con, tmp_path, name):
+    info = INFO[name]
+    metadata = relocated(name, tmp_path)
+    profile = as_dicts(con.execute(f"SELECT * FROM lakehouse_fragmentation('{metadata}')"))
+    assert sum(p["total_files"] for p in profile) == info["current_live_data_files"]
+    assert sorted(p["total_files"] for p in profile) == sorted(info["files_per_partition"])
+    assert len(profile) == info["current_partitions"]
+    assert sum(p["record_count"] for p in profile) == info["summary_total_records"]
+    health = as_dicts(con.execute(f"SELECT * FROM lakehouse_metadata_health('{metadata}')"))[0]
+    assert health["data_files"] == info["current_live_data_files"]
+    assert health["position_delete_files"] == info["current_live_position_delete_files"]
+    assert health["equality_delete_files"] == info["current_live_equality_delete_files"]
+    assert health["snapshots"] == info["snapshots"]
+    # A second opinion on the counts where DuckDB's iceberg extension reads the table (for
+    # deletion vectors it lists the Puffin file once per vector, as the manifests do).
+    if name not in DUCKDB_CANNOT:
+        listed = iceberg_con.execute(
+            f"SELECT content, count(*) FROM iceberg_metadata('{metadata}') WHERE status != 'DELETED' GROUP BY content"
+        ).fetchall()
+        counts = {content: n for content, n in listed}
+        assert counts.get("EXISTING", 0) + counts.get("DATA", 0) == info["current_live_data_files"], counts
+        deletes = sum(n for content, n in counts.items() if content not in ("EXISTING", "DATA"))
+        assert deletes == health["position_delete_files"] + health["equality_delete_files"], counts
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_health_and_expiry_plan_read_the_whole_history(con, tmp_path, name):
+    metadata = relocated(name, tmp_path)
+    health = as_dicts(con.execute(f"SELECT * FROM lakehouse_metadata_health('{metadata}', snapshot_retention_days := 0)"))[0]
+    plan = as_dicts(con.execute(f"SELECT * FROM lakehouse_expire_snapshots('{metadata}', snapshot_retention_days := 0, dry_run := true)"))
+    expired = [r for r in plan if r["kind"] == "snapshot"]
+    assert len(expired) == health["expirable_snapshots"]
+    assert all(r["action"] in ("would expire", "would delete", "already gone") for r in plan), plan
+    if name == MISSING_HISTORY:
+        # Reported, not fatal: the figures that need the lost list are left out, with the reason.
+        assert health["missing_metadata_files"] == 1
+        assert health["orphan_files"] is None
+        assert "missing" in health["reason"]
+        lost = [r for r in plan if r["kind"] == "manifest_list" and r["action"] == "already gone"]
+        assert len(lost) == 1 and "34f7dec7" in lost[0]["path"]
+    else:
+        assert health["missing_metadata_files"] == 0
+    assert len(expired) == INFO[name]["snapshots"] - 1 or name == "spark-v1-day-partitioned"
+
+
+def referenced_by_spec(metadata: Path) -> set[str]:
+    """Every file the table's metadata references, read with fastavro (not with our code): the
+    current metadata file and its log, statistics files, every snapshot's manifest list, every
+    manifest they name and every file any entry names."""
+    current = json.loads(metadata.read_text())
+    names = {str(metadata)}
+    names |= {m["metadata-file"] for m in current.get("metadata-log", [])}
+    names |= {s["statistics-path"] for s in current.get("statistics", [])}
+    names |= {s["statistics-path"] for s in current.get("partition-statistics", [])}
+    for snapshot in current.get("snapshots", []):
+        names.add(snapshot["manifest-list"])
+        with open(snapshot["manifest-list"], "rb") as f:
+            for entry in fastavro.reader(f):
+                names.add(entry["manifest_path"])
+                with open(entry["manifest_path"], "rb") as m:
+                    names |= {e["data_file"]["file_path"] for e in fastavro.reader(m)}
+    return {os.path.normpath(n.removeprefix("file:")) for n in names}
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n != MISSING_HISTORY])
+def test_orphans_are_exactly_the_unreferenced_visible_files(con, tmp_path, name):
+    metadata = relocated(name, tmp_path)
+    root = table_root(metadata)
+    old = time.time() - 10 * 86_400
+    on_disk = set()
+    for directory, subdirs, files in os.walk(root):
+        # Java's listing (FileSystemWalker) skips hidden names at any depth: .crc checksums etc.
+        subdirs[:] = [d for d in subdirs if not d.startswith((".", "_"))]
+        for f in files:
+            os.utime(os.path.join(directory, f), (old, old))
+            if not f.startswith((".", "_")):
+                on_disk.add(os.path.normpath(os.path.join(directory, f)))
+    expected = on_disk - referenced_by_spec(metadata) - {str(root / "metadata" / "version-hint.text")}
+    listed = {r[0] for r in con.execute(f"SELECT path FROM lakehouse_remove_orphan_files('{metadata}')").fetchall()}
+    assert listed == expected
+    # The special cases the fixtures' README names.
+    if name == "impala-v2-equality-deletes-schema-evolution":
+        assert any(p.endswith(".avro_tmp") for p in listed)
+    if name == "trino-v3-variant":
+        assert not any(p.endswith(".stats") for p in listed), "the statistics file is referenced"
+    assert not any(Path(p).name.endswith(".crc") for p in listed)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_compaction_and_expiry_keep_every_row(con, iceberg_con, tmp_path, name):
+    info = INFO[name]
+    metadata = relocated(name, tmp_path)
+    root = table_root(metadata)
+    readers = readers_for(name)
+    assert readers, "every table has at least one independent reader"
+    before = {r: read_rows(r, iceberg_con, str(metadata)) for r in readers}
+    assert all(len(rows) == info["rows_after_deletes_relocated"] for rows in before.values()), name
+    outside = sorted(p for p in root.parent.rglob("*") if p.is_file() and root not in p.parents)
+
+    # Every partition counts as degraded (all files are small, ratio threshold 0).
+    force = "small_file_threshold_mb := 1, fragmentation_ratio_threshold := 0"
+    if info["format_version"] == 3:
+        with pytest.raises(Exception, match="lakehouse_compact: this table is Iceberg format v3"):
+            con.execute(f"SELECT * FROM lakehouse_compact('{metadata}', {force})").fetchall()
+    else:
+        deletes = {p: n for p, n in con.execute(f"SELECT partition, delete_files FROM lakehouse_fragmentation('{metadata}')").fetchall()}
+        plans = as_dicts(con.execute(f"SELECT * FROM lakehouse_compact('{metadata}', {force})"))
+        compacted = [p for p in plans if p["verdict"] == "compacted"]
+        # A partition that deletes apply to is never rewritten; every other partition of two or
+        # more files is compacted into one file.
+        assert all(p["reason"] == f"skipped: has {deletes[p['partition']]} delete files" for p in plans if deletes[p["partition"]]), plans
+        want = [p["files_before"] for p in plans if not deletes[p["partition"]] and p["files_before"] >= 2]
+        assert sorted(p["files_before"] for p in compacted) == sorted(want), plans
+        assert all(p["files_after"] == 1 for p in compacted), plans
+    expiry = as_dicts(con.execute(f"SELECT * FROM lakehouse_expire_snapshots('{metadata.parent}/{newest(metadata)}', snapshot_retention_days := 0)"))
+    assert not any(r["action"].startswith("delete failed") for r in expiry), expiry
+    latest = metadata.parent / newest(metadata)
+    for reader in readers:
+        assert read_rows(reader, iceberg_con, str(latest)) == before[reader], reader
+    # Nothing outside the table location was deleted (java-v1-…: data folders beside the root);
+    # new files outside it are only where the table says data goes (`write.data.path`).
+    after = sorted(p for p in root.parent.rglob("*") if p.is_file() and root not in p.parents)
+    assert set(outside) <= set(after)
+    data_path = json.loads(latest.read_text()).get("properties", {}).get("write.data.path")
+    assert all(data_path and str(p).startswith(data_path + "/") for p in set(after) - set(outside))
+
+
+def newest(metadata: Path) -> str:
+    """The newest vN.metadata.json beside ``metadata`` (our commits add v{N+1})."""
+    versions = [p.name for p in metadata.parent.glob("v*.metadata.json")]
+    return max(versions, key=lambda n: int(n[1:].split(".")[0]))
