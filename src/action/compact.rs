@@ -183,6 +183,63 @@ fn duckdb_type(ty: &PrimitiveType) -> Option<String> {
     })
 }
 
+/// DuckDB's name for an Iceberg type, nested ones included (struct children by name).
+fn duckdb_type_of(ty: &Type) -> Option<String> {
+    Some(match ty {
+        Type::Primitive(p) => duckdb_type(p)?,
+        Type::Struct(s) => {
+            let children: Option<Vec<String>> = s
+                .fields()
+                .iter()
+                .map(|f| Some(format!("{} {}", quote_ident(&f.name), duckdb_type_of(&f.field_type)?)))
+                .collect();
+            format!("STRUCT({})", children?.join(", "))
+        }
+        Type::List(l) => format!("{}[]", duckdb_type_of(&l.element_field.field_type)?),
+        Type::Map(m) => {
+            format!("MAP({}, {})", duckdb_type_of(&m.key_field.field_type)?, duckdb_type_of(&m.value_field.field_type)?)
+        }
+    })
+}
+
+/// A leaf (primitive) column of the current schema, as DuckDB's `parquet_metadata` names it in
+/// a file DuckDB wrote (`s, x`; `l, list, element`; `m, key_value, key`).
+#[derive(Debug, Clone)]
+struct Leaf {
+    id: i32,
+    name: String,
+    ty: PrimitiveType,
+    /// Inside a list or map: its value and null counts follow writer-specific rules for empty
+    /// and null collections, so they are recorded but not compared, and it gets no bounds.
+    repeated: bool,
+}
+
+/// Every leaf of `schema` by its DuckDB path.
+fn leaves(schema: &Schema) -> HashMap<String, Leaf> {
+    fn walk(field: &NestedField, path: String, repeated: bool, out: &mut HashMap<String, Leaf>) {
+        match field.field_type.as_ref() {
+            Type::Primitive(ty) => {
+                out.insert(path.clone(), Leaf { id: field.id, name: path, ty: ty.clone(), repeated });
+            }
+            Type::Struct(s) => {
+                for child in s.fields() {
+                    walk(child, format!("{path}, {}", child.name), repeated, out);
+                }
+            }
+            Type::List(l) => walk(&l.element_field, format!("{path}, list, element"), true, out),
+            Type::Map(m) => {
+                walk(&m.key_field, format!("{path}, key_value, key"), true, out);
+                walk(&m.value_field, format!("{path}, key_value, value"), true, out);
+            }
+        }
+    }
+    let mut out = HashMap::new();
+    for field in schema.as_struct().fields() {
+        walk(field, field.name.clone(), false, &mut out);
+    }
+    out
+}
+
 /// `FIELD_IDS` value for one field: the id, or a struct naming children's ids.
 fn field_ids(field: &NestedField) -> String {
     match field.field_type.as_ref() {
@@ -202,26 +259,27 @@ fn field_ids(field: &NestedField) -> String {
     }
 }
 
-/// The `SELECT` reading `inputs` as the current schema: by field id (renames and added columns
-/// resolve like Iceberg readers) when the files carry field ids and every column is primitive,
-/// by name otherwise (files registered without ids, e.g. pyiceberg `add_files`, are read through
-/// their column names, as Iceberg's name mapping does).
+/// The `SELECT` reading `inputs` as the current schema: top-level columns by field id (renames
+/// and added columns resolve like Iceberg readers) when the files carry field ids, the children
+/// of nested columns by name (DuckDB casts structs by name; [`check_nested_names`] refuses files
+/// where that would differ from reading by id); by name otherwise (files registered without ids,
+/// e.g. pyiceberg `add_files`, are read through their column names, as Iceberg's name mapping
+/// does).
 pub(crate) fn select_sql(schema: &Schema, inputs: &[String], sort: &[String], files_have_ids: bool) -> String {
     let files = format!("[{}]", inputs.iter().map(|p| quote_literal(p)).collect::<Vec<_>>().join(", "));
     let fields = schema.as_struct().fields();
     let columns = fields.iter().map(|f| quote_ident(&f.name)).collect::<Vec<_>>().join(", ");
     let by_id: Option<Vec<String>> = fields
         .iter()
-        .map(|f| match f.field_type.as_ref() {
-            Type::Primitive(p) => duckdb_type(p).map(|t| {
+        .map(|f| {
+            duckdb_type_of(&f.field_type).map(|t| {
                 format!(
                     "{}: {{name: {}, type: {}, default_value: NULL}}",
                     f.id,
                     quote_literal(&f.name),
                     quote_literal(&t)
                 )
-            }),
-            _ => None,
+            })
         })
         .collect();
     let source = match by_id.filter(|_| files_have_ids) {
@@ -278,6 +336,9 @@ fn copy_sql(conn: &Nested, table: &IcebergTable, inputs: &[&IcebergDataFile], ta
     // catches any file read the wrong way, so one footer decides; otherwise every footer does.
     let probe = if has_column_counts(inputs, schema) { &local_inputs[..1] } else { &local_inputs[..] };
     let files_have_ids = files_have_field_ids(conn, probe)?;
+    if files_have_ids {
+        check_nested_names(conn, &local_inputs, schema)?;
+    }
     Ok(format!(
         "COPY ({}) TO {} (FORMAT parquet, COMPRESSION {}, FIELD_IDS {{{ids}}}, RETURN_STATS)",
         select_sql(schema, &local_inputs, &sort_terms(table), files_have_ids),
@@ -430,24 +491,82 @@ fn files_have_field_ids(conn: &Nested, inputs: &[String]) -> Result<bool> {
     }
 }
 
-/// Whether every input's manifest entry has value and null counts for every primitive column.
+/// Nested fields are read by name inside their top-level column (see [`select_sql`]), which is
+/// what reading by field id gives only while every nested field a file carries has its current
+/// name. A file whose nested field id now has another name (a renamed field), or whose nested
+/// field name now belongs to another id (dropped, then re-added under the old name), would be
+/// read wrongly: refused, nothing written. Lists' and maps' element, key and value fields are
+/// named by each writer's convention and are not compared.
+fn check_nested_names(conn: &Nested, inputs: &[String], schema: &Schema) -> Result<()> {
+    let top: HashSet<i32> = schema.as_struct().fields().iter().map(|f| f.id).collect();
+    let mut current: HashMap<i32, String> = HashMap::new();
+    let mut element_ids: HashSet<i32> = HashSet::new();
+    fn walk(ty: &Type, current: &mut HashMap<i32, String>, element_ids: &mut HashSet<i32>) {
+        match ty {
+            Type::Primitive(_) => {}
+            Type::Struct(s) => {
+                for f in s.fields() {
+                    current.insert(f.id, f.name.clone());
+                    walk(&f.field_type, current, element_ids);
+                }
+            }
+            Type::List(l) => {
+                element_ids.insert(l.element_field.id);
+                walk(&l.element_field.field_type, current, element_ids);
+            }
+            Type::Map(m) => {
+                element_ids.extend([m.key_field.id, m.value_field.id]);
+                walk(&m.key_field.field_type, current, element_ids);
+                walk(&m.value_field.field_type, current, element_ids);
+            }
+        }
+    }
+    for field in schema.as_struct().fields() {
+        walk(&field.field_type, &mut current, &mut element_ids);
+    }
+    if current.is_empty() {
+        return Ok(());
+    }
+    let names: HashSet<&str> = current.values().map(String::as_str).collect();
+    let list = format!("[{}]", inputs.iter().map(|p| quote_literal(p)).collect::<Vec<_>>().join(", "));
+    let result =
+        conn.query(&format!("SELECT DISTINCT name, field_id::BIGINT FROM parquet_schema({list}) WHERE field_id IS NOT NULL"))?;
+    for row in &result.rows {
+        let (Some(name), Ok(id)) = (row[0].text(), row[1].int()) else { continue };
+        let id = id as i32;
+        if top.contains(&id) || element_ids.contains(&id) {
+            continue;
+        }
+        let renamed = current.get(&id).is_some_and(|now| now != name);
+        let reused = !current.contains_key(&id) && names.contains(name);
+        if renamed || reused {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "a data file's nested field '{name}' (id {id}) {}; nested fields are read by name, so this \
+                     partition cannot be rewritten safely; nothing was committed",
+                    if renamed { format!("is now named '{}'", current[&id]) } else { "was dropped and its name reused".to_string() }
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether every input's manifest entry has value and null counts for every leaf outside lists
+/// and maps (the columns [`check_non_null_counts`] compares).
 fn has_column_counts(inputs: &[&IcebergDataFile], schema: &Schema) -> bool {
-    let ids: Vec<i32> = schema
-        .as_struct()
-        .fields()
-        .iter()
-        .filter(|f| matches!(f.field_type.as_ref(), Type::Primitive(_)))
-        .map(|f| f.id)
-        .collect();
+    let ids: Vec<i32> = leaves(schema).into_values().filter(|l| !l.repeated).map(|l| l.id).collect();
     inputs
         .iter()
         .all(|f| ids.iter().all(|id| f.value_counts().contains_key(id) && f.null_value_counts().contains_key(id)))
 }
 
-/// Every column must hold as many non-null values as its inputs did, per the manifests' own
-/// value and null counts (checked where every input has them). Catches a column read as NULL.
+/// Every leaf column outside lists and maps (top-level and struct fields) must hold as many
+/// non-null values as its inputs did, per the manifests' own value and null counts (checked
+/// where every input has them). Catches a column read as NULL.
 fn check_non_null_counts(inputs: &[&IcebergDataFile], stats: &ColumnStats, schema: &Schema) -> Result<()> {
-    for field in schema.as_struct().fields() {
+    for field in leaves(schema).into_values().filter(|l| !l.repeated) {
         let id = field.id;
         let expected: Option<u64> = inputs
             .iter()
@@ -461,7 +580,7 @@ fn check_non_null_counts(inputs: &[&IcebergDataFile], stats: &ColumnStats, schem
                 ErrorKind::CorruptMetadata,
                 format!(
                     "rewrite check failed: column '{}' has {written} non-null values, its inputs {expected}; nothing was committed",
-                    field.name
+                    field.name.replace(", ", ".")
                 ),
             ));
         }
@@ -559,13 +678,11 @@ fn column_stats(conn: &Nested, path: &str, schema: &Schema) -> Result<ColumnStat
     let mut upper_text: HashMap<i32, Vec<Option<String>>> = HashMap::new();
     // Columns with a row group whose null count is missing: their total is unknown.
     let mut nulls_unknown: HashSet<i32> = HashSet::new();
+    let leaves = leaves(schema);
     for row in &result.rows {
         let Some(column) = row[0].text() else { continue };
-        let Some(field) = schema.as_struct().field_by_name(column) else { continue };
-        if !matches!(field.field_type.as_ref(), Type::Primitive(_)) {
-            continue;
-        }
-        let id = field.id;
+        let Some(leaf) = leaves.get(column) else { continue };
+        let id = leaf.id;
         let nulls = row[3].opt_int()?;
         *stats.sizes.entry(id).or_default() += row[4].opt_int()?.unwrap_or(0).max(0) as u64;
         *stats.values.entry(id).or_default() += row[5].opt_int()?.unwrap_or(0).max(0) as u64;
@@ -581,8 +698,8 @@ fn column_stats(conn: &Nested, path: &str, schema: &Schema) -> Result<ColumnStat
     for id in nulls_unknown {
         stats.nulls.remove(&id);
     }
-    for field in schema.as_struct().fields() {
-        let Type::Primitive(ty) = field.field_type.as_ref() else { continue };
+    for field in leaves.values().filter(|l| !l.repeated) {
+        let ty = &field.ty;
         let parse_all = |texts: Option<&Vec<Option<String>>>, upper: bool| -> Option<Vec<Datum>> {
             texts?.iter().map(|t| t.as_deref().and_then(|t| bound(ty, t, upper))).collect()
         };
