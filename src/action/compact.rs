@@ -618,6 +618,21 @@ fn bound(ty: &PrimitiveType, text: &str, upper: bool) -> Option<Datum> {
         PrimitiveType::Timestamp => chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
             .ok()
             .map(|t| Datum::timestamp_micros(t.and_utc().timestamp_micros())),
+        // DuckDB prints TIMESTAMPTZ statistics in UTC, whatever the session's TimeZone.
+        PrimitiveType::Timestamptz => text
+            .strip_suffix("+00")
+            .and_then(|t| chrono::NaiveDateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S%.f").ok())
+            .map(|t| Datum::timestamptz_micros(t.and_utc().timestamp_micros())),
+        PrimitiveType::Time => chrono::NaiveTime::parse_from_str(text, "%H:%M:%S%.f").ok().and_then(|t| {
+            use chrono::Timelike;
+            let micros = i64::from(t.num_seconds_from_midnight()) * 1_000_000 + i64::from(t.nanosecond() / 1_000);
+            Datum::time_micros(micros).ok()
+        }),
+        PrimitiveType::Boolean => match text {
+            "true" => Some(Datum::bool(true)),
+            "false" => Some(Datum::bool(false)),
+            _ => None,
+        },
         PrimitiveType::Float => float_bound::<f32>(text, upper).map(Datum::float),
         PrimitiveType::Double => float_bound::<f64>(text, upper).map(Datum::double),
         PrimitiveType::Decimal { precision, scale } => {
@@ -1008,6 +1023,12 @@ mod tests {
             (PrimitiveType::Decimal { precision: 10, scale: 2 }, "7.505", true, None),
             (PrimitiveType::Decimal { precision: 10, scale: 0 }, "1e5", true, None),
             (PrimitiveType::Long, "not a number", false, None),
+            (PrimitiveType::Timestamptz, "1970-01-01 00:00:01.5+00", true, Some(Datum::timestamptz_micros(1_500_000))),
+            (PrimitiveType::Timestamptz, "1970-01-01 00:00:01.5+02", true, None),
+            (PrimitiveType::Time, "01:00:00.25", false, Some(Datum::time_micros(3_600_250_000).unwrap())),
+            (PrimitiveType::Boolean, "false", false, Some(Datum::bool(false))),
+            (PrimitiveType::Boolean, "1", true, None),
+            (PrimitiveType::Uuid, "5b846203-5359-4983-a277-d9fb77c1ba0a", true, None),
         ];
         for (ty, text, upper, want) in cases {
             assert_eq!(bound(&ty, text, upper), want, "{ty:?} {text:.10} upper={upper}");
