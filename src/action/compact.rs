@@ -99,10 +99,11 @@ pub fn compact(
     // to /dev/null, so the plan it shows is the plan a real run carries out).
     let conn = host.connect()?;
     let ratio = known_ratio.or_else(|| output_ratio(&conn, &table, &first_plan, &sources));
-    let plans = match ratio {
+    let mut plans = match ratio {
         Some(r) if (r - 1.0).abs() > 0.1 => plan(&files, options, r),
         _ => first_plan,
     };
+    skip_misread_nested_fields(&conn, table.metadata.current_schema(), &mut plans, &sources)?;
     let mut report = CompactionReport {
         plans,
         snapshot_id: None,
@@ -336,9 +337,6 @@ fn copy_sql(conn: &Nested, table: &IcebergTable, inputs: &[&IcebergDataFile], ta
     // catches any file read the wrong way, so one footer decides; otherwise every footer does.
     let probe = if has_column_counts(inputs, schema) { &local_inputs[..1] } else { &local_inputs[..] };
     let files_have_ids = files_have_field_ids(conn, probe)?;
-    if files_have_ids {
-        check_nested_names(conn, &local_inputs, schema)?;
-    }
     Ok(format!(
         "COPY ({}) TO {} (FORMAT parquet, COMPRESSION {}, FIELD_IDS {{{ids}}}, RETURN_STATS)",
         select_sql(schema, &local_inputs, &sort_terms(table), files_have_ids),
@@ -491,13 +489,37 @@ fn files_have_field_ids(conn: &Nested, inputs: &[String]) -> Result<bool> {
     }
 }
 
-/// Nested fields are read by name inside their top-level column (see [`select_sql`]), which is
-/// what reading by field id gives only while every nested field a file carries has its current
-/// name. A file whose nested field id now has another name (a renamed field), or whose nested
-/// field name now belongs to another id (dropped, then re-added under the old name), would be
-/// read wrongly: refused, nothing written. Lists' and maps' element, key and value fields are
-/// named by each writer's convention and are not compared.
-fn check_nested_names(conn: &Nested, inputs: &[String], schema: &Schema) -> Result<()> {
+/// Skips (with the reason, before anything is written; a dry run shows it too) each partition
+/// whose files [`select_sql`] would read wrongly: nested fields are read by name inside their
+/// top-level column, which is what reading by field id gives only while every nested field a file
+/// carries still has its name ([`misread_nested_field`]).
+fn skip_misread_nested_fields(
+    conn: &Nested,
+    schema: &Schema,
+    plans: &mut [PartitionPlan],
+    sources: &[&IcebergDataFile],
+) -> Result<()> {
+    if schema.as_struct().fields().iter().all(|f| f.field_type.is_primitive()) {
+        return Ok(());
+    }
+    for p in plans.iter_mut().filter(|p| p.verdict == Verdict::Compact) {
+        let inputs: Vec<String> =
+            p.groups.iter().flatten().map(|&i| strip_file_scheme(sources[i].file_path()).to_string()).collect();
+        if let Some(why) = misread_nested_field(conn, &inputs, schema)? {
+            p.verdict = Verdict::Skipped;
+            p.groups.clear();
+            p.bytes_to_rewrite = 0;
+            p.reason = format!("skipped: {why}; nested fields are read by name, so its files are not rewritten");
+        }
+    }
+    Ok(())
+}
+
+/// Why `inputs` cannot be read as `schema` by name inside nested columns, if they cannot: a file
+/// whose nested field id now has another name (a renamed field), or whose nested field name now
+/// belongs to another id (dropped, then re-added under the old name). Lists' and maps' element,
+/// key and value fields are named by each writer's convention and are not compared.
+fn misread_nested_field(conn: &Nested, inputs: &[String], schema: &Schema) -> Result<Option<String>> {
     let top: HashSet<i32> = schema.as_struct().fields().iter().map(|f| f.id).collect();
     let mut current: HashMap<i32, String> = HashMap::new();
     let mut element_ids: HashSet<i32> = HashSet::new();
@@ -524,33 +546,33 @@ fn check_nested_names(conn: &Nested, inputs: &[String], schema: &Schema) -> Resu
     for field in schema.as_struct().fields() {
         walk(&field.field_type, &mut current, &mut element_ids);
     }
-    if current.is_empty() {
-        return Ok(());
+    if current.is_empty() || inputs.is_empty() {
+        return Ok(None);
     }
     let names: HashSet<&str> = current.values().map(String::as_str).collect();
     let list = format!("[{}]", inputs.iter().map(|p| quote_literal(p)).collect::<Vec<_>>().join(", "));
-    let result =
-        conn.query(&format!("SELECT DISTINCT name, field_id::BIGINT FROM parquet_schema({list}) WHERE field_id IS NOT NULL"))?;
+    let result = conn.query(&format!(
+        "SELECT DISTINCT name, field_id::BIGINT FROM parquet_schema({list}) WHERE field_id IS NOT NULL ORDER BY ALL"
+    ))?;
     for row in &result.rows {
         let (Some(name), Ok(id)) = (row[0].text(), row[1].int()) else { continue };
         let id = id as i32;
         if top.contains(&id) || element_ids.contains(&id) {
             continue;
         }
-        let renamed = current.get(&id).is_some_and(|now| now != name);
-        let reused = !current.contains_key(&id) && names.contains(name);
-        if renamed || reused {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "a data file's nested field '{name}' (id {id}) {}; nested fields are read by name, so this \
-                     partition cannot be rewritten safely; nothing was committed",
-                    if renamed { format!("is now named '{}'", current[&id]) } else { "was dropped and its name reused".to_string() }
-                ),
-            ));
+        match current.get(&id) {
+            Some(now) if now != name => {
+                return Ok(Some(format!("a data file's nested field '{name}' (id {id}) is now named '{now}'")));
+            }
+            None if names.contains(name) => {
+                return Ok(Some(format!(
+                    "a data file's nested field '{name}' (id {id}) was dropped and its name reused by another field"
+                )));
+            }
+            _ => {}
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Whether every input's manifest entry has value and null counts for every leaf outside lists
