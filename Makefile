@@ -10,7 +10,7 @@ export CARGO_TARGET_DIR
 EXT_VERSION := v$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 DEMO_DIR    ?= demo/events_lakehouse
 
-.PHONY: release debug venv demo test test-unit test-sql test-integration test-versions bench clean
+.PHONY: release debug venv spark demo test test-unit test-sql test-integration test-versions bench clean
 
 $(VENV)/.installed: test/requirements.txt
 	python3 -m venv $(VENV)
@@ -19,6 +19,16 @@ $(VENV)/.installed: test/requirements.txt
 	touch $@
 
 venv: $(VENV)/.installed
+
+# Apache Spark, the reference engine the conformance tests and benchmarks compare with: PySpark
+# from PyPI into the venv, Iceberg's Spark runtime (and sqlite-jdbc) from Maven Central into
+# ~/.cache/lakehouse/jars (LAKEHOUSE_JAR_CACHE), once; Java 17+ must be installed.
+$(VENV)/.spark-installed: test/requirements-spark.txt $(VENV)/.installed
+	$(PY) -m pip install --quiet -r test/requirements-spark.txt
+	touch $@
+
+spark: $(VENV)/.spark-installed
+	scripts/spark_jars.sh >/dev/null
 
 # The debug build (the tests') has the test hooks (a pause before commit); release builds never do.
 build/%/lakehouse.duckdb_extension: FORCE
@@ -71,7 +81,7 @@ test-unit:
 test-sql: venv debug
 	LAKEHOUSE_EXTENSION=$(TEST_EXT) $(PY) test/sqllogictest.py
 
-test-integration: venv debug
+test-integration: venv spark debug
 	LAKEHOUSE_EXTENSION=$(TEST_EXT) $(PY) -m pytest -q test/integration
 
 # The version matrix: every SQL function on each DuckDB release line that loads the binary, one
@@ -96,7 +106,7 @@ test-versions: venv debug $(foreach v,$(DUCKDB_VERSIONS),$(VERSION_VENVS)/$(v)/.
 # Benchmarks (not tests): each compares us with the peers on the same data in one run and writes
 # bench/results/*.md. The compaction one needs ~4 GB of scratch space under /tmp and ~5 minutes;
 # the expiry one ~4 GB (a 2,000-snapshot table, its pristine copy and a working copy).
-bench: venv release
+bench: venv spark release
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_profile.py
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_compact.py
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_expire.py
