@@ -506,10 +506,7 @@ fn skip_misread_nested_fields(
         let inputs: Vec<String> =
             p.groups.iter().flatten().map(|&i| strip_file_scheme(sources[i].file_path()).to_string()).collect();
         if let Some(why) = misread_nested_field(conn, &inputs, schema)? {
-            p.verdict = Verdict::Skipped;
-            p.groups.clear();
-            p.bytes_to_rewrite = 0;
-            p.reason = format!("skipped: {why}; nested fields are read by name, so its files are not rewritten");
+            p.skip(&format!("{why}; nested fields are read by name, so its files are not rewritten"));
         }
     }
     Ok(())

@@ -8,7 +8,7 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use crate::action::compact::compact;
+use crate::action::compact::{CompactionReport, compact};
 use crate::action::expire::{ExpiryOptions, ExpiryReport, expire, retention_days_in_force};
 use crate::action::scan::{ScanResult, scan};
 use crate::duck::HostDb;
@@ -219,8 +219,24 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     let before = profile(&before_files, &thresholds);
     let summary_before = summarize(&before, options.compaction.target_file_size_mb);
 
-    // Plan (metadata only), then act on exactly the partitions the plan compacts.
-    let plan = compact(&options.table, &options.locate, &options.compaction, true, host, None)?;
+    // Plan (metadata only), then act on exactly the partitions the plan compacts. A table this
+    // version does not rewrite (format v3) keeps every partition, with the reason, and the rest
+    // of the gate (expiry, scorecard) runs as usual.
+    let plan = match before_table.require_rewritable() {
+        Ok(()) => compact(&options.table, &options.locate, &options.compaction, true, host, None)?,
+        Err(why) => {
+            let mut plans = crate::plan::compaction::plan(&before_files, &options.compaction, 1.0);
+            plans.iter_mut().filter(|p| p.verdict == Verdict::Compact).for_each(|p| p.skip(why.message()));
+            CompactionReport {
+                plans,
+                snapshot_id: None,
+                metadata_location: None,
+                dry_run: true,
+                output_ratio: None,
+                written: Vec::new(),
+            }
+        }
+    };
     let compacting: HashSet<PartitionKey> =
         plan.plans.iter().filter(|p| p.verdict == Verdict::Compact).map(|p| p.key.clone()).collect();
     let measure = options.measure_speedup && !options.dry_run && !compacting.is_empty();

@@ -97,6 +97,14 @@ pub struct PartitionPlan {
 }
 
 impl PartitionPlan {
+    /// Leaves the partition alone: skipped for `why` (`skipped: {why}`), nothing rewritten.
+    pub fn skip(&mut self, why: &str) {
+        self.verdict = Verdict::Skipped;
+        self.groups.clear();
+        self.bytes_to_rewrite = 0;
+        self.reason = format!("skipped: {why}");
+    }
+
     /// Files rewritten.
     pub fn input_files(&self) -> u64 {
         self.groups.iter().map(|g| g.len() as u64).sum()

@@ -222,3 +222,33 @@ def newest(metadata: Path) -> str:
     """The newest vN.metadata.json beside ``metadata`` (our commits add v{N+1})."""
     versions = [p.name for p in metadata.parent.glob("v*.metadata.json")]
     return max(versions, key=lambda n: int(n[1:].split(".")[0]))
+
+
+def test_the_gate_on_a_v3_table_skips_compaction_and_still_expires(con, iceberg_con, spark, spark_warehouse):
+    """lakehouse_compact refuses format v3; the gate keeps every partition (with the reason) and
+    still expires snapshots, rows unchanged through Spark and DuckDB. The table: Spark 4 writes
+    format v3 (row lineage) in four small appends, no deletes."""
+    ident = "hc.ns.gate_v3"
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS hc.ns")
+    spark.sql(f"CREATE TABLE {ident} (id bigint, s string) USING iceberg TBLPROPERTIES ('format-version'='3')")
+    for i in range(4):
+        spark.sql(f"INSERT INTO {ident} SELECT id, concat('s', id) FROM range({i * 10}, {i * 10 + 10})")
+    table = spark_warehouse / "ns" / "gate_v3"
+    metadata = table / "metadata" / newest(table / "metadata" / "v1.metadata.json")
+    assert json.loads(metadata.read_text())["format-version"] == 3
+    before = {r: read_rows(r, iceberg_con, str(metadata), spark) for r in ("spark", "duckdb")}
+    rows = as_dicts(con.execute(
+        f"SELECT * FROM lakehouse_gate('{table}', small_file_threshold_mb := 1, snapshot_retention_days := 0)"
+    ))
+    files = spark.sql(f"SELECT count(*) FROM {ident}.files").collect()[0][0]
+    assert files >= 4
+    assert [(r["verdict"], r["files_before"], r["files_after"]) for r in rows] == [("skipped", files, files)], rows
+    assert "this table is Iceberg format v3; compaction rewrites format v1 and v2 tables only" in rows[0]["reason"]
+    assert rows[0]["snapshots_expired"] == 3 and rows[0]["status"] == "maintained", rows
+    latest = table / "metadata" / newest(metadata)
+    for reader, want in before.items():
+        assert read_rows(reader, iceberg_con, str(latest), spark) == want, reader
+    # The next-row-id and every snapshot's row lineage fields survived our commit.
+    written = json.loads(latest.read_text())
+    assert written["next-row-id"] == json.loads(metadata.read_text())["next-row-id"] == 40
+    assert all("first-row-id" in snap for snap in written["snapshots"])
