@@ -188,9 +188,7 @@ impl HiddenPaths {
 /// `.<uuid>.tmp`: a metadata file our commit was writing when it was interrupted
 /// ([`crate::table::commit`]).
 fn is_commit_temporary(name: &str) -> bool {
-    name.strip_prefix('.')
-        .and_then(|n| n.strip_suffix(".tmp"))
-        .is_some_and(|id| uuid::Uuid::parse_str(id).is_ok())
+    name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")).is_some_and(|id| uuid::Uuid::parse_str(id).is_ok())
 }
 
 /// Real paths (symlinks resolved) of files, resolving each directory once.

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use futures::StreamExt;
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFileFormat, FormatVersion, Manifest, ManifestFile, ManifestList, PartitionSpec, TableMetadata, Type,
+    DataContentType, DataFileFormat, FormatVersion, Manifest, ManifestFile, ManifestList, PartitionSpec, TableMetadata,
+    Type,
 };
 
 use super::stand_in::StandIns;
@@ -53,9 +54,8 @@ impl IcebergTable {
     /// `metadata` as the JSON of a new metadata file: every column type a stand-in held is put
     /// back, so a commit never changes a schema.
     pub fn to_json(&self, metadata: &TableMetadata) -> Result<Vec<u8>> {
-        let serialize = |e: serde_json::Error| {
-            Error::new(ErrorKind::CorruptMetadata, format!("cannot serialize metadata: {e}"))
-        };
+        let serialize =
+            |e: serde_json::Error| Error::new(ErrorKind::CorruptMetadata, format!("cannot serialize metadata: {e}"));
         if self.stand_ins.is_empty() {
             return serde_json::to_vec_pretty(metadata).map_err(serialize);
         }
@@ -177,17 +177,15 @@ impl IcebergTable {
 
 /// Parses metadata that serde refused directly (`first`): with stand-ins for column types
 /// iceberg-rust lacks, and, if it still fails, with an error that says what is wrong.
-fn parse_with_stand_ins(
-    bytes: &[u8],
-    location: &str,
-    first: serde_json::Error,
-) -> Result<(TableMetadata, StandIns)> {
+fn parse_with_stand_ins(bytes: &[u8], location: &str, first: serde_json::Error) -> Result<(TableMetadata, StandIns)> {
     let invalid = |what: String| {
-        Error::new(ErrorKind::CorruptMetadata, format!("metadata file '{location}' is not valid Iceberg table metadata: {what}"))
+        Error::new(
+            ErrorKind::CorruptMetadata,
+            format!("metadata file '{location}' is not valid Iceberg table metadata: {what}"),
+        )
     };
-    let mut value: serde_json::Value = serde_json::from_slice(bytes).map_err(|_| {
-        invalid(format!("it is not valid JSON (line {}, column {})", first.line(), first.column()))
-    })?;
+    let mut value: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|_| invalid(format!("it is not valid JSON (line {}, column {})", first.line(), first.column())))?;
     let version = value.get("format-version").and_then(serde_json::Value::as_u64);
     match version {
         Some(1..=3) => {}
@@ -205,7 +203,9 @@ fn parse_with_stand_ins(
         Err(e) => Err(match unknown_type(&value) {
             Some((column, ty)) => Error::new(
                 ErrorKind::Unsupported,
-                format!("metadata file '{location}': column '{column}' has type '{ty}', which this version does not support"),
+                format!(
+                    "metadata file '{location}': column '{column}' has type '{ty}', which this version does not support"
+                ),
             ),
             None => invalid(match missing_field(&value, version.unwrap_or(1)) {
                 Some(field) => format!("the required field '{field}' is missing"),
@@ -220,8 +220,20 @@ fn unknown_type(metadata: &serde_json::Value) -> Option<(String, String)> {
     fn known(ty: &str) -> bool {
         matches!(
             ty,
-            "boolean" | "int" | "long" | "float" | "double" | "date" | "time" | "timestamp" | "timestamptz"
-                | "timestamp_ns" | "timestamptz_ns" | "string" | "uuid" | "binary"
+            "boolean"
+                | "int"
+                | "long"
+                | "float"
+                | "double"
+                | "date"
+                | "time"
+                | "timestamp"
+                | "timestamptz"
+                | "timestamp_ns"
+                | "timestamptz_ns"
+                | "string"
+                | "uuid"
+                | "binary"
         ) || ty.starts_with("decimal(")
             || ty.starts_with("fixed[")
     }
@@ -230,13 +242,12 @@ fn unknown_type(metadata: &serde_json::Value) -> Option<(String, String)> {
             serde_json::Value::String(ty) if !known(ty) => Some((name.to_string(), ty.clone())),
             serde_json::Value::Object(map) => {
                 let name = map.get("name").and_then(|n| n.as_str()).unwrap_or(name);
-                ["type", "fields", "element", "key", "value"]
-                    .iter()
-                    .filter_map(|k| map.get(*k))
-                    .find_map(|child| match child {
+                ["type", "fields", "element", "key", "value"].iter().filter_map(|k| map.get(*k)).find_map(|child| {
+                    match child {
                         serde_json::Value::String(s) if ["struct", "list", "map"].contains(&s.as_str()) => None,
                         other => search(other, name),
-                    })
+                    }
+                })
             }
             serde_json::Value::Array(items) => items.iter().find_map(|i| search(i, name)),
             _ => None,

@@ -41,7 +41,8 @@ pub fn path(spec: &PartitionSpec, schema: &iceberg::spec::Schema, data: &Struct)
         .iter()
         .enumerate()
         .map(|(i, field)| {
-            let value = human(&field.transform, types.as_ref().and_then(|t| t.get(i)), values.get(i).copied().flatten());
+            let value =
+                human(&field.transform, types.as_ref().and_then(|t| t.get(i)), values.get(i).copied().flatten());
             format!("{}={}", form_encode(&field.name), form_encode(&value))
         })
         .collect::<Vec<_>>()
