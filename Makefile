@@ -108,7 +108,7 @@ test-versions: venv debug $(foreach v,$(DUCKDB_VERSIONS),$(VERSION_VENVS)/$(v)/.
 # the expiry one ~4 GB (a 2,000-snapshot table, its pristine copy and a working copy).
 bench: venv spark release
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_profile.py
-	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_compact.py
+	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_compact.py --repeat 2
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_expire.py
 
 clean:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: compacting thousands of small Parquet files with lakehouse vs delta-rs vs pyiceberg vs bare DuckDB.
+"""Benchmark: compacting thousands of small Parquet files with lakehouse vs delta-rs vs pyiceberg vs Spark vs bare DuckDB.
 
 Usage::
 
@@ -29,7 +29,13 @@ untimed validation each run in a subprocess of their own, so peak RSS is per met
 3. **pyiceberg**: a second table like (1); timed: per partition
    ``tbl.scan(row_filter=EqualTo('partition_date', d)).to_arrow()`` then
    ``tbl.overwrite(arrow, overwrite_filter=EqualTo('partition_date', d))``.
-4. **floor**: bare DuckDB, no metadata at all: per partition
+4. **spark**: Apache Spark's own compaction on a table like (1) (registered by pyiceberg under the
+   catalog name ``sparkbench`` in the same kind of sqlite catalog, which Iceberg's JDBC catalog
+   reads): PySpark 4.0.1 + Iceberg 1.10.1 in ``local[2]`` (the same two cores DuckDB uses),
+   timed: ``CALL sparkbench.system.rewrite_data_files(table => 'ns.t', options =>
+   map('target-file-size-bytes', <128 MiB>))`` with Spark's defaults otherwise. The JVM and
+   SparkSession start is measured apart and not included; peak RSS adds the driver JVM's VmHWM.
+5. **floor**: bare DuckDB, no metadata at all: per partition
    ``COPY (SELECT * FROM read_parquet([<its files>])) TO '<out>/<d>.parquet' (FORMAT parquet,
    COMPRESSION zstd)`` on one fresh connection.
 
@@ -78,10 +84,14 @@ SMALL_FILE_THRESHOLD_MB = 64
 TARGET_FILE_SIZE_MB = 128
 ROW_ALIGN = 2048  # DuckDB rounds ROW_GROUP_SIZE to a multiple of its vector size
 SOURCE_VERSION = 1  # bump when the generated data changes
-METHODS = ["lakehouse", "delta-rs", "pyiceberg", "floor"]
+METHODS = ["lakehouse", "delta-rs", "pyiceberg", "spark", "floor"]
+# Spark's JDBC catalog (sqlite) names its rows by the Spark catalog's name: the spark method's
+# table is registered by pyiceberg under this catalog name, in the same kind of sqlite database.
+SPARK_CATALOG = "sparkbench"
+SPARK_DRIVER_MEMORY = "4g"
 FIELD_IDS = "{id: 1, partition_date: 2, value: 3, payload: 4, user_id: 5}"
 
-TARGETS = {"delta-rs": 2.0, "pyiceberg": 5.0}  # their seconds / ours must be at least this
+TARGETS = {"delta-rs": 2.0, "pyiceberg": 5.0, "spark": 5.0}  # their seconds / ours must be at least this
 FLOOR_OVERHEAD_TARGET = 0.15  # (ours - floor) / floor must be at most this
 
 
@@ -372,10 +382,10 @@ def iceberg_schema() -> Any:
     )
 
 
-def sql_catalog(workdir: Path) -> Any:
+def sql_catalog(workdir: Path, name: str = CATALOG_NAME) -> Any:
     from pyiceberg.catalog.sql import SqlCatalog
 
-    return SqlCatalog(CATALOG_NAME, uri=catalog_uri(workdir), warehouse=f"file://{workdir}/warehouse")
+    return SqlCatalog(name, uri=catalog_uri(workdir), warehouse=f"file://{workdir}/warehouse")
 
 
 def catalog_uri(workdir: Path) -> str:
@@ -386,7 +396,7 @@ def table_dir(workdir: Path) -> Path:
     return workdir / "warehouse" / f"{NAMESPACE}.db" / TABLE_NAME
 
 
-def setup_iceberg(workdir: Path, bench_dir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+def setup_iceberg(workdir: Path, bench_dir: Path, manifest: dict[str, Any], catalog_name: str = CATALOG_NAME) -> dict[str, Any]:
     """Copies the source files into a new table's data directory and registers them with add_files."""
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.transforms import IdentityTransform
@@ -395,7 +405,7 @@ def setup_iceberg(workdir: Path, bench_dir: Path, manifest: dict[str, Any]) -> d
     started = time.perf_counter()
     copies = copy_tree_files(manifest["source"]["files"], bench_dir / "source", data)
     copied = time.perf_counter()
-    catalog = sql_catalog(workdir)
+    catalog = sql_catalog(workdir, catalog_name)
     catalog.create_namespace(NAMESPACE)
     spec = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="partition_date"))
     table = catalog.create_table(f"{NAMESPACE}.{TABLE_NAME}", schema=iceberg_schema(), partition_spec=spec,
@@ -467,6 +477,63 @@ def run_pyiceberg(workdir: Path) -> dict[str, Any]:
         del arrow
     seconds = time.perf_counter() - started
     return {"seconds": seconds, "baseline_rss_kib": baseline, "rows_rewritten": rows}
+
+
+def spark_session(workdir: Path) -> tuple[Any, float]:
+    """A local[2] SparkSession (Iceberg runtime from the jar cache) with the JDBC catalog
+    SPARK_CATALOG on the method's sqlite catalog; returns it and the seconds the JVM took."""
+    sys.path.insert(0, str(REPO_ROOT / "test" / "integration"))
+    import spark as sp
+
+    builder = sp.session_builder(
+        workdir / "spark-scratch", "lakehouse-bench-compact", driver_memory=SPARK_DRIVER_MEMORY, quick_jvm=False
+    )
+    prefix = f"spark.sql.catalog.{SPARK_CATALOG}"
+    builder = (
+        builder.config(prefix, "org.apache.iceberg.spark.SparkCatalog")
+        .config(f"{prefix}.type", "jdbc")
+        .config(f"{prefix}.uri", f"jdbc:sqlite:{workdir}/catalog.db")
+        .config(f"{prefix}.warehouse", f"file://{workdir}/warehouse")
+    )
+    started = time.perf_counter()
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session, time.perf_counter() - started
+
+
+def jvm_peak_rss_kib(session: Any) -> int:
+    """VmHWM of the Spark driver JVM (a child process of this Python)."""
+    pid = session._jvm.java.lang.ProcessHandle.current().pid()
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+def run_spark(workdir: Path) -> dict[str, Any]:
+    """Spark's own compaction, `rewrite_data_files` (bin-pack), with its defaults and our target."""
+    session, jvm_seconds = spark_session(workdir)
+    baseline = proc_status_kib("VmRSS")
+    started = time.perf_counter()
+    row = session.sql(
+        f"CALL {SPARK_CATALOG}.system.rewrite_data_files(table => '{NAMESPACE}.{TABLE_NAME}', "
+        f"options => map('target-file-size-bytes', '{TARGET_FILE_SIZE_MB * MIB}'))"
+    ).collect()[0]
+    seconds = time.perf_counter() - started
+    table = session._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        session._jsparkSession, f"{SPARK_CATALOG}.{NAMESPACE}.{TABLE_NAME}"
+    )
+    out = {
+        "seconds": seconds,
+        "jvm_seconds": jvm_seconds,
+        "baseline_rss_kib": baseline,
+        "jvm_peak_rss_kib": jvm_peak_rss_kib(session),
+        "metrics": row.asDict(),
+        "metadata_location": table.operations().current().metadataFileLocation(),
+    }
+    session.stop()
+    return out
 
 
 def setup_delta(workdir: Path, bench_dir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
@@ -548,8 +615,14 @@ def validate(method: str, workdir: Path, manifest: dict[str, Any], setup: dict[s
     """Reads the compacted table back with its own reader and compares with the source."""
     want = manifest["checksums"]
     result: dict[str, Any] = {}
-    if method in ("lakehouse", "pyiceberg"):
-        table = sql_catalog(workdir).load_table(f"{NAMESPACE}.{TABLE_NAME}")
+    if method in ("lakehouse", "pyiceberg", "spark"):
+        if method == "spark":
+            from pyiceberg.table import StaticTable
+
+            run = json.loads((workdir / "run.json").read_text())
+            table = StaticTable.from_metadata(run["metadata_location"])
+        else:
+            table = sql_catalog(workdir).load_table(f"{NAMESPACE}.{TABLE_NAME}")
         check = Checksum()
         for batch in table.scan().to_arrow_batch_reader():
             check.add(batch)
@@ -614,8 +687,11 @@ def child(args: argparse.Namespace) -> int:
     manifest = json.loads((bench_dir / "source.json").read_text())
     method, phase = args.method, args.child
     if phase == "setup":
-        setup = {"lakehouse": setup_iceberg, "pyiceberg": setup_iceberg, "delta-rs": setup_delta, "floor": setup_floor}[method]
-        out = setup(workdir, bench_dir, manifest)
+        if method == "spark":
+            out = setup_iceberg(workdir, bench_dir, manifest, SPARK_CATALOG)
+        else:
+            setup = {"lakehouse": setup_iceberg, "pyiceberg": setup_iceberg, "delta-rs": setup_delta, "floor": setup_floor}[method]
+            out = setup(workdir, bench_dir, manifest)
     elif phase == "run":
         # Import the method's libraries before the timer starts (and before the baseline RSS).
         if method == "lakehouse":
@@ -629,9 +705,12 @@ def child(args: argparse.Namespace) -> int:
             import deltalake  # noqa: F401
 
             out = run_delta(workdir)
+        elif method == "spark":
+            out = run_spark(workdir)
         else:
             out = run_floor(workdir)
-        out["peak_rss_kib"] = proc_status_kib("VmHWM")
+        # Spark's work happens in its JVM, a child process: its peak is the JVM's (plus ours).
+        out["peak_rss_kib"] = proc_status_kib("VmHWM") + out.get("jvm_peak_rss_kib", 0)
     else:
         setup = json.loads((workdir / "setup.json").read_text())
         out = validate(method, workdir, manifest, setup)
@@ -673,8 +752,14 @@ def versions() -> dict[str, str]:
     import pyarrow
     import pyiceberg
 
+    try:
+        import pyspark
+
+        spark = pyspark.__version__
+    except ImportError:
+        spark = "not installed"
     return {"duckdb": duckdb.__version__, "pyiceberg": pyiceberg.__version__, "deltalake": deltalake.__version__,
-            "pyarrow": pyarrow.__version__}
+            "pyarrow": pyarrow.__version__, "pyspark": spark}
 
 
 def report(results: dict[str, list[dict[str, Any]]], manifest: dict[str, Any], facts: dict[str, Any]) -> str:
@@ -695,7 +780,7 @@ def report(results: dict[str, list[dict[str, Any]]], manifest: dict[str, Any], f
         "",
         f"{facts['repeat']} run(s) per method, best shown; {facts['when']}; {facts['machine']}; lakehouse extension: "
         f"`{facts['extension']}`; duckdb {v['duckdb']}, pyiceberg {v['pyiceberg']}, deltalake {v['deltalake']}, "
-        f"pyarrow {v['pyarrow']}. Full run took {facts['total_minutes']:.1f} min including setup and validation.",
+        f"pyarrow {v['pyarrow']}, pyspark {v.get('pyspark')}. Full run took {facts['total_minutes']:.1f} min including setup and validation.",
         "",
         "| method | seconds | MiB/s | peak RSS MiB | RSS before MiB | their seconds / lakehouse |",
         "|---|---:|---:|---:|---:|---:|",
@@ -755,6 +840,12 @@ def report(results: dict[str, list[dict[str, Any]]], manifest: dict[str, Any], f
             s = val["sample_new_file"]
             extra += f"; a new file: {s['row_groups']} row group(s), {s['compression']}, field ids {s['field_ids']}"
         lines += ["", f"Lakehouse output: {fmt_spread(val['new_files'])}; {extra}."]
+    if "spark" in results:
+        r = results["spark"][-1]["run"]
+        lines += ["", f"Spark `rewrite_data_files` returned {r['metrics']}; the JVM and SparkSession took "
+                  f"{r['jvm_seconds']:.1f} s to start (not in its seconds above); its peak RSS is the driver JVM's "
+                  f"VmHWM ({r['jvm_peak_rss_kib'] / 1024:,.0f} MiB, `spark.driver.memory={SPARK_DRIVER_MEMORY}`) plus the Python "
+                  "process's."]
     if "delta-rs" in results:
         m = results["delta-rs"][-1]["run"]["metrics"]
         lines += ["", f"delta-rs optimize metrics: files added {m.get('numFilesAdded')}, removed {m.get('numFilesRemoved')}, "
@@ -767,7 +858,7 @@ def report(results: dict[str, list[dict[str, Any]]], manifest: dict[str, Any], f
 
 
 LABELS = {"lakehouse": "lakehouse_compact", "delta-rs": "delta-rs optimize.compact", "pyiceberg": "pyiceberg scan + overwrite",
-          "floor": "floor: bare DuckDB COPY"}
+          "spark": "Spark rewrite_data_files", "floor": "floor: bare DuckDB COPY"}
 WHAT = {
     "lakehouse": f"pyiceberg `SqlCatalog` table, files registered with `add_files`; `lakehouse_compact('ns.t', catalog_uri := …, "
                  f"small_file_threshold_mb := {SMALL_FILE_THRESHOLD_MB}, target_file_size_mb := {TARGET_FILE_SIZE_MB})` "
@@ -776,6 +867,10 @@ WHAT = {
                 f"`DeltaTable(path).optimize.compact(target_size={TARGET_FILE_SIZE_MB} MiB)` with delta-rs defaults (ZSTD).",
     "pyiceberg": "same kind of table as lakehouse; per partition `tbl.scan(row_filter=EqualTo('partition_date', d)).to_arrow()` "
                  "then `tbl.overwrite(arrow, overwrite_filter=EqualTo(…))` (load_table included).",
+    "spark": f"same kind of table as lakehouse (registered by pyiceberg in the same kind of sqlite catalog, read by Spark's "
+             f"JDBC catalog); PySpark 4.0.1 + Iceberg 1.10.1 in `local[2]` (the same two cores), `CALL {SPARK_CATALOG}.system."
+             f"rewrite_data_files(table => 'ns.t', options => map('target-file-size-bytes', '{TARGET_FILE_SIZE_MB} MiB'))` "
+             "with Spark's defaults otherwise (bin-pack, zstd); JVM start excluded and reported apart.",
     "floor": "per partition `COPY (SELECT * FROM read_parquet([<files>])) TO '<d>.parquet' (FORMAT parquet, COMPRESSION zstd)` "
              "on one fresh DuckDB connection; no metadata, one output file per partition.",
 }

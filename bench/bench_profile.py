@@ -15,9 +15,13 @@ runs after ``--warmup`` untimed runs, each run on a fresh connection / freshly l
 2. pyiceberg: ``catalog.load_table`` + ``table.inspect.files()`` + a pyarrow ``group_by`` on the
    partition (file count, summed sizes, small-file count);
 3. DuckDB's iceberg extension: ``iceberg_metadata(<metadata.json>)`` grouped by the partition
-   directory of ``file_path`` (it exposes no file sizes in 1.5.5).
+   directory of ``file_path`` (it exposes no file sizes in 1.5.5);
+4. Apache Spark (PySpark 4.0.1, Iceberg 1.10.1, ``local[2]``): the table's ``files`` metadata table
+   grouped by partition, through Iceberg's JDBC catalog on the same sqlite catalog (cache off, so
+   each run reloads the metadata); the JVM's start is reported apart, not timed (``--no-spark``
+   leaves it out).
 
-The three must agree on the total data file count (and on the per-partition counts). A
+All must agree on the total data file count (and on the per-partition counts). A
 markdown table with the best times and the ratios pyiceberg/lakehouse and
 duckdb-iceberg/lakehouse is printed and written to ``bench/results/profile.md``.
 
@@ -218,6 +222,49 @@ def run_duckdb_iceberg(metadata: str) -> dict[str, int]:
     return {p: n for p, n, _records in rows}
 
 
+class SparkFiles:
+    """Spark's `<table>.files` metadata table through a JDBC catalog on the same sqlite catalog
+    (named like the pyiceberg one, so the same row), in a local[2] session started once: the JVM's
+    start is timed apart (``jvm_seconds``), and with the catalog cache off every run reloads the
+    table metadata, as every other method does."""
+
+    def __init__(self, bench_dir: Path) -> None:
+        sys.path.insert(0, str(REPO_ROOT / "test" / "integration"))
+        import spark as sp
+
+        self.version = sp.PYSPARK_VERSION
+        prefix = "spark.sql.catalog.bench"
+        builder = (
+            sp.session_builder(bench_dir / "spark-scratch", "lakehouse-bench-profile", quick_jvm=False)
+            .config(prefix, "org.apache.iceberg.spark.SparkCatalog")
+            .config(f"{prefix}.type", "jdbc")
+            .config(f"{prefix}.uri", f"jdbc:sqlite:{bench_dir}/catalog.db")
+            .config(f"{prefix}.warehouse", f"file://{bench_dir}/warehouse")
+            .config(f"{prefix}.cache-enabled", "false")
+        )
+        started = time.perf_counter()
+        self.session = builder.getOrCreate()
+        self.session.sparkContext.setLogLevel("ERROR")
+        self.jvm_seconds = time.perf_counter() - started
+
+    def run(self) -> dict[str, int]:
+        limit = SMALL_FILE_THRESHOLD_MB * MIB
+        rows = self.session.sql(
+            f"SELECT partition, count(*) AS files, sum(file_size_in_bytes) AS bytes, "
+            f"sum(CASE WHEN file_size_in_bytes < {limit} THEN 1 ELSE 0 END) AS small "
+            f"FROM bench.{NAMESPACE}.{TABLE_NAME}.files WHERE content = 0 GROUP BY partition"
+        ).collect()
+        counts = {}
+        for row in rows:
+            partition = row["partition"].asDict() if row["partition"] is not None else {}
+            label = "/".join(f"{k}={_human(v)}" for k, v in partition.items()) or "(unpartitioned)"
+            counts[label] = row["files"]
+        return counts
+
+    def stop(self) -> None:
+        self.session.stop()
+
+
 def best_of(run: Callable[[], Any], repeat: int, warmup: int) -> tuple[float, Any]:
     """(best wall-clock seconds over ``repeat`` timed runs after ``warmup`` untimed ones, last result)."""
     result = None
@@ -265,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per method (best is reported)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs per method first")
     parser.add_argument("--output", default=str(DEFAULT_OUTPUT), help="markdown report path")
+    parser.add_argument("--no-spark", action="store_true", help="leave Spark out")
     args = parser.parse_args(argv)
 
     extension = extension_path(args.extension)
@@ -285,12 +333,24 @@ def main(argv: list[str] | None = None) -> int:
         (f"duckdb-iceberg {duckdb.__version__}", "`iceberg_metadata(<metadata.json>)` `GROUP BY` the partition directory of `file_path`",
          lambda: run_duckdb_iceberg(metadata)),
     ]
+    spark = None
+    if not args.no_spark:
+        spark = SparkFiles(bench_dir)
+        print(f"  (Spark: JVM + SparkSession started in {spark.jvm_seconds:.1f} s, not timed below)")
+        contenders.append(
+            (f"Spark {spark.version} `files` table",
+             "`SELECT partition, count(*), sum(file_size_in_bytes), sum(small) FROM <catalog>.bench.profile.files WHERE "
+             f"content = 0 GROUP BY partition` in `local[2]` through Iceberg 1.10.1's JDBC catalog on the same sqlite catalog "
+             f"(catalog cache off; JVM + session start, {spark.jvm_seconds:.1f} s, not included)",
+             spark.run))
     timings, counts = [], {}
     for name, what, run in contenders:
         seconds, result = best_of(run, args.repeat, args.warmup)
         print(f"  {name}: {seconds:.3f} s")
         timings.append((name, what, seconds))
         counts[name] = result
+    if spark is not None:
+        spark.stop()
 
     totals = {name: sum(c.values()) for name, c in counts.items()}
     if len(set(totals.values())) != 1:

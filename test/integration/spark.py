@@ -92,10 +92,11 @@ def _require_pyspark() -> Any:
     return pyspark
 
 
-def session_builder(scratch: Path, app_name: str, driver_memory: str = "1g") -> Any:
+def session_builder(scratch: Path, app_name: str, driver_memory: str = "1g", quick_jvm: bool = True) -> Any:
     """A SparkSession builder for local[2] (loopback only, no UI, UTC) with Iceberg's runtime and
     SQL extensions from the jar cache; Spark's scratch space (and Ivy, which is never used) under
-    ``scratch``. Callers add their catalogs."""
+    ``scratch``. Callers add their catalogs. ``quick_jvm`` (tests) trades peak speed for start-up
+    (C1 JIT only, serial GC); benchmarks pass False and get the JVM's defaults."""
     _require_pyspark()
     from pyspark.sql import SparkSession
 
@@ -120,7 +121,10 @@ def session_builder(scratch: Path, app_name: str, driver_memory: str = "1g") -> 
         .config("spark.default.parallelism", "2")
         .config("spark.sql.adaptive.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC -XX:+UseSerialGC -XX:TieredStopAtLevel=1")
+        .config(
+            "spark.driver.extraJavaOptions",
+            "-Duser.timezone=UTC" + (" -XX:+UseSerialGC -XX:TieredStopAtLevel=1" if quick_jvm else ""),
+        )
         .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
     )
 
