@@ -200,7 +200,7 @@ fn parse_with_stand_ins(bytes: &[u8], location: &str, first: serde_json::Error) 
     let stand_ins = StandIns::substitute_metadata(&mut value);
     match serde_json::from_value::<TableMetadata>(value.clone()) {
         Ok(metadata) => Ok((metadata, stand_ins)),
-        Err(e) => Err(match unknown_type(&value) {
+        Err(e) => Err(match StandIns::first_unknown_type(&value) {
             Some((column, ty)) => Error::new(
                 ErrorKind::Unsupported,
                 format!(
@@ -213,48 +213,6 @@ fn parse_with_stand_ins(bytes: &[u8], location: &str, first: serde_json::Error) 
             }),
         }),
     }
-}
-
-/// The first column (name, type) whose type is not one the spec defines.
-fn unknown_type(metadata: &serde_json::Value) -> Option<(String, String)> {
-    fn known(ty: &str) -> bool {
-        matches!(
-            ty,
-            "boolean"
-                | "int"
-                | "long"
-                | "float"
-                | "double"
-                | "date"
-                | "time"
-                | "timestamp"
-                | "timestamptz"
-                | "timestamp_ns"
-                | "timestamptz_ns"
-                | "string"
-                | "uuid"
-                | "binary"
-        ) || ty.starts_with("decimal(")
-            || ty.starts_with("fixed[")
-    }
-    fn search(node: &serde_json::Value, name: &str) -> Option<(String, String)> {
-        match node {
-            serde_json::Value::String(ty) if !known(ty) => Some((name.to_string(), ty.clone())),
-            serde_json::Value::Object(map) => {
-                let name = map.get("name").and_then(|n| n.as_str()).unwrap_or(name);
-                ["type", "fields", "element", "key", "value"].iter().filter_map(|k| map.get(*k)).find_map(|child| {
-                    match child {
-                        serde_json::Value::String(s) if ["struct", "list", "map"].contains(&s.as_str()) => None,
-                        other => search(other, name),
-                    }
-                })
-            }
-            serde_json::Value::Array(items) => items.iter().find_map(|i| search(i, name)),
-            _ => None,
-        }
-    }
-    let schemas = metadata.get("schemas").into_iter().chain(metadata.get("schema"));
-    schemas.flat_map(|s| search(s, "?")).next()
 }
 
 /// The first field the spec requires of this format version that the metadata lacks.

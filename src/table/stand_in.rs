@@ -71,6 +71,25 @@ impl StandIns {
         }
     }
 
+    /// The first column (name, type) of any schema in metadata JSON whose type is a string the
+    /// spec does not define (for an error that names it).
+    pub fn first_unknown_type(metadata: &Value) -> Option<(String, String)> {
+        let mut schemas: Vec<Value> = metadata.get("schemas").and_then(Value::as_array).cloned().unwrap_or_default();
+        schemas.extend(metadata.get("schema").cloned());
+        let mut found = None;
+        for schema in &mut schemas {
+            walk_fields(schema, &mut |field| {
+                if let (None, Some(Value::String(ty))) = (&found, field.get("type"))
+                    && !is_defined(ty)
+                {
+                    let name = field.get("name").and_then(Value::as_str).unwrap_or("?");
+                    found = Some((name.to_string(), ty.clone()));
+                }
+            });
+        }
+        found
+    }
+
     /// Puts the original types back into metadata JSON about to be written.
     pub fn restore(&self, metadata: &mut Value) {
         if self.is_empty() {
@@ -141,6 +160,34 @@ fn is_unsupported(ty: &Value) -> bool {
     matches!(base, "variant" | "unknown" | "geometry" | "geography")
 }
 
+/// Whether `ty` is a primitive type name of the spec (v1 to v3).
+fn is_defined(ty: &str) -> bool {
+    let base = ty.split(['(', '[']).next().unwrap_or(ty).trim();
+    matches!(
+        base,
+        "boolean"
+            | "int"
+            | "long"
+            | "float"
+            | "double"
+            | "date"
+            | "time"
+            | "timestamp"
+            | "timestamptz"
+            | "timestamp_ns"
+            | "timestamptz_ns"
+            | "string"
+            | "uuid"
+            | "binary"
+            | "decimal"
+            | "fixed"
+            | "variant"
+            | "unknown"
+            | "geometry"
+            | "geography"
+    )
+}
+
 fn type_name(ty: &Value) -> String {
     ty.as_str().map(str::to_string).unwrap_or_else(|| ty.to_string())
 }
@@ -178,6 +225,16 @@ mod tests {
         assert!(stand_ins.describe().contains("'v' (variant)"), "{}", stand_ins.describe());
         stand_ins.restore(&mut metadata);
         assert_eq!(metadata, original);
+    }
+
+    #[test]
+    fn undefined_types_are_named() {
+        let metadata = json!({"schemas": [{"schema-id": 0, "type": "struct", "fields": [
+            {"id": 1, "name": "a", "required": false, "type": "decimal(9, 2)"},
+            {"id": 2, "name": "s", "required": false, "type": {"type": "struct", "fields": [
+                {"id": 3, "name": "c", "required": false, "type": "varchar(10)"}]}}]}]});
+        assert_eq!(StandIns::first_unknown_type(&metadata), Some(("c".into(), "varchar(10)".into())));
+        assert_eq!(StandIns::first_unknown_type(&json!({"schemas": []})), None);
     }
 
     #[test]

@@ -560,3 +560,11 @@ def clean_catalog_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest
     empty_home.mkdir()
     monkeypatch.setenv("HOME", str(empty_home))
     return monkeypatch
+
+
+# --------------------------------------------------------------------------- Apache Spark
+
+# The session's one SparkSession and its Hadoop catalog's warehouse (test/integration/spark.py),
+# defined here once so that every module shares them (fixtures imported into two test modules
+# would be two fixtures: two warehouses behind one JVM's catalog).
+from spark import spark, spark_warehouse  # noqa: E402, F401

@@ -11,9 +11,8 @@ Nothing is resolved over the network: the Iceberg runtime jar comes from the cac
 ``${XDG_CACHE_HOME:-~/.cache}/lakehouse/jars``). When pyspark, Java or the jar is missing the
 fixture fails (not skips) with what to run.
 
-test_spark_conformance.py imports the fixtures (``from spark import spark, spark_warehouse``), so
-conftest.py needs no change; a second Spark test module would instead register them once, with
-``pytest_plugins = ["spark"]`` in the rootdir conftest, and drop those imports.
+conftest.py imports the fixtures once, so every test module shares one session and one warehouse
+(importing them into each test module would define them once per module).
 """
 
 from __future__ import annotations

@@ -23,7 +23,6 @@ import pytest
 from pyiceberg.table import StaticTable
 
 from conftest import fixtures_dir
-from spark import spark, spark_warehouse  # noqa: F401  (the session's SparkSession fixtures)
 
 FIXTURES = fixtures_dir() / "iceberg-foreign"
 INFO: dict = json.loads((FIXTURES / "fixtures.json").read_text()) if FIXTURES.is_dir() else {}

@@ -38,7 +38,6 @@ import pytest
 from pyiceberg.table import StaticTable
 
 import spark as sp
-from spark import spark, spark_warehouse  # noqa: F401  (the session's SparkSession fixtures)
 from test_compact_iceberg import sorted_rows
 
 MIB = 1024 * 1024
