@@ -29,9 +29,15 @@ impl HostDb {
         Self { root: Arc::new(Mutex::new(connection)) }
     }
 
-    /// Exclusive use of the host connection until the guard drops.
+    /// Exclusive use of the host connection until the guard drops. The connection's time zone
+    /// is UTC (connection-local: the user's session keeps its own), so that a cast between
+    /// TIMESTAMP and TIMESTAMPTZ — a Spark INT96 timestamp read for a Delta `timestamp` column —
+    /// means the same instant in every statement of ours, wherever the machine is.
     pub fn connect(&self) -> Result<MutexGuard<'_, Nested>> {
-        self.root.lock().map_err(|_| Error::new(ErrorKind::DuckDb, "host connection lock poisoned"))
+        let guard = self.root.lock().map_err(|_| Error::new(ErrorKind::DuckDb, "host connection lock poisoned"))?;
+        // Without ICU there is no TimeZone setting, and casts are UTC anyway.
+        let _ = guard.execute("SET TimeZone = 'UTC'");
+        Ok(guard)
     }
 }
 

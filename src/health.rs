@@ -10,11 +10,15 @@ use std::path::PathBuf;
 
 use crate::action::expire::{ExpiryOptions, retention_days_in_force, select};
 use crate::action::orphans::find_orphans;
+use crate::action::vacuum;
+use crate::duck::HostDb;
 use crate::error::Result;
+use crate::error::{Error, ErrorKind};
 use crate::profile::MIB;
+use crate::table::delta::DeltaLakeTable;
 use crate::table::iceberg::IcebergTable;
 use crate::table::reach::Reach;
-use crate::table::{self, FileContent, LocateOptions, location_key, strip_file_scheme};
+use crate::table::{self, FileContent, LocateOptions, Table, TableFormat, location_key, strip_file_scheme};
 
 /// A manifest is small below this share of `commit.manifest.target-size-bytes` (the same
 /// half-of-target rule as data files: 64 MiB of 128 MiB).
@@ -78,6 +82,35 @@ pub struct MetadataHealth {
     pub missing_metadata_files: u64,
     /// Why the metadata is bloated (empty: healthy).
     pub reasons: Vec<String>,
+    /// The table's format.
+    pub format: Option<TableFormat>,
+    /// Delta Lake's log figures (`None` for Iceberg).
+    pub delta: Option<DeltaLogHealth>,
+}
+
+/// The figures of a Delta table's `_delta_log` and of what VACUUM would do.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeltaLogHealth {
+    /// Commits after the newest checkpoint (all of them without one).
+    pub commits_since_checkpoint: u64,
+    /// The newest checkpoint's version.
+    pub last_checkpoint_version: Option<i64>,
+    /// Its age in days (from the checkpoint file's modification time).
+    pub checkpoint_age_days: Option<f64>,
+    /// `delta.checkpointInterval` (default 100).
+    pub checkpoint_interval: u64,
+    /// `delta.logRetentionDuration` in days (default 30).
+    pub log_retention_days: f64,
+    /// `delta.deletedFileRetentionDuration` in hours (default 168).
+    pub deleted_file_retention_hours: f64,
+    /// Remove actions the log still holds for files gone from the table.
+    pub tombstones: u64,
+    /// Of those, removed longer ago than the deleted-file retention.
+    pub expired_tombstones: u64,
+    /// Files VACUUM with the table's retention would delete, and their bytes.
+    pub vacuumable_files: u64,
+    /// See `vacuumable_files`.
+    pub vacuumable_bytes: u64,
 }
 
 impl MetadataHealth {
@@ -97,12 +130,18 @@ impl MetadataHealth {
     }
 }
 
-/// Locates `table_name` and measures its metadata.
-pub fn metadata_health(table_name: &str, locate: &LocateOptions, options: &HealthOptions) -> Result<MetadataHealth> {
+/// Opens `table_name` (Iceberg or Delta) and measures its metadata.
+pub fn metadata_health(
+    table_name: &str,
+    locate: &LocateOptions,
+    options: &HealthOptions,
+    host: &HostDb,
+) -> Result<MetadataHealth> {
     options.expiry.validate()?;
-    let located = table::locate(table_name, locate)?;
-    let table = IcebergTable::load(&located.metadata_location)?;
-    measure(&table, options)
+    match Table::open(table_name, locate)? {
+        Table::Iceberg { table, .. } => measure(&table, options),
+        Table::Delta(table) => measure_delta(&table, host),
+    }
 }
 
 /// Measures `table`'s metadata.
@@ -202,6 +241,7 @@ pub fn measure(table: &IcebergTable, options: &HealthOptions) -> Result<Metadata
             h.unlogged_metadata_files
         ));
     }
+    h.format = Some(TableFormat::Iceberg);
     if let Some(why) = orphans_unknown {
         h.reasons.push(format!("orphan files were not counted: {why}"));
     }
@@ -211,6 +251,116 @@ pub fn measure(table: &IcebergTable, options: &HealthOptions) -> Result<Metadata
             h.missing_metadata_files
         ));
     }
+    Ok(h)
+}
+
+/// Measures a Delta table: its log (commits, checkpoints, retention) and what VACUUM would do.
+/// The Iceberg figures map onto Delta's: a commit is a snapshot, the log's files are metadata
+/// files, a deletion vector is a position-delete file, and log entries a log cleanup would
+/// remove (older than `delta.logRetentionDuration` and before a checkpoint) are expirable.
+pub fn measure_delta(table: &DeltaLakeTable, host: &HostDb) -> Result<MetadataHealth> {
+    let now = std::time::SystemTime::now();
+    let age_ms = |m: &std::fs::Metadata| {
+        m.modified().ok().and_then(|t| now.duration_since(t).ok()).map_or(0, |d| d.as_millis() as i64)
+    };
+    let log_retention_hours = table
+        .property("delta.logRetentionDuration")
+        .map(|v| {
+            vacuum::interval_hours(v).ok_or_else(|| {
+                Error::new(ErrorKind::CorruptMetadata, format!("delta.logRetentionDuration '{v}' is not an interval"))
+            })
+        })
+        .transpose()?
+        .unwrap_or(30.0 * 24.0);
+    let checkpoint_interval =
+        table.property("delta.checkpointInterval").and_then(|v| v.parse::<u64>().ok()).unwrap_or(100);
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let mut h = MetadataHealth {
+        format: Some(TableFormat::Delta),
+        retention_days: log_retention_hours / 24.0,
+        ..Default::default()
+    };
+    let mut commits: Vec<(i64, i64)> = Vec::new(); // (version, age ms)
+    let mut checkpoints: Vec<(i64, i64)> = Vec::new();
+    for entry in std::fs::read_dir(table.log_dir())? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        if !meta.is_file() {
+            continue;
+        }
+        h.metadata_files += 1;
+        h.metadata_bytes += meta.len();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let version = name.split('.').next().and_then(|v| v.parse::<i64>().ok());
+        match version {
+            Some(v) if name.ends_with(".json") && !name.contains(".checkpoint") => commits.push((v, age_ms(&meta))),
+            Some(v) if name.contains(".checkpoint") => checkpoints.push((v, age_ms(&meta))),
+            _ => {}
+        }
+    }
+    let last_checkpoint = checkpoints.iter().filter(|(v, _)| *v <= table.version).max_by_key(|(v, _)| *v).copied();
+    let retention_ms = (log_retention_hours * 3_600_000.0) as i64;
+    h.snapshots = commits.len() as u64;
+    h.metadata_log_entries = h.snapshots;
+    h.oldest_snapshot_ms = commits.iter().map(|(_, age)| now_ms - age).min();
+    h.newest_snapshot_ms = commits.iter().map(|(_, age)| now_ms - age).max();
+    h.snapshots_past_retention = commits.iter().filter(|(_, age)| *age > retention_ms).count() as u64;
+    h.expirable_snapshots =
+        commits.iter().filter(|(v, age)| *age > retention_ms && last_checkpoint.is_some_and(|(c, _)| *v < c)).count()
+            as u64;
+    h.data_files = table.files.len() as u64;
+    h.position_delete_files = table.files.iter().filter(|f| f.deletion_vector_rows.is_some()).count() as u64;
+
+    let deleted_file_retention_hours = vacuum::table_retention_hours(table)?;
+    let plan = vacuum::vacuum(
+        table,
+        &vacuum::VacuumOptions { retention_hours: None, dry_run: true, enforce_retention_duration: true },
+        host,
+    )?;
+    let tombstone_counts = vacuum::tombstone_counts(table, deleted_file_retention_hours)?;
+    let untracked: Vec<&vacuum::VacuumedFile> =
+        plan.files.iter().filter(|f| f.reason == vacuum::VacuumReason::Untracked).collect();
+    h.orphan_files = Some(untracked.len() as u64);
+    h.orphan_bytes = Some(untracked.iter().map(|f| f.deleted.size_bytes).sum());
+    let log = DeltaLogHealth {
+        commits_since_checkpoint: commits.iter().filter(|(v, _)| last_checkpoint.is_none_or(|(c, _)| *v > c)).count()
+            as u64,
+        last_checkpoint_version: last_checkpoint.map(|(v, _)| v),
+        checkpoint_age_days: last_checkpoint.map(|(_, age)| age as f64 / 86_400_000.0),
+        checkpoint_interval,
+        log_retention_days: log_retention_hours / 24.0,
+        deleted_file_retention_hours,
+        tombstones: tombstone_counts.0,
+        expired_tombstones: tombstone_counts.1,
+        vacuumable_files: plan.removed(),
+        vacuumable_bytes: plan.reclaimed_bytes(),
+    };
+    if h.expirable_snapshots > 0 {
+        h.reasons.push(format!(
+            "{} of {} log entries are past the {}-day log retention and before checkpoint {} (a log cleanup removes them)",
+            h.expirable_snapshots,
+            h.snapshots,
+            trim_number(log.log_retention_days),
+            log.last_checkpoint_version.unwrap_or(0)
+        ));
+    }
+    if log.commits_since_checkpoint > log.checkpoint_interval {
+        h.reasons.push(format!(
+            "{} commits since the last checkpoint (delta.checkpointInterval {}): readers replay them all",
+            log.commits_since_checkpoint, log.checkpoint_interval
+        ));
+    }
+    if log.vacuumable_files > 0 {
+        h.reasons.push(format!(
+            "{} files ({:.2} MiB) can be vacuumed ({} expired tombstones, {} untracked; retention {} hours)",
+            log.vacuumable_files,
+            log.vacuumable_bytes as f64 / MIB,
+            plan.files.iter().filter(|f| f.reason == vacuum::VacuumReason::Tombstone).count(),
+            untracked.len(),
+            trim_number(deleted_file_retention_hours)
+        ));
+    }
+    h.delta = Some(log);
     Ok(h)
 }
 

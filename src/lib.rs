@@ -1,31 +1,36 @@
-//! # lakehouse — the maintenance gate for Apache Iceberg tables, inside DuckDB
+//! # lakehouse — the maintenance gate for Apache Iceberg and Delta Lake tables, inside DuckDB
 //!
 //! A DuckDB loadable extension that profiles small-file fragmentation per partition, compacts
-//! the degraded partitions, expires snapshots and removes orphan files (the gate and its Slack
-//! scorecard are to come). Metadata is read and written in Rust through iceberg-rust; data files
-//! are written by DuckDB itself on a nested connection.
+//! the degraded partitions, retires history (Iceberg snapshot expiry and orphan removal, Delta
+//! VACUUM) and sends a scorecard to Slack. Metadata is read and written in Rust through
+//! iceberg-rust and delta-rs; data files are written by DuckDB itself on a nested connection.
 //!
 //! ## Layout
 //!
 //! - [`error`]: `Error { kind, message, context }` and the crate's `Result`.
-//! - [`table`]: locating a table (metadata.json path, table directory, SQL-catalog identifier)
-//!   and the format-neutral model ([`table::DataFile`]); [`table::iceberg`] reads the current
-//!   snapshot's live files, [`table::partition`] prints partition labels, [`table::catalog`]
-//!   resolves identifiers the way pyiceberg does, [`table::reach`] reads what many snapshots
-//!   reference (each distinct manifest once).
+//! - [`table`]: opening a table once per call ([`table::Table`]: Iceberg — metadata.json path,
+//!   table directory, SQL-catalog identifier — or Delta, a directory with `_delta_log/`) and the
+//!   format-neutral model ([`table::DataFile`]); [`table::iceberg`] and [`table::delta`] read
+//!   each format's live files, [`table::manifest`] reads manifests as Java does,
+//!   [`table::stand_in`] holds v3 types iceberg-rust lacks, [`table::partition`] prints Iceberg
+//!   partition labels, [`table::catalog`] resolves identifiers the way pyiceberg does,
+//!   [`table::reach`] reads what many snapshots reference (each distinct manifest once).
 //! - [`profile`]: fragmentation figures per partition and the summary row (pure).
-//! - [`health`]: metadata-bloat figures (snapshots past retention, manifests, metadata files,
-//!   orphans) and their verdict.
+//! - [`health`]: metadata-bloat figures (Iceberg: snapshots, manifests, metadata files, orphans;
+//!   Delta: the log, checkpoints, tombstones, what VACUUM would delete) and their verdict.
 //! - [`plan`]: pure planners; [`plan::compaction`] bin-packs small files of degraded partitions,
 //!   [`plan::expiry`] finds the files only expired snapshots reach.
 //! - [`action`]: executes plans; [`action::compact`] rewrites through DuckDB and commits one
-//!   `replace` snapshot ([`table::commit`] makes a metadata file current atomically);
-//!   [`action::expire`] commits the expiry and then deletes; [`action::orphans`] finds and
-//!   deletes unreferenced files.
+//!   Iceberg `replace` snapshot ([`table::commit`] makes a metadata file current atomically),
+//!   [`action::compact_delta`] the Delta `OPTIMIZE` commit; [`action::expire`] commits the
+//!   expiry and then deletes; [`action::orphans`] finds and deletes unreferenced Iceberg files;
+//!   [`action::vacuum`] is Delta's VACUUM; [`action::gate`] runs the whole gate.
+//! - [`report`]: the scorecard a gate run produces (below both the gate and the Slack card).
+//! - [`notify`]: the Slack card ([`notify::card`]) and its delivery ([`notify::slack`]).
 //! - [`demo`]: writes the fragmented demo table.
 //! - [`duck`]: the nested host connection (driven through C API `v1.2.0` functions only, so
 //!   every DuckDB from 1.3 to 2.0 runs it) and SQL quoting (the only place SQL text is built).
-//! - [`runtime`]: the Tokio runtime iceberg-rust's async I/O runs on.
+//! - [`runtime`]: the Tokio runtime iceberg-rust's and delta-rs's async I/O run on.
 //! - [`interrupt`]: Ctrl-C recorded while long work runs, checked between its steps.
 //! - [`functions`]: one file per SQL function, on a shared row-function adapter that parses
 //!   arguments at bind and prefixes every error with the function's name.
@@ -40,6 +45,7 @@ pub mod interrupt;
 pub mod notify;
 pub mod plan;
 pub mod profile;
+pub mod report;
 pub mod runtime;
 pub mod table;
 

@@ -36,7 +36,7 @@ use crate::plan::compaction::{CompactionOptions, PartitionPlan, Verdict, plan};
 use crate::runtime;
 use crate::table::commit::{CommitOutcome, commit, pause_for_tests, relocate, require_exclusive};
 use crate::table::iceberg::{IcebergTable, LoadedManifest, NewSnapshot, add_to_main, new_snapshot_id};
-use crate::table::{self, DataFile, LocateOptions, Located, strip_file_scheme};
+use crate::table::{self, DataFile, Located, Table, strip_file_scheme};
 
 /// Commit attempts before giving up on a table that keeps moving.
 const MAX_COMMIT_ATTEMPTS: usize = 4;
@@ -67,23 +67,34 @@ struct Written {
     spec_id: i32,
 }
 
-/// Locates `table`, plans, and (unless `dry_run`) rewrites and commits. `known_ratio`: the
-/// output bytes per input byte a previous plan measured (then no sample is rewritten, and the
-/// plan is that plan's, table unchanged); `None` measures.
+/// Plans, and (unless `dry_run`) rewrites and commits, on an Iceberg or a Delta table.
+/// `known_ratio`: the output bytes per input byte a previous plan measured (then no sample is
+/// rewritten, and the plan is that plan's, table unchanged); `None` measures.
 pub fn compact(
-    table_name: &str,
-    locate: &LocateOptions,
+    table: &Table,
     options: &CompactionOptions,
     dry_run: bool,
     host: &HostDb,
     known_ratio: Option<f64>,
 ) -> Result<CompactionReport> {
     options.validate()?;
-    let located = table::locate(table_name, locate)?;
-    let table = IcebergTable::load(&located.metadata_location)?;
+    match table {
+        Table::Iceberg { located, table } => compact_iceberg(located, table, options, dry_run, host, known_ratio),
+        Table::Delta(table) => crate::action::compact_delta::compact(table, options, dry_run, host, known_ratio),
+    }
+}
+
+fn compact_iceberg(
+    located: &Located,
+    table: &IcebergTable,
+    options: &CompactionOptions,
+    dry_run: bool,
+    host: &HostDb,
+    known_ratio: Option<f64>,
+) -> Result<CompactionReport> {
     table.require_rewritable()?;
     let manifests = table.load_manifests()?;
-    let (files, sources) = live_data(&table, &manifests);
+    let (files, sources) = live_data(table, &manifests);
     let first_plan = plan(&files, options, 1.0);
     if first_plan.iter().all(|p| p.groups.is_empty()) {
         return Ok(CompactionReport {
@@ -98,7 +109,12 @@ pub fn compact(
     // Plan again on the sizes the rewrite will produce (a dry run measures too: the sample goes
     // to /dev/null, so the plan it shows is the plan a real run carries out).
     let conn = host.connect()?;
-    let ratio = known_ratio.or_else(|| output_ratio(&conn, &table, &first_plan, &sources));
+    let ratio = known_ratio.or_else(|| {
+        measured_output_ratio(&conn, &first_plan, &|i| sources[i].file_size_in_bytes(), &|sample, target| {
+            let inputs: Vec<&IcebergDataFile> = sample.iter().map(|&i| sources[i]).collect();
+            copy_sql(&conn, table, &inputs, target)
+        })
+    });
     let mut plans = match ratio {
         Some(r) if (r - 1.0).abs() > 0.1 => plan(&files, options, r),
         _ => first_plan,
@@ -115,7 +131,7 @@ pub fn compact(
     if dry_run || report.plans.iter().all(|p| p.groups.is_empty()) {
         return Ok(report);
     }
-    require_exclusive(&located)?;
+    require_exclusive(located)?;
 
     let starting_sequence_number = table.metadata.current_snapshot().map_or(0, |s| s.sequence_number());
     let mut written: Vec<Written> = Vec::new();
@@ -124,7 +140,7 @@ pub fn compact(
             for group in &p.groups {
                 interrupt::check("nothing was committed")?;
                 let inputs: Vec<&IcebergDataFile> = group.iter().map(|&i| sources[i]).collect();
-                let out = rewrite_group(&conn, &table, &inputs, p.spec_id)?;
+                let out = rewrite_group(&conn, table, &inputs, p.spec_id)?;
                 written.push(out);
             }
         }
@@ -352,12 +368,13 @@ const CALIBRATION_SAMPLE_BYTES: u64 = 16 * 1024 * 1024;
 /// plan compacts (up to [`CALIBRATION_SAMPLE_BYTES`] from its largest partition) to `/dev/null`:
 /// a change of codec (Snappy in, zstd out) or many per-file footers make outputs much smaller
 /// than their inputs, and planning on input bytes alone would miss the target by as much.
-/// Writes nothing anywhere; `None` when it cannot be measured.
-fn output_ratio(
+/// `size_of` gives a planned file's size, `copy_to` the format's COPY of some planned files to a
+/// target. Writes nothing anywhere; `None` when it cannot be measured.
+pub(crate) fn measured_output_ratio(
     conn: &Nested,
-    table: &IcebergTable,
     plans: &[PartitionPlan],
-    sources: &[&IcebergDataFile],
+    size_of: &dyn Fn(usize) -> u64,
+    copy_to: &dyn Fn(&[usize], &str) -> Result<String>,
 ) -> Option<f64> {
     let largest = plans.iter().filter(|p| p.verdict == Verdict::Compact).max_by_key(|p| p.bytes_to_rewrite)?;
     // Files in manifest (arrival) order, not the groups' largest-first order, so that the
@@ -365,17 +382,17 @@ fn output_ratio(
     // but at least one.
     let mut members: Vec<usize> = largest.groups.iter().flatten().copied().collect();
     members.sort_unstable();
-    let mut sample: Vec<&IcebergDataFile> = Vec::new();
+    let mut sample: Vec<usize> = Vec::new();
     let mut sample_bytes = 0u64;
     for i in members {
-        let size = sources[i].file_size_in_bytes();
+        let size = size_of(i);
         if !sample.is_empty() && sample_bytes + size > CALIBRATION_SAMPLE_BYTES {
             continue;
         }
-        sample.push(sources[i]);
+        sample.push(i);
         sample_bytes += size;
     }
-    let sql = copy_sql(conn, table, &sample, "/dev/null").ok()?;
+    let sql = copy_to(&sample, "/dev/null").ok()?;
     let written = conn.query(&sql).ok()?.copy_stats().ok()?.1;
     let ratio = written as f64 / sample_bytes.max(1) as f64;
     (ratio.is_finite() && ratio > 0.0).then(|| ratio.clamp(MIN_OUTPUT_RATIO, MAX_OUTPUT_RATIO))

@@ -31,7 +31,7 @@ use crate::runtime;
 use crate::table::commit::{CommitOutcome, commit, pause_for_tests, relocate, require_exclusive};
 use crate::table::iceberg::IcebergTable;
 use crate::table::reach::Reach;
-use crate::table::{self, LocateOptions, is_inside, location_key, strip_file_scheme};
+use crate::table::{Located, is_inside, location_key, strip_file_scheme};
 
 /// Commit attempts before giving up on a table that keeps moving.
 const MAX_COMMIT_ATTEMPTS: usize = 4;
@@ -324,10 +324,11 @@ pub fn deletes_old_metadata(metadata: &TableMetadata) -> bool {
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
 }
 
-/// Locates `table_name`, expires, commits, and deletes (unless `options.dry_run`).
-pub fn expire(table_name: &str, locate: &LocateOptions, options: &ExpiryOptions) -> Result<ExpiryReport> {
+/// Expires, commits, and deletes (unless `options.dry_run`) on the Iceberg table `located`
+/// (re-read on every attempt: a conflict re-plans on the new head).
+pub fn expire(located: &Located, options: &ExpiryOptions) -> Result<ExpiryReport> {
     options.validate()?;
-    let mut located = table::locate(table_name, locate)?;
+    let mut located = located.clone();
     for attempt in 0..MAX_COMMIT_ATTEMPTS {
         let table = IcebergTable::load(&located.metadata_location)?;
         let selection = select(&table, options)?;

@@ -10,15 +10,16 @@ use std::time::Instant;
 
 use crate::action::compact::{CompactionReport, compact};
 use crate::action::expire::{ExpiryOptions, ExpiryReport, expire, retention_days_in_force};
-use crate::action::scan::{ScanResult, scan};
+use crate::action::scan::scan;
+use crate::action::vacuum::{VacuumOptions, vacuum};
 use crate::duck::HostDb;
 use crate::error::{Error, ErrorKind, Result};
 use crate::notify::card;
 use crate::notify::slack::{Delivery, RetryPolicy, Webhook, post};
 use crate::plan::compaction::{CompactionOptions, Verdict};
 use crate::profile::{profile, summarize};
-use crate::table::iceberg::IcebergTable;
-use crate::table::{self, DataFile, FileContent, LocateOptions, PartitionKey};
+use crate::report::{LineVerdict, PartitionLine, RunStatus, Scorecard};
+use crate::table::{DataFile, FileContent, LocateOptions, PartitionKey, Table, TableFormat};
 
 /// Everything a gate run takes.
 #[derive(Debug, Clone)]
@@ -45,97 +46,6 @@ pub struct GateOptions {
     pub retry: RetryPolicy,
 }
 
-/// One partition's line of the scorecard.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PartitionLine {
-    /// Label.
-    pub partition: String,
-    /// Spec id.
-    pub spec_id: i32,
-    /// `compacted`, `would compact`, `healthy`, `skipped`.
-    pub verdict: String,
-    /// Why.
-    pub reason: String,
-    /// Live data files before and after.
-    pub files_before: u64,
-    /// See `files_before`.
-    pub files_after: u64,
-    /// Small files before and after.
-    pub small_files_before: u64,
-    /// See `small_files_before`.
-    pub small_files_after: u64,
-    /// Fragmentation ratio before and after.
-    pub ratio_before: f64,
-    /// See `ratio_before`.
-    pub ratio_after: f64,
-    /// Bytes rewritten (or that would be).
-    pub bytes_consolidated: u64,
-    /// What was done, in words.
-    pub action: String,
-}
-
-/// The whole scorecard of one run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Scorecard {
-    /// This run's id.
-    pub execution_id: String,
-    /// The table as named.
-    pub table: String,
-    /// `maintained`, `optimal`, or `dry run`.
-    pub status: String,
-    /// Whether nothing was changed on purpose.
-    pub dry_run: bool,
-    /// When the run started (ms since the epoch) and how long it took.
-    pub started_ms: i64,
-    /// See `started_ms`.
-    pub duration_ms: u64,
-    /// Thresholds used.
-    pub small_file_threshold_mb: f64,
-    /// See `small_file_threshold_mb`.
-    pub fragmentation_ratio_threshold: f64,
-    /// The retention in force.
-    pub retention_days: f64,
-    /// One line per partition.
-    pub partitions: Vec<PartitionLine>,
-    /// Degraded partitions at the start.
-    pub partitions_degraded: u64,
-    /// Partitions compacted (or that would be).
-    pub partitions_compacted: u64,
-    /// Small files before minus after, in compacted partitions only.
-    pub small_files_eliminated: u64,
-    /// Bytes rewritten.
-    pub bytes_consolidated: u64,
-    /// Average fragmentation ratio before and after.
-    pub avg_ratio_before: f64,
-    /// See `avg_ratio_before`.
-    pub avg_ratio_after: f64,
-    /// The reference flow's projected speedup (files / target-sized files in degraded partitions).
-    pub projected_speedup: f64,
-    /// Scan of the compacted partitions before and after, when measured.
-    pub scan_before: Option<ScanResult>,
-    /// See `scan_before`.
-    pub scan_after: Option<ScanResult>,
-    /// The compaction's snapshot.
-    pub compaction_snapshot_id: Option<i64>,
-    /// Snapshots expired (or that would be).
-    pub snapshots_expired: u64,
-    /// Files deleted by the expiry (or that would be).
-    pub files_deleted: u64,
-    /// Bytes reclaimed by the expiry (or that would be).
-    pub bytes_reclaimed: u64,
-    /// What happened to the card: `sent`, `not sent: …`, `failed after N attempts: …`.
-    pub notification: String,
-}
-
-impl Scorecard {
-    /// Scan time before / after over the compacted partitions, when measured.
-    pub fn measured_speedup(&self) -> Option<f64> {
-        let (before, after) = (self.scan_before.as_ref()?, self.scan_after.as_ref()?);
-        let after_s = after.elapsed.as_secs_f64();
-        (after_s > 0.0).then(|| before.elapsed.as_secs_f64() / after_s)
-    }
-}
-
 /// Runs the gate. On failure the alert is posted (when a webhook is set) and the error raised.
 pub fn run_gate(options: &GateOptions, host: &HostDb) -> Result<Scorecard> {
     let execution_id = uuid::Uuid::new_v4().to_string();
@@ -152,7 +62,13 @@ pub fn run_gate(options: &GateOptions, host: &HostDb) -> Result<Scorecard> {
             {
                 let delivery = post(
                     webhook,
-                    &card::failure_payload(&options.table, &execution_id, &message, e.kind().is_retryable()),
+                    &card::failure_payload(
+                        &options.table,
+                        crate::table::detect_format(&options.table),
+                        &execution_id,
+                        &message,
+                        e.kind().is_retryable(),
+                    ),
                     &options.retry,
                 );
                 message.push_str(
@@ -170,7 +86,7 @@ pub fn run_gate(options: &GateOptions, host: &HostDb) -> Result<Scorecard> {
 }
 
 fn deliver(options: &GateOptions, scorecard: &mut Scorecard) -> Result<()> {
-    let optimal = scorecard.status == "optimal";
+    let optimal = scorecard.status == RunStatus::Optimal;
     scorecard.notification = match (&options.webhook, scorecard.dry_run) {
         (_, true) => "not sent: dry run".into(),
         (None, _) => "not sent: no webhook URL (slack_webhook_url or SLACK_WEBHOOK_URL)".into(),
@@ -196,6 +112,54 @@ fn deliver(options: &GateOptions, scorecard: &mut Scorecard) -> Result<()> {
     Ok(())
 }
 
+/// What retiring history did: Iceberg's snapshot expiry, Delta's VACUUM.
+struct Retired {
+    /// The retention in force, days.
+    retention_days: f64,
+    /// Snapshots expired (Iceberg; Delta's VACUUM expires no versions).
+    snapshots_expired: u64,
+    /// Files deleted (or, dry, that would be) and their bytes.
+    files_deleted: u64,
+    /// See `files_deleted`.
+    bytes_reclaimed: u64,
+    /// Whether the table changed (a commit, or files deleted).
+    changed: bool,
+}
+
+/// Expires snapshots (Iceberg) or vacuums (Delta) past the retention, also when nothing was
+/// compacted. Delta's retention is `snapshot_retention_days` when given, else the table's
+/// `delta.deletedFileRetentionDuration`; one below the table's is refused, as VACUUM refuses it.
+fn retire_history(table: &Table, options: &GateOptions, host: &HostDb) -> Result<Retired> {
+    match table {
+        Table::Iceberg { located, table } => {
+            let expiry_options = ExpiryOptions { dry_run: options.dry_run, ..options.expiry.clone() };
+            let expiry: ExpiryReport = expire(located, &expiry_options)?;
+            Ok(Retired {
+                retention_days: retention_days_in_force(&table.metadata, &options.expiry),
+                snapshots_expired: expiry.expired.len() as u64,
+                files_deleted: expiry.files.iter().filter(|f| f.removed()).count() as u64,
+                bytes_reclaimed: expiry.reclaimed_bytes(),
+                changed: expiry.metadata_location.is_some(),
+            })
+        }
+        Table::Delta(table) => {
+            let vacuum_options = VacuumOptions {
+                retention_hours: options.expiry.retention_days.map(|d| d * 24.0),
+                dry_run: options.dry_run,
+                enforce_retention_duration: true,
+            };
+            let report = vacuum(table, &vacuum_options, host)?;
+            Ok(Retired {
+                retention_days: report.retention_hours / 24.0,
+                snapshots_expired: 0,
+                files_deleted: report.removed(),
+                bytes_reclaimed: report.reclaimed_bytes(),
+                changed: !options.dry_run && report.removed() > 0,
+            })
+        }
+    }
+}
+
 /// The data files of `files` in `partitions`.
 fn data_paths_in(files: &[DataFile], partitions: &HashSet<PartitionKey>) -> Vec<String> {
     files
@@ -213,17 +177,21 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     options.expiry.validate()?;
     let started_ms = chrono::Utc::now().timestamp_millis();
     let thresholds = options.compaction.thresholds;
-    let located = table::locate(&options.table, &options.locate)?;
-    let before_table = IcebergTable::load(&located.metadata_location)?;
-    let before_files = before_table.live_files()?;
+    // Opened once: the profile, the plan, the rewrite and the scans all read this state.
+    let table = Table::open(&options.table, &options.locate)?;
+    let before_files = table.live_files()?;
     let before = profile(&before_files, &thresholds);
     let summary_before = summarize(&before, options.compaction.target_file_size_mb);
 
     // Plan (metadata only), then act on exactly the partitions the plan compacts. A table this
-    // version does not rewrite (format v3) keeps every partition, with the reason, and the rest
-    // of the gate (expiry, scorecard) runs as usual.
-    let plan = match before_table.require_rewritable() {
-        Ok(()) => compact(&options.table, &options.locate, &options.compaction, true, host, None)?,
+    // version does not rewrite (Iceberg format v3, a Delta feature a rewrite could break) keeps
+    // every partition, with the reason, and the rest of the gate runs as usual.
+    let rewritable = match &table {
+        Table::Iceberg { table, .. } => table.require_rewritable(),
+        Table::Delta(table) => crate::action::compact_delta::check_protocol(table),
+    };
+    let plan = match rewritable {
+        Ok(()) => compact(&table, &options.compaction, true, host, None)?,
         Err(why) => {
             let mut plans = crate::plan::compaction::plan(&before_files, &options.compaction, 1.0);
             plans.iter_mut().filter(|p| p.verdict == Verdict::Compact).for_each(|p| p.skip(why.message()));
@@ -243,7 +211,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     let before_paths = if measure { data_paths_in(&before_files, &compacting) } else { Vec::new() };
     let scan_before = if measure {
         let conn = host.connect()?;
-        Some(scan(&conn, &before_table, &before_paths, SCAN_RUNS)?)
+        Some(scan(&conn, &table, &before_paths, SCAN_RUNS)?)
     } else {
         None
     };
@@ -251,15 +219,17 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         plan
     } else {
         // The plan's measured ratio, so the run compacts what the plan (and the scan) covered.
-        compact(&options.table, &options.locate, &options.compaction, false, host, plan.output_ratio)?
+        compact(&table, &options.compaction, false, host, plan.output_ratio)?
     };
-    let (after_table, after_files) = match &report.metadata_location {
-        Some(location) => {
-            let table = IcebergTable::load(location)?;
-            let files = table.live_files()?;
-            (table, files)
-        }
-        None => (before_table.clone(), before_files.clone()),
+    // After a commit the table is read again: the state it committed, and what history to retire.
+    let reopened = match &report.metadata_location {
+        Some(_) => Some(Table::open(&options.table, &options.locate)?),
+        None => None,
+    };
+    let after_table = reopened.as_ref().unwrap_or(&table);
+    let after_files = match &reopened {
+        Some(t) => t.live_files()?,
+        None => before_files.clone(),
     };
     let scan_after = match &scan_before {
         Some(before_scan) => {
@@ -269,7 +239,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
             let after_paths: Vec<String> =
                 data_paths_in(&after_files, &compacting).into_iter().filter(|p| kept.contains(p)).collect();
             let conn = host.connect()?;
-            let after_scan = scan(&conn, &after_table, &after_paths, SCAN_RUNS)?;
+            let after_scan = scan(&conn, after_table, &after_paths, SCAN_RUNS)?;
             if (after_scan.rows, &after_scan.checksum) != (before_scan.rows, &before_scan.checksum) {
                 return Err(Error::new(
                     ErrorKind::CorruptMetadata,
@@ -293,15 +263,19 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         Some(id) => format!("the compaction committed snapshot {id} (which stands); nothing was expired"),
         None => "nothing was committed".to_string(),
     })?;
-    let expiry_options = ExpiryOptions { dry_run: options.dry_run, ..options.expiry.clone() };
-    let expiry: ExpiryReport =
-        expire(&options.table, &options.locate, &expiry_options).map_err(|e| match report.snapshot_id {
-            Some(id) => Error::new(
+    let retired = retire_history(after_table, options, host).map_err(|e| match report.snapshot_id {
+        Some(id) => {
+            let (step, commit) = match after_table.format() {
+                TableFormat::Iceberg => ("snapshot expiry", "snapshot"),
+                TableFormat::Delta => ("VACUUM", "version"),
+            };
+            Error::new(
                 e.kind(),
-                format!("snapshot expiry failed after the compaction committed snapshot {id} (which stands): {e}"),
-            ),
-            None => e,
-        })?;
+                format!("{step} failed after the compaction committed {commit} {id} (which stands): {e}"),
+            )
+        }
+        None => e,
+    })?;
     let after = profile(&after_files, &thresholds);
     let summary_after = summarize(&after, options.compaction.target_file_size_mb);
 
@@ -320,9 +294,10 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
             (_, _, None) => (0, 0, 0.0),
         };
         let verdict = match (p.verdict, options.dry_run) {
-            (Verdict::Compact, true) => "would compact",
-            (Verdict::Compact, false) => "compacted",
-            (other, _) => other.as_str(),
+            (Verdict::Compact, true) => LineVerdict::WouldCompact,
+            (Verdict::Compact, false) => LineVerdict::Compacted,
+            (Verdict::Healthy, _) => LineVerdict::Healthy,
+            (Verdict::Skipped, _) => LineVerdict::Skipped,
         };
         let action = if compacted {
             format!(
@@ -338,7 +313,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         lines.push(PartitionLine {
             partition: p.partition.clone(),
             spec_id: p.spec_id,
-            verdict: verdict.into(),
+            verdict,
             reason: p.reason.clone(),
             files_before: p.files_before,
             files_after,
@@ -351,24 +326,25 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         });
     }
     let compacted_lines: Vec<&PartitionLine> = lines.iter().filter(|l| l.bytes_consolidated > 0).collect();
-    let changed = report.snapshot_id.is_some() || expiry.metadata_location.is_some();
+    let changed = report.snapshot_id.is_some() || retired.changed;
     let status = if options.dry_run {
-        "dry run"
+        RunStatus::DryRun
     } else if changed {
-        "maintained"
+        RunStatus::Maintained
     } else {
-        "optimal"
+        RunStatus::Optimal
     };
     Ok(Scorecard {
         execution_id: execution_id.to_string(),
         table: options.table.clone(),
-        status: status.into(),
+        format: table.format(),
+        status,
         dry_run: options.dry_run,
         started_ms,
         duration_ms: started.elapsed().as_millis() as u64,
         small_file_threshold_mb: thresholds.small_file_threshold_mb,
         fragmentation_ratio_threshold: thresholds.fragmentation_ratio_threshold,
-        retention_days: retention_days_in_force(&before_table.metadata, &options.expiry),
+        retention_days: retired.retention_days,
         partitions_degraded: summary_before.fragmented_partition_count,
         partitions_compacted: compacted_lines.len() as u64,
         small_files_eliminated: compacted_lines
@@ -387,9 +363,9 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         scan_before,
         scan_after,
         compaction_snapshot_id: report.snapshot_id,
-        snapshots_expired: expiry.expired.len() as u64,
-        files_deleted: expiry.files.iter().filter(|f| f.removed()).count() as u64,
-        bytes_reclaimed: expiry.reclaimed_bytes(),
+        snapshots_expired: retired.snapshots_expired,
+        files_deleted: retired.files_deleted,
+        bytes_reclaimed: retired.bytes_reclaimed,
         notification: String::new(),
         partitions: lines,
     })

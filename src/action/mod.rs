@@ -1,7 +1,9 @@
 //! Actions: execute a plan against a table and return what was done.
 
 pub mod compact;
+pub mod compact_delta;
 pub mod expire;
 pub mod gate;
 pub mod orphans;
 pub mod scan;
+pub mod vacuum;

@@ -3,17 +3,19 @@
 //!
 //! The gate scans the compacted partitions' live files before and after compaction: the times
 //! give the measured speedup, and equal counts and checksums prove the rewrite kept every row.
-//! Files are read as the table's current schema (by field id where files carry ids, by name
-//! otherwise), exactly as the compaction reads them.
+//! Files are read as the table's current schema, exactly as the compaction reads them (Iceberg:
+//! by field id where files carry ids, by name otherwise; Delta: by name, without the partition
+//! columns, which the files do not hold).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::action::compact::select_sql;
+use crate::action::compact_delta::DeltaColumns;
 use crate::duck::{quote_ident, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::table::iceberg::IcebergTable;
-use crate::table::strip_file_scheme;
+use crate::table::{Table, strip_file_scheme};
 
 /// What a scan saw.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,11 +32,28 @@ pub struct ScanResult {
 
 /// Scans `paths` (data file locations) `runs` times (at least 1); the best time counts (the first
 /// run also warms the file cache, so before and after are compared warm).
-pub fn scan(conn: &crate::duck::Nested, table: &IcebergTable, paths: &[String], runs: u32) -> Result<ScanResult> {
+pub fn scan(conn: &crate::duck::Nested, table: &Table, paths: &[String], runs: u32) -> Result<ScanResult> {
     let local: Vec<String> = paths.iter().map(|p| strip_file_scheme(p).to_string()).collect();
     if local.is_empty() {
         return Ok(ScanResult { files: 0, rows: 0, checksum: "0".into(), elapsed: Duration::ZERO });
     }
+    let (columns, source) = match table {
+        Table::Iceberg { table, .. } => iceberg_source(conn, table, &local)?,
+        Table::Delta(table) => {
+            let columns = DeltaColumns::of(table);
+            let names = columns.names().into_iter().map(quote_ident).collect();
+            (names, columns.select_sql(conn, &local)?)
+        }
+    };
+    let sql = format!(
+        "SELECT count(*)::BIGINT, coalesce(sum(hash({}))::VARCHAR, '0') FROM ({source}) AS scanned",
+        columns.join(", ")
+    );
+    timed(conn, &sql, local.len() as u64, runs)
+}
+
+/// The columns and the `SELECT` of `local` Iceberg data files.
+fn iceberg_source(conn: &crate::duck::Nested, table: &IcebergTable, local: &[String]) -> Result<(Vec<String>, String)> {
     let schema = table.metadata.current_schema();
     let columns: Vec<String> = schema.as_struct().fields().iter().map(|f| quote_ident(&f.name)).collect();
     // Files with and without field ids are read apart (each the way compaction reads it).
@@ -55,15 +74,15 @@ pub fn scan(conn: &crate::duck::Nested, table: &IcebergTable, paths: &[String], 
         .filter(|(files, _)| !files.is_empty())
         .map(|(files, ids)| select_sql(schema, &files, &[], ids))
         .collect();
-    let sql = format!(
-        "SELECT count(*)::BIGINT, coalesce(sum(hash({}))::VARCHAR, '0') FROM ({}) AS scanned",
-        columns.join(", "),
-        parts.join(" UNION ALL ")
-    );
+    Ok((columns, parts.join(" UNION ALL ")))
+}
+
+/// Runs the scan `sql` `runs` times (at least 1); the best time counts.
+fn timed(conn: &crate::duck::Nested, sql: &str, files: u64, runs: u32) -> Result<ScanResult> {
     let mut best: Option<(Duration, u64, String)> = None;
     for _ in 0..runs.max(1) {
         let started = Instant::now();
-        let result = conn.query(&sql)?;
+        let result = conn.query(sql)?;
         let row = result.first("the scan")?;
         let (count, checksum) = (row[0].int()?, row[1].text().unwrap_or("0").to_string());
         let elapsed = started.elapsed();
@@ -77,5 +96,5 @@ pub fn scan(conn: &crate::duck::Nested, table: &IcebergTable, paths: &[String], 
         }
     }
     let (elapsed, rows, checksum) = best.unwrap_or_default();
-    Ok(ScanResult { files: local.len() as u64, rows, checksum, elapsed })
+    Ok(ScanResult { files, rows, checksum, elapsed })
 }

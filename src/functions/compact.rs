@@ -76,7 +76,13 @@ impl RowFunction for Compact {
     }
 
     fn run(input: &Self::Input, host: &HostDb) -> Result<Vec<Vec<Cell>>> {
-        let report = compact(&input.table, &input.locate, &input.options, input.dry_run, host, None)?;
+        let report = compact(
+            &crate::table::Table::open(&input.table, &input.locate)?,
+            &input.options,
+            input.dry_run,
+            host,
+            None,
+        )?;
         Ok(report
             .plans
             .iter()

@@ -97,7 +97,7 @@ impl VScalar for CompactScalar {
     ) -> std::result::Result<(), Box<dyn std::error::Error>> {
         invoke_per_row(NAME, input, output, |table, options| {
             let (locate, opts, dry_run) = parse_options(options)?;
-            Ok(summary_json(table, &compact(table, &locate, &opts, dry_run, host, None)?))
+            Ok(summary_json(table, &compact(&crate::table::Table::open(table, &locate)?, &opts, dry_run, host, None)?))
         })
     }
 

@@ -67,7 +67,7 @@ impl VScalar for ExpireScalar {
     ) -> std::result::Result<(), Box<dyn std::error::Error>> {
         invoke_per_row(NAME, input, output, |table, options| {
             let (locate, expiry) = parse_options(options)?;
-            Ok(summary_json(table, &expire(table, &locate, &expiry)?))
+            Ok(summary_json(table, &expire(&crate::table::locate(table, &locate)?, &expiry)?))
         })
     }
 

@@ -67,7 +67,7 @@ impl RowFunction for ExpireSnapshots {
     }
 
     fn run(input: &Self::Input, _host: &HostDb) -> Result<Vec<Vec<Cell>>> {
-        Ok(rows(&expire(&input.table, &input.locate, &input.options)?))
+        Ok(rows(&expire(&crate::table::locate(&input.table, &input.locate)?, &input.options)?))
     }
 }
 

@@ -8,7 +8,7 @@ use super::{Cell, RowFunction};
 use crate::duck::HostDb;
 use crate::error::Result;
 use crate::profile::{self, PartitionProfile, Thresholds};
-use crate::table::{self, LocateOptions, iceberg::IcebergTable};
+use crate::table::{LocateOptions, Table};
 
 /// The arguments shared by the profile functions.
 pub struct ProfileInput {
@@ -27,11 +27,9 @@ pub fn parse_profile_input(args: &Args) -> Result<ProfileInput> {
     Ok(ProfileInput { table, locate: args.locate_options()?, thresholds })
 }
 
-/// Locates, loads and profiles the table.
+/// Opens and profiles the table (Iceberg or Delta).
 pub fn profile_table(input: &ProfileInput) -> Result<Vec<PartitionProfile>> {
-    let located = table::locate(&input.table, &input.locate)?;
-    let table = IcebergTable::load(&located.metadata_location)?;
-    let files = table.live_files()?;
+    let files = Table::open(&input.table, &input.locate)?.live_files()?;
     Ok(profile::profile(&files, &input.thresholds))
 }
 

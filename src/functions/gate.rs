@@ -9,11 +9,12 @@ use super::args::{Args, TABLE_PARAMETERS, THRESHOLD_PARAMETERS, named};
 use super::compact::{COMPACTION_PARAMETERS, compaction_options};
 use super::expire_snapshots::{EXPIRY_PARAMETERS, expiry_options};
 use super::{Cell, RowFunction};
-use crate::action::gate::{GateOptions, Scorecard, run_gate};
+use crate::action::gate::{GateOptions, run_gate};
 use crate::duck::{HostDb, quote_ident, quote_literal};
 use crate::error::{Error, Result};
 use crate::notify::slack::{RetryPolicy, Webhook};
 use crate::profile::MIB;
+use crate::report::Scorecard;
 
 /// Parsed arguments.
 pub struct GateInput {
@@ -179,8 +180,13 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
             Cell::Double(card.avg_ratio_after),
         ]);
     };
-    let head =
-        || vec![Cell::Text(card.execution_id.clone()), Cell::Text(card.table.clone()), Cell::Text(card.status.clone())];
+    let head = || {
+        vec![
+            Cell::Text(card.execution_id.clone()),
+            Cell::Text(card.table.clone()),
+            Cell::Text(card.status.as_str().into()),
+        ]
+    };
     if card.partitions.is_empty() {
         let mut row = head();
         row.extend((0..12).map(|_| Cell::Null));
@@ -194,7 +200,7 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
             row.extend([
                 Cell::Text(p.partition.clone()),
                 Cell::Int(p.spec_id),
-                Cell::Text(p.verdict.clone()),
+                Cell::Text(p.verdict.as_str().into()),
                 Cell::Text(p.reason.clone()),
                 Cell::Text(p.action.clone()),
                 big(p.files_before),

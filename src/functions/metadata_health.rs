@@ -78,6 +78,17 @@ impl RowFunction for MetadataHealthFn {
             ("requires_orphan_cleanup", Boolean),
             ("metadata_bloated", Boolean),
             ("reason", Varchar),
+            ("format", Varchar),
+            // Delta Lake's log (NULL for Iceberg).
+            ("commits_since_checkpoint", Bigint),
+            ("last_checkpoint_version", Bigint),
+            ("checkpoint_age_days", Double),
+            ("log_retention_days", Double),
+            ("deleted_file_retention_hours", Double),
+            ("tombstones", Bigint),
+            ("expired_tombstones", Bigint),
+            ("vacuumable_files", Bigint),
+            ("vacuumable_bytes", Bigint),
         ]
     }
 
@@ -87,8 +98,8 @@ impl RowFunction for MetadataHealthFn {
         Ok(HealthInput { table, locate: args.locate_options()?, options })
     }
 
-    fn run(input: &Self::Input, _host: &HostDb) -> Result<Vec<Vec<Cell>>> {
-        let h = metadata_health(&input.table, &input.locate, &input.options)?;
+    fn run(input: &Self::Input, host: &HostDb) -> Result<Vec<Vec<Cell>>> {
+        let h = metadata_health(&input.table, &input.locate, &input.options, host)?;
         let span_days = match (h.oldest_snapshot_ms, h.newest_snapshot_ms) {
             (Some(a), Some(b)) => Cell::Double((b - a) as f64 / 86_400_000.0),
             _ => Cell::Null,
@@ -121,6 +132,16 @@ impl RowFunction for MetadataHealthFn {
             Cell::Bool(h.requires_orphan_cleanup()),
             Cell::Bool(h.metadata_bloated()),
             Cell::Text(reason),
+            h.format.map_or(Cell::Null, |f| Cell::Text(f.as_str().into())),
+            opt_big(h.delta.as_ref().map(|d| d.commits_since_checkpoint)),
+            h.delta.as_ref().and_then(|d| d.last_checkpoint_version).map_or(Cell::Null, Cell::BigInt),
+            h.delta.as_ref().and_then(|d| d.checkpoint_age_days).map_or(Cell::Null, Cell::Double),
+            h.delta.as_ref().map_or(Cell::Null, |d| Cell::Double(d.log_retention_days)),
+            h.delta.as_ref().map_or(Cell::Null, |d| Cell::Double(d.deleted_file_retention_hours)),
+            opt_big(h.delta.as_ref().map(|d| d.tombstones)),
+            opt_big(h.delta.as_ref().map(|d| d.expired_tombstones)),
+            opt_big(h.delta.as_ref().map(|d| d.vacuumable_files)),
+            opt_big(h.delta.as_ref().map(|d| d.vacuumable_bytes)),
         ]])
     }
 }

@@ -19,6 +19,7 @@ pub mod json_options;
 pub mod metadata_health;
 pub mod notify_slack;
 pub mod remove_orphan_files;
+pub mod vacuum;
 
 use std::marker::PhantomData;
 use std::sync::Mutex;
@@ -184,6 +185,7 @@ pub fn register(connection: &duckdb::Connection, host: HostDb) -> duckdb::Result
         remove_orphan_files::RemoveOrphanFiles::NAME,
         &host,
     )?;
+    connection.register_table_function_with_extra_info::<Table<vacuum::Vacuum>, _>(vacuum::Vacuum::NAME, &host)?;
     connection.register_table_function_with_extra_info::<Table<gate::Gate>, _>(gate::Gate::NAME, &host)?;
     connection.register_scalar_function_with_state::<notify_slack::NotifySlack>("lakehouse_notify_slack", &host)?;
     Ok(())

@@ -8,9 +8,9 @@
 
 use serde_json::{Value, json};
 
-use crate::action::gate::{PartitionLine, Scorecard};
 use crate::health::trim_number;
 use crate::profile::MIB;
+use crate::report::{LineVerdict, PartitionLine, RunStatus, Scorecard, TableFormat};
 
 /// Blocks per message we use at most.
 pub const MAX_BLOCKS: usize = 40;
@@ -66,21 +66,23 @@ fn retention_text(card: &Scorecard) -> String {
 }
 
 fn headline(card: &Scorecard) -> String {
-    match card.status.as_str() {
-        "optimal" => format!(
-            "✅ Iceberg table {} is optimal (Average Fragmentation: {:.4}). No compaction needed.",
+    let format = card.format.name();
+    match card.status {
+        RunStatus::Optimal => format!(
+            "✅ {} table {} is optimal (Average Fragmentation: {:.4}). No compaction needed.",
+            card.format.short(),
             escape_mrkdwn(&card.table),
             card.avg_ratio_before
         ),
-        "dry run" => "🧪 Apache Iceberg Lakehouse Maintenance Plan (dry run)".to_string(),
-        _ => "❄️ Apache Iceberg Lakehouse Compaction Complete".to_string(),
+        RunStatus::DryRun => format!("🧪 {format} Lakehouse Maintenance Plan (dry run)"),
+        RunStatus::Maintained => format!("❄️ {format} Lakehouse Compaction Complete"),
     }
 }
 
 /// The plain-text fallback (and notification text): the reference flow's card, with measured
 /// figures.
 pub fn scorecard_text(card: &Scorecard) -> String {
-    if card.status == "optimal" {
+    if card.status == RunStatus::Optimal {
         return format!(
             "{}\n• *Execution:* {}\n• *Snapshot Retention:* {}",
             headline(card),
@@ -105,15 +107,15 @@ pub fn scorecard_text(card: &Scorecard) -> String {
 }
 
 fn partition_line(line: &PartitionLine) -> String {
-    let icon = match line.verdict.as_str() {
-        "compacted" | "would compact" => "🔧",
-        "skipped" => "⏭️",
-        _ => "✅",
+    let icon = match line.verdict {
+        LineVerdict::Compacted | LineVerdict::WouldCompact => "🔧",
+        LineVerdict::Skipped => "⏭️",
+        LineVerdict::Healthy => "✅",
     };
     format!(
         "{icon} `{}` {}: {} → {} files, small {} → {}, ratio {:.2} → {:.2}{} — {}",
         escape_mrkdwn(&line.partition),
-        line.verdict,
+        line.verdict.as_str(),
         line.files_before,
         line.files_after,
         line.small_files_before,
@@ -133,7 +135,7 @@ fn partition_line(line: &PartitionLine) -> String {
 pub fn scorecard_payload(card: &Scorecard) -> Value {
     let mut blocks = vec![json!({
         "type": "header",
-        "text": {"type": "plain_text", "text": truncate(&format!("Lakehouse Health Scorecard: {}", card.table), 150), "emoji": true}
+        "text": {"type": "plain_text", "text": truncate(&format!("Lakehouse Health Scorecard ({}): {}", card.format.name(), card.table), 150), "emoji": true}
     })];
     blocks.push(
         json!({"type": "section", "text": {"type": "mrkdwn", "text": truncate(&headline(card), MAX_SECTION_CHARS)}}),
@@ -158,10 +160,10 @@ pub fn scorecard_payload(card: &Scorecard) -> Value {
 
     // Partitions: acted-on and skipped first, then healthy; summarize what does not fit.
     let mut ordered: Vec<&PartitionLine> = card.partitions.iter().collect();
-    ordered.sort_by_key(|l| match l.verdict.as_str() {
-        "compacted" | "would compact" => 0,
-        "skipped" => 1,
-        _ => 2,
+    ordered.sort_by_key(|l| match l.verdict {
+        LineVerdict::Compacted | LineVerdict::WouldCompact => 0,
+        LineVerdict::Skipped => 1,
+        LineVerdict::Healthy => 2,
     });
     let room = MAX_BLOCKS.saturating_sub(blocks.len() + 2) * LINES_PER_SECTION;
     let shown = ordered.len().min(room);
@@ -171,15 +173,18 @@ pub fn scorecard_payload(card: &Scorecard) -> Value {
     }
     if shown < ordered.len() {
         let rest = &ordered[shown..];
-        let count = |v: &str| rest.iter().filter(|l| l.verdict == v).count();
+        let count = |v: LineVerdict| rest.iter().filter(|l| l.verdict == v).count();
         blocks.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": format!(
             "…and {} more partitions ({} compacted, {} skipped, {} healthy).",
-            rest.len(), count("compacted") + count("would compact"), count("skipped"), count("healthy")
+            rest.len(),
+            count(LineVerdict::Compacted) + count(LineVerdict::WouldCompact),
+            count(LineVerdict::Skipped),
+            count(LineVerdict::Healthy)
         )}}));
     }
     blocks.push(json!({"type": "context", "elements": [{"type": "mrkdwn", "text": format!(
         "Execution `{}` · {} · {:.1} s · lakehouse {}",
-        card.execution_id, card.status, card.duration_ms as f64 / 1000.0, env!("CARGO_PKG_VERSION")
+        card.execution_id, card.status.as_str(), card.duration_ms as f64 / 1000.0, env!("CARGO_PKG_VERSION")
     )}]}));
     json!({"text": truncate(&scorecard_text(card), 3_000), "blocks": blocks})
 }
@@ -187,15 +192,16 @@ pub fn scorecard_payload(card: &Scorecard) -> Value {
 /// The failure alert of the reference flow's `errors` branch. A `retryable` failure (a commit
 /// conflict with another writer, an interruption: nothing half-committed, the next run plans
 /// again) says so instead of reading as a failure of the table.
-pub fn failure_payload(table: &str, execution_id: &str, error: &str, retryable: bool) -> Value {
+pub fn failure_payload(table: &str, format: TableFormat, execution_id: &str, error: &str, retryable: bool) -> Value {
     let table = escape_mrkdwn(table);
+    let what = format!("{} Lakehouse Maintenance", format.short());
     let text = if retryable {
         format!(
-            "⚠️ Iceberg Lakehouse Maintenance stopped on execution {execution_id} for table {table}: nothing \
-             half-committed, the next run retries."
+            "⚠️ {what} stopped on execution {execution_id} for table {table}: nothing half-committed, the next \
+             run retries."
         )
     } else {
-        format!("🚨 Iceberg Lakehouse Maintenance failed on execution {execution_id} for table {table}.")
+        format!("🚨 {what} failed on execution {execution_id} for table {table}.")
     };
     json!({
         "text": text,
@@ -214,7 +220,8 @@ mod tests {
         Scorecard {
             execution_id: "e-1".into(),
             table: "analytics.events".into(),
-            status: "maintained".into(),
+            format: TableFormat::Iceberg,
+            status: RunStatus::Maintained,
             dry_run: false,
             started_ms: 0,
             duration_ms: 1500,
@@ -225,7 +232,7 @@ mod tests {
                 .map(|i| PartitionLine {
                     partition: format!("d=2026-10-{i:03}"),
                     spec_id: 0,
-                    verdict: if i % 3 == 0 { "compacted".into() } else { "healthy".into() },
+                    verdict: if i % 3 == 0 { LineVerdict::Compacted } else { LineVerdict::Healthy },
                     reason: "r".into(),
                     files_before: 10,
                     files_after: 2,
@@ -306,7 +313,10 @@ mod tests {
         evil.partitions[0].partition = "who=<!here> & <https://x.test|click>".into();
         evil.partitions[1].reason = "skipped: <@U123>".into();
         let all = |v: &Value| v.to_string();
-        for payload in [scorecard_payload(&evil), failure_payload("<!channel>", "e-1", "bad <!everyone> & co", false)] {
+        for payload in [
+            scorecard_payload(&evil),
+            failure_payload("<!channel>", TableFormat::Delta, "e-1", "bad <!everyone> & co", false),
+        ] {
             let mut texts: Vec<String> = vec![payload["text"].as_str().unwrap().to_string()];
             for b in payload["blocks"].as_array().unwrap() {
                 if b["type"] == "header" {

@@ -1,11 +1,15 @@
-//! Locating a table from what the user typed, and the format-neutral model the profile uses.
+//! Opening a table from what the user typed, and the format-neutral model the profile and the
+//! planners use.
 //!
-//! `table` may be a path to an Iceberg `*.metadata.json`, an Iceberg table directory, or a
-//! catalog identifier (`namespace.table`, `catalog.namespace.table`) resolved through an
-//! Iceberg SQL catalog configured the way pyiceberg users configure theirs ([`catalog`]).
+//! `table` may be a Delta Lake table directory (one with `_delta_log/`, [`delta`]), a path to an
+//! Iceberg `*.metadata.json`, an Iceberg table directory, or a catalog identifier
+//! (`namespace.table`, `catalog.namespace.table`) resolved through an Iceberg SQL catalog
+//! configured the way pyiceberg users configure theirs ([`catalog`]). [`Table::open`] reads the
+//! table once per call; profile, planners and actions take the handle.
 
 pub mod catalog;
 pub mod commit;
+pub mod delta;
 pub mod iceberg;
 pub mod manifest;
 pub mod partition;
@@ -16,6 +20,41 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, ErrorKind, Result};
 
+/// A table's format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableFormat {
+    /// Apache Iceberg.
+    Iceberg,
+    /// Delta Lake.
+    Delta,
+}
+
+impl TableFormat {
+    /// `Apache Iceberg` / `Delta Lake`, as people name them.
+    pub fn name(self) -> &'static str {
+        match self {
+            TableFormat::Iceberg => "Apache Iceberg",
+            TableFormat::Delta => "Delta Lake",
+        }
+    }
+
+    /// `Iceberg` / `Delta`, as the reference flow's messages say it.
+    pub fn short(self) -> &'static str {
+        match self {
+            TableFormat::Iceberg => "Iceberg",
+            TableFormat::Delta => "Delta",
+        }
+    }
+
+    /// `iceberg` / `delta`, for rows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TableFormat::Iceberg => "iceberg",
+            TableFormat::Delta => "delta",
+        }
+    }
+}
+
 /// What a file in a table's current snapshot holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileContent {
@@ -25,6 +64,60 @@ pub enum FileContent {
     PositionDeletes,
     /// Equality deletes (Iceberg v2).
     EqualityDeletes,
+}
+
+/// A table opened for one call: the format's state, read once.
+#[derive(Debug)]
+pub enum Table {
+    /// An Iceberg table, and where its current metadata was found.
+    Iceberg {
+        /// Where the metadata is, and how it was found (catalog entry or path).
+        located: Located,
+        /// The metadata as read.
+        table: iceberg::IcebergTable,
+    },
+    /// A Delta Lake table at its latest version.
+    Delta(delta::DeltaLakeTable),
+}
+
+impl Table {
+    /// Opens `name`: a Delta table directory, else an Iceberg table ([`locate`]).
+    pub fn open(name: &str, options: &LocateOptions) -> Result<Table> {
+        if let Some(dir) = delta_dir(name) {
+            return Ok(Table::Delta(delta::DeltaLakeTable::load(&dir)?));
+        }
+        let located = locate(name, options)?;
+        let table = iceberg::IcebergTable::load(&located.metadata_location)?;
+        Ok(Table::Iceberg { located, table })
+    }
+
+    /// The table's format.
+    pub fn format(&self) -> TableFormat {
+        match self {
+            Table::Iceberg { .. } => TableFormat::Iceberg,
+            Table::Delta(_) => TableFormat::Delta,
+        }
+    }
+
+    /// Every live data and delete file of the current snapshot (version).
+    pub fn live_files(&self) -> Result<Vec<DataFile>> {
+        match self {
+            Table::Iceberg { table, .. } => table.live_files(),
+            Table::Delta(table) => Ok(table.model_files()),
+        }
+    }
+}
+
+/// The directory of the Delta table `name` names, if it names one.
+pub fn delta_dir(name: &str) -> Option<PathBuf> {
+    let path = Path::new(strip_file_scheme(name.trim()));
+    delta::is_delta_dir(path).then(|| path.to_path_buf())
+}
+
+/// The format of the table `name` names, from its layout alone (reads nothing): for messages
+/// that must be right even when the table cannot be read.
+pub fn detect_format(name: &str) -> TableFormat {
+    if delta_dir(name).is_some() { TableFormat::Delta } else { TableFormat::Iceberg }
 }
 
 /// A partition's identity: its spec and its value tuple. Two files share a key only when their
@@ -220,10 +313,14 @@ fn locate_metadata_file(path: &Path) -> Result<Located> {
 }
 
 fn locate_table_dir(dir: &Path, latest_metadata: bool) -> Result<Located> {
-    if dir.join("_delta_log").is_dir() {
+    if delta::is_delta_dir(dir) {
         return Err(Error::new(
             ErrorKind::Unsupported,
-            format!("'{}' is a Delta Lake table; this version profiles Iceberg tables only", dir.display()),
+            format!(
+                "'{}' is a Delta Lake table; this function works on Iceberg tables (on Delta, lakehouse_vacuum \
+                 retires history and removes unreferenced files)",
+                dir.display()
+            ),
         ));
     }
     let metadata_dir = dir.join("metadata");

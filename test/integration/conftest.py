@@ -26,6 +26,7 @@ import datetime as dt
 import glob
 import importlib.util
 import os
+import sys
 import uuid
 import warnings
 from collections import defaultdict
@@ -568,3 +569,25 @@ def clean_catalog_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest
 # defined here once so that every module shares them (fixtures imported into two test modules
 # would be two fixtures: two warehouses behind one JVM's catalog).
 from spark import spark, spark_warehouse  # noqa: E402, F401
+
+
+# --------------------------------------------------------------------------- interpreter exit
+
+_EXIT_STATUS: list[int] = []
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _EXIT_STATUS.append(int(exitstatus))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Leaves without the interpreter's native teardown: with deltalake 1.6.6 (its Tokio runtime)
+    and duckdb 1.5.5 both imported, the teardown at exit aborts now and then ("terminate called
+    without an active exception", exit 134) — reproduced with `import duckdb, deltalake` and one
+    `DeltaTable(...).to_pyarrow_table()`, our extension not loaded. Everything pytest reports is
+    written by now; the exit status is the session's."""
+    if _EXIT_STATUS:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_EXIT_STATUS[-1])

@@ -1,0 +1,443 @@
+//! VACUUM of a Delta Lake table: delete the files the current version does not reference and
+//! whose retention has passed, as Spark's `VACUUM` (full) does — our own listing, since
+//! delta-rs's full mode deletes deletion-vector files live adds still reference and checks only
+//! the first path component for hidden names.
+//!
+//! A file under the table root is deleted when all of these hold:
+//! - it is listed: not under `_delta_log/`, and no component of its path (below the root) is
+//!   hidden — a name starting with `_` or `.` — except partition directories (`col=…` of a
+//!   partition column), `_change_data` and `_delta_index`, as Spark lists them;
+//! - it is not valid: not a live file, not a live file's deletion vector, not a file removed
+//!   less than the retention ago (an unexpired tombstone, which time travel may read) nor such a
+//!   file's deletion vector;
+//! - it was last modified before the retention cutoff (a file younger than that may belong to a
+//!   write in flight).
+//!
+//! Tombstones are what delta-rs's log replay returns (checkpoint and commits), together with
+//! every `remove` in the commit files still in `_delta_log/` and in the checkpoint (read by
+//! DuckDB's Parquet reader) for their deletion vectors; when the checkpoint's removes cannot be
+//! read, no deletion-vector file is deleted at all. A retention below the table's
+//! `delta.deletedFileRetentionDuration` is refused unless the caller says otherwise.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use futures::TryStreamExt;
+use serde_json::Value;
+
+use crate::action::expire::{DeletedFile, delete_files};
+use crate::duck::{HostDb, Nested, quote_literal};
+use crate::error::{Error, ErrorKind, Result};
+use crate::plan::expiry::{Deletion, FileKind};
+use crate::table::delta::{DeltaLakeTable, deletion_vector_file, delta_error, resolve};
+
+/// Delta's default `delta.deletedFileRetentionDuration`: 7 days.
+pub const DEFAULT_RETENTION_HOURS: f64 = 168.0;
+
+/// What the caller asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VacuumOptions {
+    /// Files removed (or, untracked, modified) more than this many hours ago go; `None`: the
+    /// table's `delta.deletedFileRetentionDuration`.
+    pub retention_hours: Option<f64>,
+    /// Plan only.
+    pub dry_run: bool,
+    /// Refuse a retention below the table's.
+    pub enforce_retention_duration: bool,
+}
+
+/// Why a file goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VacuumReason {
+    /// Removed from the table longer ago than the retention.
+    Tombstone,
+    /// Never referenced by the log we have (failed writes, copies, …).
+    Untracked,
+}
+
+impl VacuumReason {
+    /// `tombstone` / `untracked`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VacuumReason::Tombstone => "tombstone",
+            VacuumReason::Untracked => "untracked",
+        }
+    }
+}
+
+/// One file the vacuum deleted (or would).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VacuumedFile {
+    /// Why.
+    pub reason: VacuumReason,
+    /// Last modification, ms since the epoch.
+    pub modified_ms: i64,
+    /// The deletion and its outcome.
+    pub deleted: DeletedFile,
+}
+
+/// What a vacuum did (or, dry, would do).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VacuumReport {
+    /// The retention in force, hours.
+    pub retention_hours: f64,
+    /// The files, sorted by path.
+    pub files: Vec<VacuumedFile>,
+    /// Whether nothing was deleted on purpose.
+    pub dry_run: bool,
+}
+
+impl VacuumReport {
+    /// Files deleted (or that would be).
+    pub fn removed(&self) -> u64 {
+        self.files.iter().filter(|f| f.deleted.removed()).count() as u64
+    }
+
+    /// Bytes given back (or that would be).
+    pub fn reclaimed_bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.deleted.reclaimed_bytes()).sum()
+    }
+}
+
+/// The table's `delta.deletedFileRetentionDuration`, in hours.
+pub fn table_retention_hours(table: &DeltaLakeTable) -> Result<f64> {
+    match table.property("delta.deletedFileRetentionDuration") {
+        None => Ok(DEFAULT_RETENTION_HOURS),
+        Some(text) => interval_hours(text).ok_or_else(|| {
+            Error::new(
+                ErrorKind::CorruptMetadata,
+                format!("delta.deletedFileRetentionDuration '{text}' is not an interval ('interval 7 days')"),
+            )
+        }),
+    }
+}
+
+/// `interval 7 days`, `interval 168 hours`, `2 weeks`… in hours (Delta's `CalendarInterval`).
+pub fn interval_hours(text: &str) -> Option<f64> {
+    let text = text.trim().to_ascii_lowercase();
+    let text = text.strip_prefix("interval").unwrap_or(&text).trim();
+    let mut parts = text.split_whitespace();
+    let mut hours = 0.0;
+    let mut any = false;
+    while let Some(number) = parts.next() {
+        let n: f64 = number.parse().ok()?;
+        let unit = parts.next()?.trim_end_matches('s');
+        hours += n * match unit {
+            "week" => 168.0,
+            "day" => 24.0,
+            "hour" => 1.0,
+            "minute" => 1.0 / 60.0,
+            "second" => 1.0 / 3600.0,
+            "millisecond" => 1.0 / 3_600_000.0,
+            "microsecond" => 1.0 / 3_600_000_000.0,
+            _ => return None,
+        };
+        any = true;
+    }
+    (any && hours.is_finite() && hours >= 0.0).then_some(hours)
+}
+
+/// Reader features whose files this vacuum knows (anything else is refused, as Delta's
+/// `vacuumProtocolCheck` asks of a writer).
+const VACUUM_SAFE_READER_FEATURES: &[&str] =
+    &["columnMapping", "deletionVectors", "timestampNtz", "vacuumProtocolCheck", "typeWidening", "variantType"];
+
+/// Refuses a table whose protocol could reference files this vacuum cannot see.
+fn check_protocol(table: &DeltaLakeTable) -> Result<()> {
+    let p = &table.protocol;
+    let reader = p.get("minReaderVersion").and_then(Value::as_i64).unwrap_or(0);
+    if reader > 3 {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            format!("Delta reader version {reader} is newer than 3; nothing vacuumed"),
+        ));
+    }
+    for f in p.get("readerFeatures").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+        if !VACUUM_SAFE_READER_FEATURES.contains(&f) {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "Delta table '{}' uses reader feature '{f}', whose files this vacuum does not know; nothing vacuumed",
+                    table.root.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Plans (and unless `dry_run`, deletes) per the module's rules.
+pub fn vacuum(table: &DeltaLakeTable, options: &VacuumOptions, host: &HostDb) -> Result<VacuumReport> {
+    check_protocol(table)?;
+    let table_hours = table_retention_hours(table)?;
+    let retention_hours = options.retention_hours.unwrap_or(table_hours);
+    if !retention_hours.is_finite() || retention_hours < 0.0 {
+        return Err(Error::invalid(format!("retention_hours must be a number of hours >= 0, got {retention_hours}")));
+    }
+    if options.enforce_retention_duration && retention_hours < table_hours {
+        return Err(Error::invalid(format!(
+            "retention_hours {} is below the table's delta.deletedFileRetentionDuration ({} hours): files that \
+             recent may still be read by time travel or by a running query; pass enforce_retention_duration := \
+             false if you are sure",
+            crate::health::trim_number(retention_hours),
+            crate::health::trim_number(table_hours)
+        )));
+    }
+    let cutoff_ms = chrono::Utc::now().timestamp_millis() - (retention_hours * 3_600_000.0) as i64;
+    let candidates = {
+        let conn = host.connect()?;
+        candidates(table, cutoff_ms, &conn)?
+    };
+    // Deleting only after the listing: a commit since would have been seen by a re-read.
+    if !options.dry_run {
+        let latest =
+            crate::runtime::block_on(table.table.get_latest_version())?.map_err(|e| delta_error(&table.root, e))?;
+        if latest as i64 != table.version {
+            return Err(Error::new(
+                ErrorKind::CommitConflict,
+                format!(
+                    "commit conflict: Delta table '{}' moved from version {} to {latest} while its files were listed; \
+                     nothing was deleted (run again)",
+                    table.root.display(),
+                    table.version
+                ),
+            ));
+        }
+    }
+    let deletions = candidates
+        .iter()
+        .map(|c| Deletion {
+            kind: match c.reason {
+                VacuumReason::Tombstone => FileKind::DataFile,
+                VacuumReason::Untracked => FileKind::OrphanFile,
+            },
+            path: c.path.to_string_lossy().into_owned(),
+            size_bytes: Some(c.size_bytes),
+            snapshot_id: None,
+            inside_location: c.path.starts_with(&table.root) && c.path != table.root,
+        })
+        .collect();
+    let deleted = delete_files(deletions, options.dry_run);
+    Ok(VacuumReport {
+        retention_hours,
+        files: candidates
+            .into_iter()
+            .zip(deleted)
+            .map(|(c, deleted)| VacuumedFile { reason: c.reason, modified_ms: c.modified_ms, deleted })
+            .collect(),
+        dry_run: options.dry_run,
+    })
+}
+
+/// A file the vacuum would delete.
+#[derive(Debug, Clone)]
+struct Candidate {
+    path: PathBuf,
+    size_bytes: u64,
+    modified_ms: i64,
+    reason: VacuumReason,
+}
+
+/// What the log says of removed files: paths removed, and for each the deletion time (none:
+/// keep it) and deletion-vector file.
+#[derive(Default)]
+struct Removes {
+    /// (local path, deletionTimestamp, deletion-vector file) of every remove seen.
+    entries: Vec<(PathBuf, Option<i64>, Option<PathBuf>)>,
+    /// Whether every remove's deletion vector is known (else no DV file may be deleted).
+    deletion_vectors_known: bool,
+}
+
+fn candidates(table: &DeltaLakeTable, cutoff_ms: i64, conn: &Nested) -> Result<Vec<Candidate>> {
+    let removes = removes(table, conn)?;
+    let mut valid: HashSet<PathBuf> = HashSet::new();
+    for f in &table.files {
+        valid.insert(f.local_path.clone());
+        valid.extend(f.deletion_vector_path.clone());
+    }
+    let mut expired: HashSet<PathBuf> = HashSet::new();
+    for (path, deleted_ms, dv) in &removes.entries {
+        if deleted_ms.is_none_or(|t| t > cutoff_ms) {
+            valid.insert(path.clone());
+            valid.extend(dv.clone());
+        } else {
+            expired.insert(path.clone());
+        }
+    }
+    let partition_prefixes: Vec<String> = table.partition_columns().iter().map(|c| format!("{c}=")).collect();
+    let cutoff = SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(cutoff_ms.max(0) as u64);
+    let mut out = Vec::new();
+    let mut stack = vec![table.root.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let meta = entry.metadata()?; // does not follow symlinks
+            if dir == table.root && name == "_delta_log" {
+                continue;
+            }
+            let hidden = (name.starts_with('_') || name.starts_with('.'))
+                && !(meta.is_dir()
+                    && (name.starts_with("_change_data")
+                        || name.starts_with("_delta_index")
+                        || partition_prefixes.iter().any(|p| name.starts_with(p.as_str()))));
+            if hidden {
+                continue;
+            }
+            if meta.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if !meta.is_file() || valid.contains(&path) {
+                continue;
+            }
+            if !removes.deletion_vectors_known && is_deletion_vector_name(&name) {
+                continue;
+            }
+            let modified = meta.modified().unwrap_or(SystemTime::now());
+            if modified >= cutoff {
+                continue;
+            }
+            let modified_ms = modified.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+            let reason = if expired.contains(&path) { VacuumReason::Tombstone } else { VacuumReason::Untracked };
+            out.push(Candidate { path, size_bytes: meta.len(), modified_ms, reason });
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+fn is_deletion_vector_name(name: &str) -> bool {
+    name.starts_with("deletion_vector_") && name.ends_with(".bin")
+}
+
+/// Every remove the log still has: delta-rs's tombstones (log replay of the checkpoint and the
+/// commits after it), every `remove` of the commit files in `_delta_log/` up to the version read,
+/// and the checkpoint's removes read by DuckDB (for their deletion vectors).
+fn removes(table: &DeltaLakeTable, conn: &Nested) -> Result<Removes> {
+    let mut out = Removes { deletion_vectors_known: true, ..Default::default() };
+    let root = &table.root;
+    let state = table.table.snapshot().map_err(|e| delta_error(root, e))?;
+    let log_store = table.table.log_store();
+    let tombstones: Vec<(String, Option<i64>)> = crate::runtime::block_on(async {
+        state
+            .all_tombstones(log_store.as_ref())
+            .map_ok(|t| (t.path().to_string(), t.deletion_timestamp()))
+            .try_collect()
+            .await
+    })?
+    .map_err(|e| delta_error(root, e))?;
+    let mut known_dv: HashSet<PathBuf> = HashSet::new();
+    let add = |out: &mut Removes, remove: &Value, known_dv: &mut HashSet<PathBuf>| {
+        let Some(path) = remove.get("path").and_then(Value::as_str) else { return };
+        let path = resolve(root, &percent_encoding::percent_decode_str(path).decode_utf8_lossy());
+        let deleted = remove.get("deletionTimestamp").and_then(Value::as_i64);
+        let dv = remove
+            .get("deletionVector")
+            .filter(|v| !v.is_null())
+            .and_then(|v| serde_json::from_value::<deltalake_core::kernel::DeletionVectorDescriptor>(v.clone()).ok())
+            .and_then(|d| deletion_vector_file(root, &d));
+        known_dv.insert(path.clone());
+        out.entries.push((path, deleted, dv));
+    };
+    // Commit files up to the version read.
+    for entry in std::fs::read_dir(table.log_dir())? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(version) = name.strip_suffix(".json").and_then(|v| v.parse::<i64>().ok()) else { continue };
+        if version > table.version {
+            continue;
+        }
+        for line in std::fs::read_to_string(entry.path())?.lines() {
+            if let Ok(action) = serde_json::from_str::<Value>(line)
+                && let Some(remove) = action.get("remove")
+            {
+                add(&mut out, remove, &mut known_dv);
+            }
+        }
+    }
+    // The checkpoint's removes (classic checkpoints: one or several Parquet parts).
+    let checkpoints = checkpoint_parts(&table.log_dir(), table.version)?;
+    if !checkpoints.is_empty() {
+        let list = checkpoints.iter().map(|p| quote_literal(&p.to_string_lossy())).collect::<Vec<_>>().join(", ");
+        match conn.query(&format!(
+            "SELECT to_json(remove)::VARCHAR FROM read_parquet([{list}], union_by_name = true) WHERE remove IS NOT NULL"
+        )) {
+            Ok(rows) => {
+                for row in &rows.rows {
+                    if let Some(remove) = row[0].text().and_then(|t| serde_json::from_str::<Value>(t).ok()) {
+                        add(&mut out, &remove, &mut known_dv);
+                    }
+                }
+            }
+            Err(_) => out.deletion_vectors_known = false,
+        }
+    }
+    // Tombstones only delta-rs saw (their deletion vectors unknown to us).
+    for (path, deleted) in tombstones {
+        let path = resolve(root, &path);
+        if !known_dv.contains(&path) {
+            out.deletion_vectors_known = false;
+            out.entries.push((path, deleted, None));
+        }
+    }
+    Ok(out)
+}
+
+/// (tombstones, expired tombstones): the remove actions the current state keeps (delta-rs's log
+/// replay), and those removed longer ago than `retention_hours`.
+pub fn tombstone_counts(table: &DeltaLakeTable, retention_hours: f64) -> Result<(u64, u64)> {
+    let cutoff_ms = chrono::Utc::now().timestamp_millis() - (retention_hours * 3_600_000.0) as i64;
+    let state = table.table.snapshot().map_err(|e| delta_error(&table.root, e))?;
+    let log_store = table.table.log_store();
+    let times: Vec<Option<i64>> = crate::runtime::block_on(async {
+        state.all_tombstones(log_store.as_ref()).map_ok(|t| t.deletion_timestamp()).try_collect().await
+    })?
+    .map_err(|e| delta_error(&table.root, e))?;
+    let expired = times.iter().filter(|t| t.is_some_and(|t| t <= cutoff_ms)).count();
+    Ok((times.len() as u64, expired as u64))
+}
+
+/// The Parquet files of the newest classic checkpoint at or below `version`.
+fn checkpoint_parts(log_dir: &Path, version: i64) -> Result<Vec<PathBuf>> {
+    let mut best: Option<i64> = None;
+    let mut parts: Vec<(i64, PathBuf)> = Vec::new();
+    for entry in std::fs::read_dir(log_dir)? {
+        let path = entry?.path();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if !name.ends_with(".parquet") || !name.contains(".checkpoint") {
+            continue;
+        }
+        let Some(v) = name.split('.').next().and_then(|v| v.parse::<i64>().ok()) else { continue };
+        if v <= version {
+            best = best.max(Some(v));
+            parts.push((v, path));
+        }
+    }
+    Ok(parts.into_iter().filter(|(v, _)| Some(*v) == best).map(|(_, p)| p).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retention_intervals_parse_as_delta_writes_them() {
+        let cases = [
+            ("interval 7 days", Some(168.0)),
+            ("interval 168 hours", Some(168.0)),
+            ("INTERVAL 1 WEEK", Some(168.0)),
+            ("interval 1 day 12 hours", Some(36.0)),
+            ("interval 30 minutes", Some(0.5)),
+            ("7 days", Some(168.0)),
+            ("interval seven days", None),
+            ("interval 7 fortnights", None),
+            ("", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(interval_hours(text), want, "{text}");
+        }
+    }
+}

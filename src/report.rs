@@ -1,0 +1,152 @@
+//! The Lakehouse Health Scorecard: what one gate run did, as data. The gate fills it
+//! ([`crate::action::gate`]), the SQL function prints it as rows and the Slack card renders it
+//! ([`crate::notify::card`]); both sit above this module. Statuses and verdicts are enums,
+//! printed only at those edges.
+
+use crate::action::scan::ScanResult;
+pub use crate::table::TableFormat;
+
+/// How a gate run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    /// Something was compacted or expired.
+    Maintained,
+    /// Nothing needed doing; the table is untouched.
+    Optimal,
+    /// Planned only.
+    DryRun,
+}
+
+impl RunStatus {
+    /// `maintained`, `optimal`, `dry run`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Maintained => "maintained",
+            RunStatus::Optimal => "optimal",
+            RunStatus::DryRun => "dry run",
+        }
+    }
+}
+
+/// What happened to one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineVerdict {
+    /// Its small files were rewritten.
+    Compacted,
+    /// A dry run would rewrite them.
+    WouldCompact,
+    /// Below the threshold.
+    Healthy,
+    /// Degraded or not, left alone for a stated reason.
+    Skipped,
+}
+
+impl LineVerdict {
+    /// `compacted`, `would compact`, `healthy`, `skipped`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LineVerdict::Compacted => "compacted",
+            LineVerdict::WouldCompact => "would compact",
+            LineVerdict::Healthy => "healthy",
+            LineVerdict::Skipped => "skipped",
+        }
+    }
+
+    /// Compacted, or would be.
+    pub fn acts(self) -> bool {
+        matches!(self, LineVerdict::Compacted | LineVerdict::WouldCompact)
+    }
+}
+
+/// One partition's line of the scorecard.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionLine {
+    /// Label.
+    pub partition: String,
+    /// Spec id.
+    pub spec_id: i32,
+    /// What happened to the partition.
+    pub verdict: LineVerdict,
+    /// Why.
+    pub reason: String,
+    /// Live data files before and after.
+    pub files_before: u64,
+    /// See `files_before`.
+    pub files_after: u64,
+    /// Small files before and after.
+    pub small_files_before: u64,
+    /// See `small_files_before`.
+    pub small_files_after: u64,
+    /// Fragmentation ratio before and after.
+    pub ratio_before: f64,
+    /// See `ratio_before`.
+    pub ratio_after: f64,
+    /// Bytes rewritten (or that would be).
+    pub bytes_consolidated: u64,
+    /// What was done, in words.
+    pub action: String,
+}
+
+/// The whole scorecard of one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scorecard {
+    /// This run's id.
+    pub execution_id: String,
+    /// The table as named.
+    pub table: String,
+    /// Its format.
+    pub format: TableFormat,
+    /// How the run ended.
+    pub status: RunStatus,
+    /// Whether nothing was changed on purpose.
+    pub dry_run: bool,
+    /// When the run started (ms since the epoch) and how long it took.
+    pub started_ms: i64,
+    /// See `started_ms`.
+    pub duration_ms: u64,
+    /// Thresholds used.
+    pub small_file_threshold_mb: f64,
+    /// See `small_file_threshold_mb`.
+    pub fragmentation_ratio_threshold: f64,
+    /// The retention in force.
+    pub retention_days: f64,
+    /// One line per partition.
+    pub partitions: Vec<PartitionLine>,
+    /// Degraded partitions at the start.
+    pub partitions_degraded: u64,
+    /// Partitions compacted (or that would be).
+    pub partitions_compacted: u64,
+    /// Small files before minus after, in compacted partitions only.
+    pub small_files_eliminated: u64,
+    /// Bytes rewritten.
+    pub bytes_consolidated: u64,
+    /// Average fragmentation ratio before and after.
+    pub avg_ratio_before: f64,
+    /// See `avg_ratio_before`.
+    pub avg_ratio_after: f64,
+    /// The reference flow's projected speedup (files / target-sized files in degraded partitions).
+    pub projected_speedup: f64,
+    /// Scan of the compacted partitions before and after, when measured.
+    pub scan_before: Option<ScanResult>,
+    /// See `scan_before`.
+    pub scan_after: Option<ScanResult>,
+    /// The compaction's snapshot.
+    pub compaction_snapshot_id: Option<i64>,
+    /// Snapshots expired (or that would be).
+    pub snapshots_expired: u64,
+    /// Files deleted by the expiry (or that would be).
+    pub files_deleted: u64,
+    /// Bytes reclaimed by the expiry (or that would be).
+    pub bytes_reclaimed: u64,
+    /// What happened to the card: `sent`, `not sent: …`, `failed after N attempts: …`.
+    pub notification: String,
+}
+
+impl Scorecard {
+    /// Scan time before / after over the compacted partitions, when measured.
+    pub fn measured_speedup(&self) -> Option<f64> {
+        let (before, after) = (self.scan_before.as_ref()?, self.scan_after.as_ref()?);
+        let after_s = after.elapsed.as_secs_f64();
+        (after_s > 0.0).then(|| before.elapsed.as_secs_f64() / after_s)
+    }
+}

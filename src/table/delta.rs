@@ -1,0 +1,310 @@
+//! Reading a Delta Lake table through delta-rs (`deltalake-core`): the current version's live
+//! files (add actions) in the format-neutral model, the protocol, the metadata and the schema.
+//!
+//! A table is a directory with `_delta_log/`. Its state is read once per call (log replay with
+//! checkpoints, by delta-rs); what maintenance needs of the protocol, the metadata and the schema
+//! is kept as JSON, as the log writes it, so that the checks here read the log's own field names.
+//! Partition labels print as Delta/Hive directories do (`col=value/…`, Hive's path escaping,
+//! `__HIVE_DEFAULT_PARTITION__` for null). A file with a deletion vector is modelled as a data
+//! file plus a position-delete file naming it, so the profile counts deletion vectors as delete
+//! files and the planner leaves their partitions alone.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use deltalake_core::DeltaTable;
+use deltalake_core::kernel::Remove;
+use futures::TryStreamExt;
+use serde_json::Value;
+
+use super::{DataFile, FileContent, PartitionKey};
+use crate::error::{Error, ErrorKind, Result};
+use crate::runtime;
+
+/// Hive's name for a null partition value.
+pub const HIVE_NULL: &str = "__HIVE_DEFAULT_PARTITION__";
+
+/// One live file of the current version, as the log has it.
+#[derive(Debug, Clone)]
+pub struct LiveFile {
+    /// Path relative to the table root (decoded), or an absolute URI.
+    pub path: String,
+    /// The file on disk.
+    pub local_path: PathBuf,
+    /// Size in bytes.
+    pub size_bytes: u64,
+    /// `numRecords` from the stats, when present.
+    pub num_records: Option<u64>,
+    /// `nullCount` of each top-level column the stats count.
+    pub null_counts: HashMap<String, u64>,
+    /// Partition values by column, as the log writes them (null: `None`).
+    pub partition_values: HashMap<String, Option<String>>,
+    /// The deletion vector's cardinality (rows deleted), when the file has one.
+    pub deletion_vector_rows: Option<u64>,
+    /// The deletion vector's own file, when it is stored in a file (`u`/`p` storage).
+    pub deletion_vector_path: Option<PathBuf>,
+    /// The remove action that retires this file (dataChange as given), for commits.
+    pub remove: Remove,
+}
+
+/// A Delta table as of its latest version.
+pub struct DeltaLakeTable {
+    /// The table directory (absolute).
+    pub root: PathBuf,
+    /// delta-rs's table, loaded.
+    pub table: DeltaTable,
+    /// The version read.
+    pub version: i64,
+    /// The protocol action, as JSON (`minReaderVersion`, `readerFeatures`, …).
+    pub protocol: Value,
+    /// The metadata action, as JSON (`partitionColumns`, `configuration`, `schemaString`, …).
+    pub metadata: Value,
+    /// The parsed `schemaString`.
+    pub schema: Value,
+    /// Live files of the version.
+    pub files: Vec<LiveFile>,
+}
+
+impl std::fmt::Debug for DeltaLakeTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeltaLakeTable").field("root", &self.root).field("version", &self.version).finish()
+    }
+}
+
+/// Whether `dir` is a Delta table directory.
+pub fn is_delta_dir(dir: &Path) -> bool {
+    dir.join("_delta_log").is_dir()
+}
+
+impl DeltaLakeTable {
+    /// Loads the latest version of the table at `dir`.
+    pub fn load(dir: &Path) -> Result<Self> {
+        let root = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let url = url::Url::from_directory_path(&root)
+            .map_err(|_| Error::invalid(format!("'{}' is not a usable table directory", root.display())))?;
+        let (table, files) = runtime::block_on(async {
+            let table = deltalake_core::open_table(url).await.map_err(|e| delta_error(&root, e))?;
+            let files = live_files(&table, &root).await?;
+            Ok::<_, Error>((table, files))
+        })??;
+        let state = table.snapshot().map_err(|e| delta_error(&root, e))?;
+        let version = state.version() as i64;
+        let protocol = serde_json::to_value(state.protocol()).map_err(|e| corrupt(&root, e))?;
+        let metadata = serde_json::to_value(state.metadata()).map_err(|e| corrupt(&root, e))?;
+        let schema: Value = metadata
+            .get("schemaString")
+            .and_then(Value::as_str)
+            .map(serde_json::from_str)
+            .transpose()
+            .map_err(|e| corrupt(&root, e))?
+            .unwrap_or(Value::Null);
+        Ok(Self { root, table, version, protocol, metadata, schema, files })
+    }
+
+    /// The partition columns, in the table's order.
+    pub fn partition_columns(&self) -> Vec<String> {
+        self.metadata
+            .get("partitionColumns")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(|c| c.as_str().map(str::to_string)).collect())
+            .unwrap_or_default()
+    }
+
+    /// A table property (`delta.…`) as the metadata configuration has it.
+    pub fn property(&self, key: &str) -> Option<&str> {
+        self.metadata.get("configuration").and_then(|c| c.get(key)).and_then(Value::as_str)
+    }
+
+    /// The top-level fields of the schema (`name`, `type`, `nullable`, `metadata`).
+    pub fn fields(&self) -> Vec<&Value> {
+        self.schema.get("fields").and_then(Value::as_array).map(|f| f.iter().collect()).unwrap_or_default()
+    }
+
+    /// The `_delta_log` directory.
+    pub fn log_dir(&self) -> PathBuf {
+        self.root.join("_delta_log")
+    }
+
+    /// The live files in the format-neutral model: every data file, and for each deletion
+    /// vector a position-delete file that names its data file.
+    pub fn model_files(&self) -> Vec<DataFile> {
+        let columns = self.partition_columns();
+        let mut out = Vec::with_capacity(self.files.len());
+        for f in &self.files {
+            let values: Vec<Option<&str>> =
+                columns.iter().map(|c| f.partition_values.get(c).and_then(|v| v.as_deref())).collect();
+            let key = PartitionKey { spec_id: 0, values: format!("{values:?}") };
+            let data = DataFile {
+                path: f.local_path.to_string_lossy().into_owned(),
+                size_bytes: f.size_bytes,
+                record_count: f.num_records.unwrap_or(0),
+                partition: partition_label(&columns, &values),
+                spec_id: 0,
+                key,
+                global: false,
+                data_sequence_number: 0,
+                referenced_data_file: None,
+                content: FileContent::Data,
+                parquet: true,
+            };
+            if let Some(rows) = f.deletion_vector_rows {
+                out.push(DataFile {
+                    size_bytes: 0,
+                    record_count: rows,
+                    referenced_data_file: Some(data.path.clone()),
+                    content: FileContent::PositionDeletes,
+                    ..data.clone()
+                });
+            }
+            out.push(data);
+        }
+        out
+    }
+}
+
+async fn live_files(table: &DeltaTable, root: &Path) -> Result<Vec<LiveFile>> {
+    let state = table.snapshot().map_err(|e| delta_error(root, e))?;
+    let log_store = table.log_store();
+    let views: Vec<_> =
+        state.snapshot().file_views(log_store.as_ref(), None).try_collect().await.map_err(|e| delta_error(root, e))?;
+    let mut files = Vec::with_capacity(views.len());
+    for view in views {
+        let path = view.path().to_string();
+        let remove = view.remove_action(false);
+        let dv = view.deletion_vector_descriptor();
+        let null_counts = view
+            .stats()
+            .and_then(|s| serde_json::from_str::<Value>(&s).ok())
+            .and_then(|s| s.get("nullCount").and_then(Value::as_object).cloned())
+            .map(|m| m.into_iter().filter_map(|(k, v)| Some((k, v.as_u64()?))).collect())
+            .unwrap_or_default();
+        files.push(LiveFile {
+            null_counts,
+            local_path: resolve(root, &path),
+            size_bytes: view.size().max(0) as u64,
+            num_records: view.num_records().map(|n| n as u64),
+            partition_values: remove.partition_values.clone().unwrap_or_default(),
+            deletion_vector_rows: dv.as_ref().map(|d| d.cardinality.max(0) as u64),
+            deletion_vector_path: dv.as_ref().and_then(|d| deletion_vector_file(root, d)),
+            remove,
+            path,
+        });
+    }
+    Ok(files)
+}
+
+/// The file a deletion vector is stored in (`u`: beside the table root, named by its uuid; `p`:
+/// an absolute path); `None` for an inline one.
+pub fn deletion_vector_file(root: &Path, dv: &deltalake_core::kernel::DeletionVectorDescriptor) -> Option<PathBuf> {
+    use buoyant_kernel::actions::deletion_vector::DeletionVectorDescriptor as KernelDescriptor;
+    let kernel = KernelDescriptor {
+        storage_type: dv.storage_type.as_ref().parse().ok()?,
+        path_or_inline_dv: dv.path_or_inline_dv.clone(),
+        offset: dv.offset,
+        size_in_bytes: dv.size_in_bytes,
+        cardinality: dv.cardinality,
+    };
+    let url = url::Url::from_directory_path(root).ok()?;
+    kernel.absolute_path(&url).ok().flatten()?.to_file_path().ok()
+}
+
+/// A path from the log (relative to the root, or an absolute `file:` URI) as a local path.
+pub fn resolve(root: &Path, path: &str) -> PathBuf {
+    if let Ok(url) = url::Url::parse(path)
+        && url.scheme().len() > 1
+    {
+        return url.to_file_path().unwrap_or_else(|_| PathBuf::from(path));
+    }
+    root.join(path)
+}
+
+/// `col=value/…` as Delta (Hive) names partition directories; `(unpartitioned)` without columns.
+pub fn partition_label(columns: &[String], values: &[Option<&str>]) -> String {
+    if columns.is_empty() {
+        return super::partition::UNPARTITIONED.to_string();
+    }
+    columns
+        .iter()
+        .zip(values)
+        .map(|(c, v)| format!("{}={}", escape_path_name(c), v.map_or(HIVE_NULL.to_string(), escape_path_name)))
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Hive's `FileUtils.escapePathName` (what Spark and delta-rs use for partition directories):
+/// control characters and `"#%'*/:=?\{[]^` and DEL become `%XX`; an empty value is Hive's null.
+pub fn escape_path_name(value: &str) -> String {
+    if value.is_empty() {
+        return HIVE_NULL.to_string();
+    }
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        let escape = matches!(
+            c,
+            '\u{01}'
+                ..='\u{1F}'
+                    | '"'
+                    | '#'
+                    | '%'
+                    | '\''
+                    | '*'
+                    | '/'
+                    | ':'
+                    | '='
+                    | '?'
+                    | '\\'
+                    | '\u{7F}'
+                    | '{'
+                    | '['
+                    | ']'
+                    | '^'
+        );
+        if escape {
+            out.push_str(&format!("%{:02X}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn corrupt(root: &Path, e: impl std::fmt::Display) -> Error {
+    Error::new(ErrorKind::CorruptMetadata, format!("Delta table '{}': cannot read its log: {e}", root.display()))
+}
+
+/// A delta-rs error as ours, naming the table.
+pub fn delta_error(root: &Path, e: deltalake_core::DeltaTableError) -> Error {
+    use deltalake_core::DeltaTableError as E;
+    let kind = match &e {
+        E::NotATable(_) | E::InvalidTableLocation(_) => ErrorKind::NotFound,
+        E::Transaction { .. } => ErrorKind::CommitConflict,
+        E::ObjectStore { .. } | E::Io { .. } => ErrorKind::Io,
+        _ => ErrorKind::CorruptMetadata,
+    };
+    Error::new(kind, format!("Delta table '{}': {e}", root.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_directories_are_escaped_as_hive_escapes_them() {
+        let cases = [
+            ("plain", "plain"),
+            ("a b", "a b"),
+            ("a/b=c", "a%2Fb%3Dc"),
+            ("100%", "100%25"),
+            ("x:y?z", "x%3Ay%3Fz"),
+            ("🦀", "🦀"),
+            ("[t]{u}^", "%5Bt%5D%7Bu}%5E"),
+            ("", HIVE_NULL),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(escape_path_name(raw), want, "{raw}");
+        }
+        let columns = vec!["p".to_string(), "q".to_string()];
+        assert_eq!(partition_label(&columns, &[Some("a/b"), None]), "p=a%2Fb/q=__HIVE_DEFAULT_PARTITION__");
+        assert_eq!(partition_label(&[], &[]), "(unpartitioned)");
+    }
+}
