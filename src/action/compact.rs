@@ -79,104 +79,181 @@ pub fn compact(
 ) -> Result<CompactionReport> {
     options.validate()?;
     match table {
-        Table::Iceberg { located, table } => compact_iceberg(located, table, options, dry_run, host, known_ratio),
-        Table::Delta(table) => crate::action::compact_delta::compact(table, options, dry_run, host, known_ratio),
+        Table::Iceberg { located, table } => {
+            table.require_rewritable()?;
+            run(&IcebergRewrite::new(located, table)?, options, dry_run, host, known_ratio)
+        }
+        Table::Delta(table) => {
+            let rewrite = crate::action::compact_delta::DeltaRewrite::new(table, options)?;
+            run(&rewrite, options, dry_run, host, known_ratio)
+        }
     }
 }
 
-fn compact_iceberg(
-    located: &Located,
-    table: &IcebergTable,
+/// What a table format contributes to a compaction. The flow around it is [`run`]'s: plan,
+/// measure the rewrite's output ratio and plan again, let the format skip what it cannot
+/// rewrite, rewrite group by group (answering Ctrl-C between groups), commit once, and on any
+/// failure remove every file written, so the table is exactly as it was.
+pub(crate) trait Rewrite {
+    /// A rewritten group, ready for the commit.
+    type Written;
+    /// The live files, in the model the planner takes.
+    fn files(&self) -> &[DataFile];
+    /// The COPY of the planned files `group` into `target` (also what the calibration runs).
+    fn copy_sql(&self, conn: &Nested, group: &[usize], target: &str) -> Result<String>;
+    /// Skips, with the reason, planned partitions this format cannot rewrite safely.
+    fn skip_unsafe(&self, _conn: &Nested, _plans: &mut [PartitionPlan]) -> Result<()> {
+        Ok(())
+    }
+    /// Refuses a real run that could not commit safely.
+    fn check_commit(&self) -> Result<()> {
+        Ok(())
+    }
+    /// Rewrites the planned files `group` of partition `plan` into one file.
+    fn rewrite(&self, conn: &Nested, plan: &PartitionPlan, group: &[usize]) -> Result<Self::Written>;
+    /// Where a written file is on disk.
+    fn local_path(written: &Self::Written) -> &Path;
+    /// Commits everything written: (snapshot id or version, metadata location, new data files).
+    fn commit(&self, written: &[Self::Written]) -> Result<(i64, String, Vec<String>)>;
+}
+
+/// The compaction flow shared by every format ([`Rewrite`]).
+pub(crate) fn run<R: Rewrite>(
+    rewrite: &R,
     options: &CompactionOptions,
     dry_run: bool,
     host: &HostDb,
     known_ratio: Option<f64>,
 ) -> Result<CompactionReport> {
-    table.require_rewritable()?;
-    let manifests = table.load_manifests()?;
-    let (files, sources) = live_data(table, &manifests);
-    let first_plan = plan(&files, options, 1.0);
-    if first_plan.iter().all(|p| p.groups.is_empty()) {
-        return Ok(CompactionReport {
-            plans: first_plan,
-            snapshot_id: None,
-            metadata_location: None,
-            dry_run,
-            output_ratio: None,
-            written: Vec::new(),
-        });
+    let files = rewrite.files();
+    let first_plan = plan(files, options, 1.0);
+    let mut report = CompactionReport {
+        plans: first_plan,
+        snapshot_id: None,
+        metadata_location: None,
+        dry_run,
+        output_ratio: None,
+        written: Vec::new(),
+    };
+    if report.plans.iter().all(|p| p.groups.is_empty()) {
+        return Ok(report);
     }
     // Plan again on the sizes the rewrite will produce (a dry run measures too: the sample goes
     // to /dev/null, so the plan it shows is the plan a real run carries out).
     let conn = host.connect()?;
     let ratio = known_ratio.or_else(|| {
-        measured_output_ratio(&conn, &first_plan, &|i| sources[i].file_size_in_bytes(), &|sample, target| {
-            let inputs: Vec<&IcebergDataFile> = sample.iter().map(|&i| sources[i]).collect();
-            copy_sql(&conn, table, &inputs, target)
+        measured_output_ratio(&conn, &report.plans, &|i| files[i].size_bytes, &|sample, target| {
+            rewrite.copy_sql(&conn, sample, target)
         })
     });
-    let mut plans = match ratio {
-        Some(r) if (r - 1.0).abs() > 0.1 => plan(&files, options, r),
-        _ => first_plan,
-    };
-    skip_misread_nested_fields(&conn, table.metadata.current_schema(), &mut plans, &sources)?;
-    let mut report = CompactionReport {
-        plans,
-        snapshot_id: None,
-        metadata_location: None,
-        dry_run,
-        output_ratio: ratio,
-        written: Vec::new(),
-    };
+    if let Some(r) = ratio
+        && (r - 1.0).abs() > 0.1
+    {
+        report.plans = plan(files, options, r);
+    }
+    report.output_ratio = ratio;
+    rewrite.skip_unsafe(&conn, &mut report.plans)?;
     if dry_run || report.plans.iter().all(|p| p.groups.is_empty()) {
         return Ok(report);
     }
-    require_exclusive(located)?;
-
-    let starting_sequence_number = table.metadata.current_snapshot().map_or(0, |s| s.sequence_number());
-    let mut written: Vec<Written> = Vec::new();
+    rewrite.check_commit()?;
+    let mut written: Vec<R::Written> = Vec::new();
     let result = (|| {
         for p in report.plans.iter().filter(|p| p.verdict == Verdict::Compact) {
             for group in &p.groups {
                 interrupt::check("nothing was committed")?;
-                let inputs: Vec<&IcebergDataFile> = group.iter().map(|&i| sources[i]).collect();
-                let out = rewrite_group(&conn, table, &inputs, p.spec_id)?;
-                written.push(out);
+                written.push(rewrite.rewrite(&conn, p, group)?);
             }
         }
-        let base = Base { located: located.clone(), table: table.clone(), manifests: manifests.clone() };
-        commit_with_retries(base, starting_sequence_number, &written)
+        rewrite.commit(&written)
     })();
     drop(conn);
     match result {
-        Ok((snapshot_id, location)) => {
+        Ok((snapshot_id, location, paths)) => {
             report.snapshot_id = Some(snapshot_id);
             report.metadata_location = Some(location);
-            report.written = written.iter().map(|w| w.data_file.file_path().to_string()).collect();
+            report.written = paths;
             Ok(report)
         }
         Err(e) => {
             for w in &written {
-                let _ = std::fs::remove_file(&w.local_path);
+                let _ = std::fs::remove_file(R::local_path(w));
             }
             Err(e)
         }
     }
 }
 
-/// The live data files (model and iceberg form, index-aligned) of the loaded manifests.
-fn live_data<'a>(table: &IcebergTable, manifests: &'a [LoadedManifest]) -> (Vec<DataFile>, Vec<&'a IcebergDataFile>) {
-    let mut files = Vec::new();
-    let mut sources = Vec::new();
-    for loaded in manifests {
-        let model = table.model_files(loaded);
-        let alive = loaded.manifest.entries().iter().filter(|e| e.is_alive()).map(|e| e.data_file());
-        for (m, source) in model.into_iter().zip(alive) {
-            files.push(m);
-            sources.push(source);
+/// An Iceberg table's part in a compaction: the current snapshot's live files, rewritten by
+/// field id, committed as one `replace` snapshot ([`commit_with_retries`]).
+struct IcebergRewrite<'a> {
+    located: &'a Located,
+    table: &'a IcebergTable,
+    manifests: Vec<LoadedManifest>,
+    files: Vec<DataFile>,
+    /// For each model file: its manifest and entry.
+    sources: Vec<(usize, usize)>,
+    starting_sequence_number: i64,
+}
+
+impl<'a> IcebergRewrite<'a> {
+    fn new(located: &'a Located, table: &'a IcebergTable) -> Result<Self> {
+        let manifests = table.load_manifests()?;
+        let (mut files, mut sources) = (Vec::new(), Vec::new());
+        for (m, loaded) in manifests.iter().enumerate() {
+            let model = table.model_files(loaded);
+            let alive = loaded.manifest.entries().iter().enumerate().filter(|(_, e)| e.is_alive()).map(|(i, _)| i);
+            for (file, entry) in model.into_iter().zip(alive) {
+                files.push(file);
+                sources.push((m, entry));
+            }
         }
+        let starting_sequence_number = table.metadata.current_snapshot().map_or(0, |s| s.sequence_number());
+        Ok(Self { located, table, manifests, files, sources, starting_sequence_number })
     }
-    (files, sources)
+
+    /// The manifest entry's data file of model file `i`.
+    fn source(&self, i: usize) -> &IcebergDataFile {
+        let (m, e) = self.sources[i];
+        self.manifests[m].manifest.entries()[e].data_file()
+    }
+}
+
+impl Rewrite for IcebergRewrite<'_> {
+    type Written = Written;
+
+    fn files(&self) -> &[DataFile] {
+        &self.files
+    }
+
+    fn copy_sql(&self, conn: &Nested, group: &[usize], target: &str) -> Result<String> {
+        let inputs: Vec<&IcebergDataFile> = group.iter().map(|&i| self.source(i)).collect();
+        copy_sql(conn, self.table, &inputs, target)
+    }
+
+    fn skip_unsafe(&self, conn: &Nested, plans: &mut [PartitionPlan]) -> Result<()> {
+        let sources: Vec<&IcebergDataFile> = (0..self.files.len()).map(|i| self.source(i)).collect();
+        skip_misread_nested_fields(conn, self.table.metadata.current_schema(), plans, &sources)
+    }
+
+    fn check_commit(&self) -> Result<()> {
+        require_exclusive(self.located)
+    }
+
+    fn rewrite(&self, conn: &Nested, plan: &PartitionPlan, group: &[usize]) -> Result<Written> {
+        let inputs: Vec<&IcebergDataFile> = group.iter().map(|&i| self.source(i)).collect();
+        rewrite_group(conn, self.table, &inputs, plan.spec_id)
+    }
+
+    fn local_path(written: &Written) -> &Path {
+        Path::new(&written.local_path)
+    }
+
+    fn commit(&self, written: &[Written]) -> Result<(i64, String, Vec<String>)> {
+        let base = Base { located: self.located.clone(), table: self.table.clone(), manifests: self.manifests.clone() };
+        let (snapshot_id, location) = commit_with_retries(base, self.starting_sequence_number, written)?;
+        Ok((snapshot_id, location, written.iter().map(|w| w.data_file.file_path().to_string()).collect()))
+    }
 }
 
 /// DuckDB's name for an Iceberg primitive type.
@@ -822,7 +899,7 @@ fn commit_with_retries(mut base: Base, starting_sequence_number: i64, written: &
 /// new files keep the starting sequence number, so they still apply (Java's rule with
 /// `use-starting-sequence-number`).
 fn check_rebase(head: &Base, starting_sequence_number: i64, replaced: &HashSet<&str>) -> Result<()> {
-    let (files, _) = live_data(&head.table, &head.manifests);
+    let files: Vec<DataFile> = head.manifests.iter().flat_map(|m| head.table.model_files(m)).collect();
     let live: HashMap<&str, &DataFile> = files.iter().map(|f| (f.path.as_str(), f)).collect();
     if let Some(gone) = replaced.iter().find(|p| !live.contains_key(**p)) {
         return Err(Error::conflict(format!(

@@ -28,13 +28,14 @@ use deltalake_core::kernel::{Action, Add};
 use deltalake_core::protocol::DeltaOperation;
 use serde_json::{Value, json};
 
-use crate::action::compact::{CompactionReport, measured_output_ratio};
-use crate::duck::{HostDb, Nested, quote_ident, quote_literal};
+use crate::action::compact::Rewrite;
+use crate::duck::{Nested, quote_ident, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt;
-use crate::plan::compaction::{CompactionOptions, Verdict, plan};
+use crate::plan::compaction::{CompactionOptions, PartitionPlan};
 use crate::table::commit::pause_for_tests;
 use crate::table::delta::{DeltaLakeTable, LiveFile, delta_error};
+use crate::table::{DataFile, FileContent};
 
 /// Writer features a rewrite with `dataChange: false` keeps valid: the rows are the same rows.
 const REWRITE_SAFE_FEATURES: &[&str] = &[
@@ -91,88 +92,85 @@ pub fn check_protocol(table: &DeltaLakeTable) -> Result<()> {
     Ok(())
 }
 
-/// Plans, and (unless `dry_run`) rewrites and commits, as [`crate::action::compact::compact`].
-pub fn compact(
-    table: &DeltaLakeTable,
-    options: &CompactionOptions,
-    dry_run: bool,
-    host: &HostDb,
-    known_ratio: Option<f64>,
-) -> Result<CompactionReport> {
-    check_protocol(table)?;
-    let files = table.model_files();
-    let by_path: HashMap<&str, &LiveFile> =
-        table.files.iter().map(|f| (f.local_path.to_str().unwrap_or_default(), f)).collect();
-    let live = |i: usize| by_path.get(files[i].path.as_str()).copied();
-    let first_plan = plan(&files, options, 1.0);
-    let mut report = CompactionReport {
-        plans: first_plan,
-        snapshot_id: None,
-        metadata_location: None,
-        dry_run,
-        output_ratio: None,
-        written: Vec::new(),
-    };
-    if report.plans.iter().all(|p| p.groups.is_empty()) {
-        return Ok(report);
-    }
-    let conn = host.connect()?;
-    let columns = DeltaColumns::of(table);
-    let ratio = known_ratio.or_else(|| {
-        measured_output_ratio(&conn, &report.plans, &|i| files[i].size_bytes, &|sample, target| {
-            let inputs: Vec<&LiveFile> = sample.iter().filter_map(|&i| live(i)).collect();
-            columns.copy_sql(&conn, &inputs, target)
+/// A Delta table's part in a compaction ([`crate::action::compact::run`]): the current
+/// version's live files, rewritten by column name, committed as one OPTIMIZE commit.
+pub(crate) struct DeltaRewrite<'a> {
+    table: &'a DeltaLakeTable,
+    files: Vec<DataFile>,
+    /// For each model data file: its live file (deletion-vector entries have none).
+    live: Vec<Option<usize>>,
+    columns: DeltaColumns,
+    target_size: i64,
+}
+
+impl<'a> DeltaRewrite<'a> {
+    /// Checks the protocol ([`check_protocol`]) and reads what the planner needs.
+    pub(crate) fn new(table: &'a DeltaLakeTable, options: &CompactionOptions) -> Result<Self> {
+        check_protocol(table)?;
+        let files = table.model_files();
+        let index: HashMap<&std::ffi::OsStr, usize> =
+            table.files.iter().enumerate().map(|(i, f)| (f.local_path.as_os_str(), i)).collect();
+        let live = files
+            .iter()
+            .map(|f| {
+                (f.content == FileContent::Data).then(|| index.get(std::ffi::OsStr::new(&f.path)).copied()).flatten()
+            })
+            .collect();
+        Ok(Self {
+            table,
+            files,
+            live,
+            columns: DeltaColumns::of(table),
+            target_size: (options.target_file_size_mb * crate::profile::MIB) as i64,
         })
-    });
-    if let Some(r) = ratio
-        && (r - 1.0).abs() > 0.1
-    {
-        report.plans = plan(&files, options, r);
-    }
-    report.output_ratio = ratio;
-    if dry_run || report.plans.iter().all(|p| p.groups.is_empty()) {
-        return Ok(report);
     }
 
-    let mut written: Vec<Written> = Vec::new();
-    let result = (|| {
-        for p in report.plans.iter().filter(|p| p.verdict == Verdict::Compact) {
-            for group in &p.groups {
-                interrupt::check("nothing was committed")?;
-                let inputs: Vec<&LiveFile> = group.iter().filter_map(|&i| live(i)).collect();
-                if inputs.len() != group.len() {
-                    return Err(Error::new(ErrorKind::CorruptMetadata, "a planned file is not a live file (a bug)"));
-                }
-                written.push(rewrite_group(&conn, table, &columns, &inputs)?);
-            }
-        }
-        for w in &written {
+    /// The live files of the planned files `group`.
+    fn inputs(&self, group: &[usize]) -> Result<Vec<&LiveFile>> {
+        group
+            .iter()
+            .map(|&i| {
+                self.live[i].map(|l| &self.table.files[l]).ok_or_else(|| {
+                    Error::new(ErrorKind::CorruptMetadata, "a planned file is not a live data file (this is a bug)")
+                })
+            })
+            .collect()
+    }
+}
+
+impl Rewrite for DeltaRewrite<'_> {
+    type Written = Written;
+
+    fn files(&self) -> &[DataFile] {
+        &self.files
+    }
+
+    fn copy_sql(&self, conn: &Nested, group: &[usize], target: &str) -> Result<String> {
+        self.columns.copy_sql(conn, &self.inputs(group)?, target)
+    }
+
+    fn rewrite(&self, conn: &Nested, _plan: &PartitionPlan, group: &[usize]) -> Result<Written> {
+        rewrite_group(conn, self.table, &self.columns, &self.inputs(group)?)
+    }
+
+    fn local_path(written: &Written) -> &Path {
+        &written.local_path
+    }
+
+    fn commit(&self, written: &[Written]) -> Result<(i64, String, Vec<String>)> {
+        for w in written {
             std::fs::File::open(&w.local_path)?.sync_all()?;
         }
         pause_for_tests();
         interrupt::check("nothing was committed")?;
-        commit(table, options, &written)
-    })();
-    drop(conn);
-    match result {
-        Ok(version) => {
-            report.snapshot_id = Some(version);
-            report.metadata_location =
-                Some(table.log_dir().join(format!("{version:020}.json")).to_string_lossy().into_owned());
-            report.written = written.iter().map(|w| w.local_path.to_string_lossy().into_owned()).collect();
-            Ok(report)
-        }
-        Err(e) => {
-            for w in &written {
-                let _ = std::fs::remove_file(&w.local_path);
-            }
-            Err(e)
-        }
+        let version = commit(self.table, self.target_size, written)?;
+        let location = self.table.log_dir().join(format!("{version:020}.json")).to_string_lossy().into_owned();
+        Ok((version, location, written.iter().map(|w| w.local_path.to_string_lossy().into_owned()).collect()))
     }
 }
 
 /// A file the rewrite wrote, and what it replaces.
-struct Written {
+pub(crate) struct Written {
     local_path: PathBuf,
     add: Add,
     replaces: Vec<deltalake_core::kernel::Remove>,
@@ -500,7 +498,7 @@ fn stat_value(ty: &str, text: &str, upper: bool) -> Option<(Value, f64)> {
 }
 
 /// Commits the rewrite: one OPTIMIZE commit of removes and adds (dataChange false).
-fn commit(table: &DeltaLakeTable, options: &CompactionOptions, written: &[Written]) -> Result<i64> {
+fn commit(table: &DeltaLakeTable, target_size: i64, written: &[Written]) -> Result<i64> {
     let mut actions: Vec<Action> = Vec::new();
     let mut removed = 0usize;
     for w in written {
@@ -519,7 +517,6 @@ fn commit(table: &DeltaLakeTable, options: &CompactionOptions, written: &[Writte
         "numBytesAdded": written.iter().map(|w| w.add.size).sum::<i64>(),
         "numBytesRemoved": written.iter().flat_map(|w| &w.replaces).map(|r| r.size.unwrap_or(0)).sum::<i64>(),
     });
-    let target_size = (options.target_file_size_mb * crate::profile::MIB) as i64;
     let properties = CommitProperties::default()
         .with_metadata([
             ("operationMetrics".to_string(), metrics),
