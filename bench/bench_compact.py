@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: compacting thousands of small Parquet files with lakehouse vs delta-rs vs pyiceberg vs Spark vs bare DuckDB.
+"""Benchmark: compacting thousands of small Parquet files, Iceberg and Delta, with lakehouse vs delta-rs vs pyiceberg vs Spark vs bare DuckDB.
 
 Usage::
 
@@ -35,7 +35,13 @@ untimed validation each run in a subprocess of their own, so peak RSS is per met
    timed: ``CALL sparkbench.system.rewrite_data_files(table => 'ns.t', options =>
    map('target-file-size-bytes', <128 MiB>))`` with Spark's defaults otherwise. The JVM and
    SparkSession start is measured apart and not included; peak RSS adds the driver JVM's VmHWM.
-5. **floor**: bare DuckDB, no metadata at all: per partition
+5. **lakehouse-delta**: the Delta table of (2), same files; timed: ``lakehouse_compact('<path>',
+   small_file_threshold_mb := 64, target_file_size_mb := 128)`` (one OPTIMIZE commit).
+6. **spark-delta**: the Delta table of (2), same files; PySpark 4.0.1 + Delta Lake 4.0.0 in
+   ``local[2]``, timed: ``OPTIMIZE delta.`<path>``` with ``spark.databricks.delta.optimize.maxFileSize``
+   = 128 MiB and ``minFileSize`` = 64 MiB (our target and small-file threshold; Delta's defaults are
+   1 GiB and 1 GiB) and Delta's defaults otherwise (Snappy). JVM start excluded, as for (4).
+7. **floor**: bare DuckDB, no metadata at all: per partition
    ``COPY (SELECT * FROM read_parquet([<its files>])) TO '<out>/<d>.parquet' (FORMAT parquet,
    COMPRESSION zstd)`` on one fresh connection.
 
@@ -84,14 +90,19 @@ SMALL_FILE_THRESHOLD_MB = 64
 TARGET_FILE_SIZE_MB = 128
 ROW_ALIGN = 2048  # DuckDB rounds ROW_GROUP_SIZE to a multiple of its vector size
 SOURCE_VERSION = 1  # bump when the generated data changes
-METHODS = ["lakehouse", "delta-rs", "pyiceberg", "spark", "floor"]
+METHODS = ["lakehouse", "pyiceberg", "spark", "lakehouse-delta", "delta-rs", "spark-delta", "floor"]
+# Each method's table format; ratios compare a method with lakehouse on the same format.
+FORMAT = {"lakehouse": "iceberg", "pyiceberg": "iceberg", "spark": "iceberg", "floor": "iceberg",
+          "lakehouse-delta": "delta", "delta-rs": "delta", "spark-delta": "delta"}
+OURS = {"iceberg": "lakehouse", "delta": "lakehouse-delta"}
 # Spark's JDBC catalog (sqlite) names its rows by the Spark catalog's name: the spark method's
 # table is registered by pyiceberg under this catalog name, in the same kind of sqlite database.
 SPARK_CATALOG = "sparkbench"
 SPARK_DRIVER_MEMORY = "4g"
 FIELD_IDS = "{id: 1, partition_date: 2, value: 3, payload: 4, user_id: 5}"
 
-TARGETS = {"delta-rs": 2.0, "pyiceberg": 5.0, "spark": 5.0}  # their seconds / ours must be at least this
+# their seconds / ours (on the same format) must be at least this
+TARGETS = {"delta-rs": 2.0, "pyiceberg": 5.0, "spark": 5.0, "spark-delta": 2.0}
 FLOOR_OVERHEAD_TARGET = 0.15  # (ours - floor) / floor must be at most this
 
 
@@ -445,15 +456,17 @@ def per_partition_counts(files: list[dict[str, Any]]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def run_lakehouse(workdir: Path, extension: str) -> dict[str, Any]:
+def run_lakehouse(workdir: Path, extension: str, delta: bool = False) -> dict[str, Any]:
+    """lakehouse_compact on the Iceberg table (by name in the sqlite catalog) or the Delta table (by path)."""
     import duckdb
 
+    table = quote(str(workdir / "delta")) if delta else f"{quote(f'{NAMESPACE}.{TABLE_NAME}')}, catalog_uri := {quote(catalog_uri(workdir))}"
     baseline = proc_status_kib("VmRSS")
     started = time.perf_counter()
     con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
     con.execute(f"LOAD {quote(extension)}")
     cursor = con.execute(
-        f"SELECT * FROM lakehouse_compact({quote(f'{NAMESPACE}.{TABLE_NAME}')}, catalog_uri := {quote(catalog_uri(workdir))}, "
+        f"SELECT * FROM lakehouse_compact({table}, "
         f"small_file_threshold_mb := {SMALL_FILE_THRESHOLD_MB}, target_file_size_mb := {TARGET_FILE_SIZE_MB})"
     )
     names = [d[0] for d in cursor.description]
@@ -479,15 +492,21 @@ def run_pyiceberg(workdir: Path) -> dict[str, Any]:
     return {"seconds": seconds, "baseline_rss_kib": baseline, "rows_rewritten": rows}
 
 
-def spark_session(workdir: Path) -> tuple[Any, float]:
+def spark_session(workdir: Path, delta: bool = False) -> tuple[Any, float]:
     """A local[2] SparkSession (Iceberg runtime from the jar cache) with the JDBC catalog
-    SPARK_CATALOG on the method's sqlite catalog; returns it and the seconds the JVM took."""
+    SPARK_CATALOG on the method's sqlite catalog, and with ``delta`` Delta Lake (tables by path,
+    OPTIMIZE bounded by our target); returns it and the seconds the JVM took."""
     sys.path.insert(0, str(REPO_ROOT / "test" / "integration"))
     import spark as sp
 
     builder = sp.session_builder(
-        workdir / "spark-scratch", "lakehouse-bench-compact", driver_memory=SPARK_DRIVER_MEMORY, quick_jvm=False
+        workdir / "spark-scratch", "lakehouse-bench-compact", driver_memory=SPARK_DRIVER_MEMORY, quick_jvm=False, delta=delta
     )
+    if delta:
+        builder = (
+            builder.config("spark.databricks.delta.optimize.maxFileSize", str(TARGET_FILE_SIZE_MB * MIB))
+            .config("spark.databricks.delta.optimize.minFileSize", str(SMALL_FILE_THRESHOLD_MB * MIB))
+        )
     prefix = f"spark.sql.catalog.{SPARK_CATALOG}"
     builder = (
         builder.config(prefix, "org.apache.iceberg.spark.SparkCatalog")
@@ -531,6 +550,25 @@ def run_spark(workdir: Path) -> dict[str, Any]:
         "jvm_peak_rss_kib": jvm_peak_rss_kib(session),
         "metrics": row.asDict(),
         "metadata_location": table.operations().current().metadataFileLocation(),
+    }
+    session.stop()
+    return out
+
+
+def run_spark_delta(workdir: Path) -> dict[str, Any]:
+    """Spark's own Delta compaction, ``OPTIMIZE`` (bin-pack), bounded by our target and threshold."""
+    session, jvm_seconds = spark_session(workdir, delta=True)
+    baseline = proc_status_kib("VmRSS")
+    started = time.perf_counter()
+    row = session.sql(f"OPTIMIZE delta.`{workdir / 'delta'}`").collect()[0]
+    seconds = time.perf_counter() - started
+    metrics = row["metrics"].asDict(recursive=True) if row["metrics"] is not None else {}
+    out = {
+        "seconds": seconds,
+        "jvm_seconds": jvm_seconds,
+        "baseline_rss_kib": baseline,
+        "jvm_peak_rss_kib": jvm_peak_rss_kib(session),
+        "metrics": {k: metrics.get(k) for k in ("numFilesAdded", "numFilesRemoved", "numBatches", "totalConsideredFiles")},
     }
     session.stop()
     return out
@@ -645,7 +683,7 @@ def validate(method: str, workdir: Path, manifest: dict[str, Any], setup: dict[s
                 "row_groups": sample.num_row_groups,
                 "compression": sample.row_group(0).column(0).compression if sample.num_row_groups else None,
             }
-    elif method == "delta-rs":
+    elif FORMAT[method] == "delta":
         from deltalake import DeltaTable
 
         table = DeltaTable(str(workdir / "delta"))
@@ -659,6 +697,7 @@ def validate(method: str, workdir: Path, manifest: dict[str, Any], setup: dict[s
         result["files_after"] = per_partition_counts(files)
         result["new_files"] = size_spread([f["size"] for f in new])
         result["table_version"] = table.version()
+        result["last_operation"] = table.history(1)[0].get("operation")
     else:  # floor
         outputs = sorted((workdir / "out").glob("*.parquet"))
         got = checksum_files(outputs)
@@ -690,12 +729,13 @@ def child(args: argparse.Namespace) -> int:
         if method == "spark":
             out = setup_iceberg(workdir, bench_dir, manifest, SPARK_CATALOG)
         else:
-            setup = {"lakehouse": setup_iceberg, "pyiceberg": setup_iceberg, "delta-rs": setup_delta, "floor": setup_floor}[method]
+            setup = {"lakehouse": setup_iceberg, "pyiceberg": setup_iceberg, "delta-rs": setup_delta, "lakehouse-delta": setup_delta,
+                     "spark-delta": setup_delta, "floor": setup_floor}[method]
             out = setup(workdir, bench_dir, manifest)
     elif phase == "run":
         # Import the method's libraries before the timer starts (and before the baseline RSS).
-        if method == "lakehouse":
-            out = run_lakehouse(workdir, args.extension)
+        if method in ("lakehouse", "lakehouse-delta"):
+            out = run_lakehouse(workdir, args.extension, delta=method == "lakehouse-delta")
         elif method == "pyiceberg":
             import pyiceberg.catalog.sql  # noqa: F401
             import pyiceberg.io.pyarrow  # noqa: F401
@@ -707,6 +747,8 @@ def child(args: argparse.Namespace) -> int:
             out = run_delta(workdir)
         elif method == "spark":
             out = run_spark(workdir)
+        elif method == "spark-delta":
+            out = run_spark_delta(workdir)
         else:
             out = run_floor(workdir)
         # Spark's work happens in its JVM, a child process: its peak is the JVM's (plus ours).
@@ -766,6 +808,11 @@ def report(results: dict[str, list[dict[str, Any]]], manifest: dict[str, Any], f
     best = {m: min(runs, key=lambda r: r["run"]["seconds"]) for m, runs in results.items()}
     seconds = {m: r["run"]["seconds"] for m, r in best.items()}
     ours = seconds.get("lakehouse")
+
+    def ours_for(method: str) -> float | None:
+        """lakehouse's seconds on the method's table format (the floor compares with Iceberg)."""
+        return seconds.get(OURS[FORMAT[method]])
+
     src = manifest["source"]
     v = facts["versions"]
     lines = [
@@ -776,22 +823,24 @@ def report(results: dict[str, list[dict[str, Any]]], manifest: dict[str, Any], f
         f"{manifest['rows_per_file']:,} rows per file, {src['sizes']['min_mib'] * 1024:.0f} / {src['sizes']['median_mib'] * 1024:.0f} / "
         f"{src['sizes']['max_mib'] * 1024:.0f} KiB per file (min / median / max), written by DuckDB "
         "(Snappy) with Iceberg field ids. Every method compacts a fresh copy of these files "
-        f"(delta-rs: the same files without the partition column, {manifest['delta_source']['bytes'] / MIB:,.1f} MiB).",
+        f"(the Delta methods: the same files without the partition column, {manifest['delta_source']['bytes'] / MIB:,.1f} MiB).",
         "",
         f"{facts['repeat']} run(s) per method, best shown; {facts['when']}; {facts['machine']}; lakehouse extension: "
         f"`{facts['extension']}`; duckdb {v['duckdb']}, pyiceberg {v['pyiceberg']}, deltalake {v['deltalake']}, "
         f"pyarrow {v['pyarrow']}, pyspark {v.get('pyspark')}. Full run took {facts['total_minutes']:.1f} min including setup and validation.",
         "",
-        "| method | seconds | MiB/s | peak RSS MiB | RSS before MiB | their seconds / lakehouse |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| method | format | seconds | MiB/s | peak RSS MiB | RSS before MiB | their seconds / lakehouse (same format) |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
     for method in results:
         r = best[method]
         mib = r["setup"]["input_bytes"] / MIB
-        ratio = f"{seconds[method] / ours:.2f}×" if ours else "–"
+        mine = ours_for(method)
+        ratio = f"{seconds[method] / mine:.2f}×" if mine else "–"
         peak = max(x["run"]["peak_rss_kib"] for x in results[method]) / 1024
+        kind = "none" if method == "floor" else FORMAT[method]
         lines.append(
-            f"| {LABELS[method]} | {seconds[method]:.2f} | {mib / seconds[method]:.1f} | {peak:,.0f} | "
+            f"| {LABELS[method]} | {kind} | {seconds[method]:.2f} | {mib / seconds[method]:.1f} | {peak:,.0f} | "
             f"{r['run']['baseline_rss_kib'] / 1024:,.0f} | {ratio} |"
         )
     if facts["repeat"] > 1:
@@ -799,11 +848,12 @@ def report(results: dict[str, list[dict[str, Any]]], manifest: dict[str, Any], f
             f"{LABELS[m]} " + ", ".join(f"{x['run']['seconds']:.2f}" for x in runs) for m, runs in results.items())]
 
     lines += ["", "## Targets", "", "| target | measured | met |", "|---|---:|:---:|"]
+    for method, want in TARGETS.items():
+        mine = seconds.get(OURS[FORMAT[method]])
+        if method in seconds and mine:
+            got = seconds[method] / mine
+            lines.append(f"| ≥ {want:g}× faster than {LABELS[method]} | {got:.2f}× | {'yes' if got >= want else '**no**'} |")
     if ours:
-        for method, want in TARGETS.items():
-            if method in seconds:
-                got = seconds[method] / ours
-                lines.append(f"| ≥ {want:g}× faster than {LABELS[method]} | {got:.2f}× | {'yes' if got >= want else '**no**'} |")
         if "floor" in seconds:
             overhead = (ours - seconds["floor"]) / seconds["floor"]
             lines.append(
@@ -823,10 +873,12 @@ def report(results: dict[str, list[dict[str, Any]]], manifest: dict[str, Any], f
             f"| {LABELS[method]} | {val['checksums']['rows']:,} | {ok} | {fmt_counts(r['setup']['files_before'])} | "
             f"{fmt_counts(val['files_after'])} | {fmt_spread(val['new_files'])} |"
         )
-    if "lakehouse" in results:
-        r = results["lakehouse"][-1]
+    for method in ("lakehouse", "lakehouse-delta"):
+        if method not in results:
+            continue
+        r = results[method][-1]
         rows = r["run"]["result_rows"]
-        lines += ["", "`lakehouse_compact` returned:", "",
+        lines += ["", f"`lakehouse_compact` on the {FORMAT[method].capitalize()} table returned:", "",
                   "| partition | verdict | files before → after | input files | output files | MiB rewritten |",
                   "|---|---|---:|---:|---:|---:|"]
         for row in rows:
@@ -835,7 +887,8 @@ def report(results: dict[str, list[dict[str, Any]]], manifest: dict[str, Any], f
                 f"{row['output_files']} | {(row['bytes_rewritten'] or 0) / MIB:,.1f} |"
             )
         val = r["validate"]
-        extra = f"snapshot operation `{val.get('snapshot_operation')}`"
+        extra = (f"snapshot operation `{val.get('snapshot_operation')}`" if method == "lakehouse"
+                 else f"version {val.get('table_version')}, operation `{val.get('last_operation')}`")
         if val.get("sample_new_file"):
             s = val["sample_new_file"]
             extra += f"; a new file: {s['row_groups']} row group(s), {s['compression']}, field ids {s['field_ids']}"
@@ -846,6 +899,10 @@ def report(results: dict[str, list[dict[str, Any]]], manifest: dict[str, Any], f
                   f"{r['jvm_seconds']:.1f} s to start (not in its seconds above); its peak RSS is the driver JVM's "
                   f"VmHWM ({r['jvm_peak_rss_kib'] / 1024:,.0f} MiB, `spark.driver.memory={SPARK_DRIVER_MEMORY}`) plus the Python "
                   "process's."]
+    if "spark-delta" in results:
+        r = results["spark-delta"][-1]["run"]
+        lines += ["", f"Spark Delta `OPTIMIZE` returned {r['metrics']}; the JVM took {r['jvm_seconds']:.1f} s to start "
+                  f"(not in its seconds above); peak RSS {r['jvm_peak_rss_kib'] / 1024:,.0f} MiB (driver JVM) plus the Python process's."]
     if "delta-rs" in results:
         m = results["delta-rs"][-1]["run"]["metrics"]
         lines += ["", f"delta-rs optimize metrics: files added {m.get('numFilesAdded')}, removed {m.get('numFilesRemoved')}, "
@@ -858,7 +915,8 @@ def report(results: dict[str, list[dict[str, Any]]], manifest: dict[str, Any], f
 
 
 LABELS = {"lakehouse": "lakehouse_compact", "delta-rs": "delta-rs optimize.compact", "pyiceberg": "pyiceberg scan + overwrite",
-          "spark": "Spark rewrite_data_files", "floor": "floor: bare DuckDB COPY"}
+          "spark": "Spark rewrite_data_files", "lakehouse-delta": "lakehouse_compact (Delta)", "spark-delta": "Spark Delta OPTIMIZE",
+          "floor": "floor: bare DuckDB COPY"}
 WHAT = {
     "lakehouse": f"pyiceberg `SqlCatalog` table, files registered with `add_files`; `lakehouse_compact('ns.t', catalog_uri := …, "
                  f"small_file_threshold_mb := {SMALL_FILE_THRESHOLD_MB}, target_file_size_mb := {TARGET_FILE_SIZE_MB})` "
@@ -871,6 +929,12 @@ WHAT = {
              f"JDBC catalog); PySpark 4.0.1 + Iceberg 1.10.1 in `local[2]` (the same two cores), `CALL {SPARK_CATALOG}.system."
              f"rewrite_data_files(table => 'ns.t', options => map('target-file-size-bytes', '{TARGET_FILE_SIZE_MB} MiB'))` "
              "with Spark's defaults otherwise (bin-pack, zstd); JVM start excluded and reported apart.",
+    "lakehouse-delta": "the delta-rs method's table (same files, `convert_to_deltalake`); `lakehouse_compact('<path>', "
+                       f"small_file_threshold_mb := {SMALL_FILE_THRESHOLD_MB}, target_file_size_mb := {TARGET_FILE_SIZE_MB})` "
+                       "(DuckDB connect + LOAD included); one OPTIMIZE commit.",
+    "spark-delta": "the delta-rs method's table; PySpark 4.0.1 + Delta Lake 4.0.0 in `local[2]`, `OPTIMIZE delta.`<path>`` "
+                   f"with `spark.databricks.delta.optimize.maxFileSize` = {TARGET_FILE_SIZE_MB} MiB and `minFileSize` = "
+                   f"{SMALL_FILE_THRESHOLD_MB} MiB, Delta's defaults otherwise (Snappy); JVM start excluded and reported apart.",
     "floor": "per partition `COPY (SELECT * FROM read_parquet([<files>])) TO '<d>.parquet' (FORMAT parquet, COMPRESSION zstd)` "
              "on one fresh DuckDB connection; no metadata, one output file per partition.",
 }
@@ -899,7 +963,7 @@ def main(argv: list[str] | None = None) -> int:
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     if unknown := set(methods) - set(METHODS):
         raise SystemExit(f"unknown methods: {sorted(unknown)}")
-    if "lakehouse" in methods and not extension.is_file():
+    if {"lakehouse", "lakehouse-delta"} & set(methods) and not extension.is_file():
         raise SystemExit(f"lakehouse extension {extension} does not exist: build it first (make)")
     bench_dir = Path(args.dir).resolve()
     manifest = build_source(bench_dir, args.gb, args.files, args.rebuild)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Downloads the jars the Spark conformance tests (test/integration/test_spark_conformance.py)
+# Downloads the jars the Spark tests (test/integration/test_spark_conformance.py, test_delta.py)
 # put on Spark's classpath, once, into a cache outside the repository:
 #
 #   ${LAKEHOUSE_JAR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/lakehouse/jars}/<artifact>-<version>.jar
@@ -17,6 +17,10 @@ REPO_URL="${LAKEHOUSE_MAVEN_REPO:-https://repo1.maven.org/maven2}"
 ARTIFACTS=(
   "org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:1.10.1"
   "org.xerial:sqlite-jdbc:3.50.3.0"
+  # Delta Lake's Spark connector for Spark 4.0 / Scala 2.13 (test_delta.py: Spark writes and reads
+  # Delta tables by path in the same session); its one dependency Spark does not ship.
+  "io.delta:delta-spark_2.13:4.0.0"
+  "io.delta:delta-storage:4.0.0"
 )
 
 mkdir -p "$CACHE"

@@ -57,7 +57,8 @@ pub struct MetadataHealth {
     pub small_manifests: u64,
     /// Bytes of the current snapshot's manifests.
     pub manifest_bytes: u64,
-    /// `*.metadata.json` files in the metadata directory, and their bytes.
+    /// `*.metadata.json` files in the metadata directory (Delta: commit and checkpoint files in
+    /// `_delta_log/`), and their bytes.
     pub metadata_files: u64,
     /// See `metadata_files`.
     pub metadata_bytes: u64,
@@ -288,15 +289,24 @@ pub fn measure_delta(table: &DeltaLakeTable, host: &HostDb) -> Result<MetadataHe
         if !meta.is_file() {
             continue;
         }
+        // The log a reader replays: commits (`<v>.json`) and checkpoints (classic, multi-part,
+        // v2). Checksums (`<v>.crc`, Hadoop's `.<name>.crc`), `_last_checkpoint` and temporary
+        // files are not counted.
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some((v, rest)) = name.split_once('.') else { continue };
+        let Ok(version) = v.parse::<i64>() else { continue };
+        if v.len() != 20 {
+            continue;
+        }
+        if rest == "json" {
+            commits.push((version, age_ms(&meta)));
+        } else if rest.starts_with("checkpoint.") && (rest.ends_with(".parquet") || rest.ends_with(".json")) {
+            checkpoints.push((version, age_ms(&meta)));
+        } else {
+            continue;
+        }
         h.metadata_files += 1;
         h.metadata_bytes += meta.len();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let version = name.split('.').next().and_then(|v| v.parse::<i64>().ok());
-        match version {
-            Some(v) if name.ends_with(".json") && !name.contains(".checkpoint") => commits.push((v, age_ms(&meta))),
-            Some(v) if name.contains(".checkpoint") => checkpoints.push((v, age_ms(&meta))),
-            _ => {}
-        }
     }
     let last_checkpoint = checkpoints.iter().filter(|(v, _)| *v <= table.version).max_by_key(|(v, _)| *v).copied();
     let retention_ms = (log_retention_hours * 3_600_000.0) as i64;

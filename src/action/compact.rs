@@ -32,7 +32,7 @@ use iceberg::spec::{
 use crate::duck::{HostDb, Nested, quote_ident, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt;
-use crate::plan::compaction::{CompactionOptions, PartitionPlan, Verdict, plan};
+use crate::plan::compaction::{CompactionOptions, PartitionPlan, Verdict, plan_naming_deletes};
 use crate::runtime;
 use crate::table::commit::{CommitOutcome, commit, pause_for_tests, relocate, require_exclusive};
 use crate::table::iceberg::{IcebergTable, LoadedManifest, NewSnapshot, add_to_main, new_snapshot_id};
@@ -97,6 +97,8 @@ pub fn compact(
 pub(crate) trait Rewrite {
     /// A rewritten group, ready for the commit.
     type Written;
+    /// What the format's delete files are called in a skip reason.
+    const DELETES: &'static str = "delete files";
     /// The live files, in the model the planner takes.
     fn files(&self) -> &[DataFile];
     /// The COPY of the planned files `group` into `target` (also what the calibration runs).
@@ -126,7 +128,7 @@ pub(crate) fn run<R: Rewrite>(
     known_ratio: Option<f64>,
 ) -> Result<CompactionReport> {
     let files = rewrite.files();
-    let first_plan = plan(files, options, 1.0);
+    let first_plan = plan_naming_deletes(files, options, 1.0, R::DELETES);
     let mut report = CompactionReport {
         plans: first_plan,
         snapshot_id: None,
@@ -149,7 +151,7 @@ pub(crate) fn run<R: Rewrite>(
     if let Some(r) = ratio
         && (r - 1.0).abs() > 0.1
     {
-        report.plans = plan(files, options, r);
+        report.plans = plan_naming_deletes(files, options, r, R::DELETES);
     }
     report.output_ratio = ratio;
     rewrite.skip_unsafe(&conn, &mut report.plans)?;

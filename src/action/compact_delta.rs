@@ -35,6 +35,7 @@ use crate::interrupt;
 use crate::plan::compaction::{CompactionOptions, PartitionPlan};
 use crate::table::commit::pause_for_tests;
 use crate::table::delta::{DeltaLakeTable, LiveFile, delta_error};
+use crate::table::delta_commit::{CompactionView, UriPathLogStore};
 use crate::table::{DataFile, FileContent};
 
 /// Writer features a rewrite with `dataChange: false` keeps valid: the rows are the same rows.
@@ -140,6 +141,7 @@ impl<'a> DeltaRewrite<'a> {
 
 impl Rewrite for DeltaRewrite<'_> {
     type Written = Written;
+    const DELETES: &'static str = "deletion vectors";
 
     fn files(&self) -> &[DataFile] {
         &self.files
@@ -530,10 +532,15 @@ fn commit(table: &DeltaLakeTable, target_size: i64, written: &[Written]) -> Resu
         .with_create_checkpoint(true)
         .with_cleanup_expired_logs(None);
     let state = table.table.snapshot().map_err(|e| delta_error(&table.root, e))?;
+    // delta-rs's protocol check sees the table without the features a rewrite keeps by
+    // construction, and its commit file gets URI-encoded paths (see table::delta_commit).
+    let view = CompactionView::new(state)
+        .map_err(|e| Error::invalid(format!("Delta table '{}': unreadable protocol: {e}", table.root.display())))?;
+    let log_store = UriPathLogStore::wrap(table.table.log_store());
     let finalized = crate::runtime::block_on(async {
         CommitBuilder::from(properties)
             .with_actions(actions)
-            .build(Some(state), table.table.log_store(), DeltaOperation::Optimize { predicate: None, target_size })
+            .build(Some(&view), log_store, DeltaOperation::Optimize { predicate: None, target_size })
             .await
     })?
     .map_err(|e| commit_error(&table.root, e))?;
@@ -547,8 +554,16 @@ fn engine() -> String {
 
 /// A failed commit as ours: a conflict with another writer is [`ErrorKind::CommitConflict`].
 fn commit_error(root: &Path, e: deltalake_core::DeltaTableError) -> Error {
+    use deltalake_core::kernel::transaction::TransactionError as T;
     let text = e.to_string();
-    if matches!(e, deltalake_core::DeltaTableError::Transaction { .. }) || text.contains("onflict") {
+    let conflict = match &e {
+        deltalake_core::DeltaTableError::Transaction { source } => {
+            matches!(source, T::CommitConflict(_) | T::VersionAlreadyExists(_) | T::MaxCommitAttempts(_))
+        }
+        deltalake_core::DeltaTableError::VersionAlreadyExists(_) => true,
+        _ => false,
+    };
+    if conflict {
         return Error::conflict(format!(
             "another writer changed Delta table '{}' in a way this rewrite cannot be committed on ({text}); \
              nothing was committed",

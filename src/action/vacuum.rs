@@ -10,8 +10,11 @@
 //! - it is not valid: not a live file, not a live file's deletion vector, not a file removed
 //!   less than the retention ago (an unexpired tombstone, which time travel may read) nor such a
 //!   file's deletion vector;
-//! - it was last modified before the retention cutoff (a file younger than that may belong to a
-//!   write in flight).
+//! - it is an expired tombstone (removed longer than the retention ago, by the remove's
+//!   `deletionTimestamp`: the protocol's rule and delta-rs's; Spark also wants an old
+//!   modification time, so on a copied table it keeps them), or it is untracked and was last
+//!   modified before the retention cutoff (a file younger than that may belong to a write in
+//!   flight).
 //!
 //! Tombstones are what delta-rs's log replay returns (checkpoint and commits), together with
 //! every `remove` in the commit files still in `_delta_log/` and in the checkpoint (read by
@@ -296,12 +299,17 @@ fn candidates(table: &DeltaLakeTable, cutoff_ms: i64, conn: &Nested) -> Result<V
             if !removes.deletion_vectors_known && is_deletion_vector_name(&name) {
                 continue;
             }
+            // A tombstone's age is its deletion timestamp (the protocol's, and delta-rs's, rule;
+            // a copy of the table gives its files fresh modification times). An untracked file's
+            // age is its modification time: one written a moment ago may belong to a commit in
+            // flight. (Spark also wants an old modification time for tombstones.)
             let modified = meta.modified().unwrap_or(SystemTime::now());
-            if modified >= cutoff {
+            let tombstone = expired.contains(&path);
+            if !tombstone && modified >= cutoff {
                 continue;
             }
             let modified_ms = modified.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-            let reason = if expired.contains(&path) { VacuumReason::Tombstone } else { VacuumReason::Untracked };
+            let reason = if tombstone { VacuumReason::Tombstone } else { VacuumReason::Untracked };
             out.push(Candidate { path, size_bytes: meta.len(), modified_ms, reason });
         }
     }

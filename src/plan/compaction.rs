@@ -120,6 +120,17 @@ impl PartitionPlan {
 /// rewrite's output bytes per input byte (1.0 when unknown): groups hold about
 /// `target / output_ratio` input bytes, so that each output file lands near the target.
 pub fn plan(files: &[DataFile], options: &CompactionOptions, output_ratio: f64) -> Vec<PartitionPlan> {
+    plan_naming_deletes(files, options, output_ratio, "delete files")
+}
+
+/// [`plan`], naming the delete files of a skipped partition as the format does (`deletion
+/// vectors` for Delta).
+pub fn plan_naming_deletes(
+    files: &[DataFile],
+    options: &CompactionOptions,
+    output_ratio: f64,
+    deletes: &str,
+) -> Vec<PartitionPlan> {
     let small_limit = options.thresholds.small_file_threshold_bytes();
     let ratio = if output_ratio.is_finite() && output_ratio > 0.0 { output_ratio } else { 1.0 };
     let target_bytes = (options.target_file_size_mb * MIB / ratio) as u64;
@@ -153,7 +164,7 @@ pub fn plan(files: &[DataFile], options: &CompactionOptions, output_ratio: f64) 
                 plan.verdict = Verdict::Healthy;
                 plan.reason = format!("healthy: ratio {:.2} < {threshold}", p.fragmentation_ratio);
             } else if p.delete_files > 0 {
-                plan.reason = format!("skipped: has {} delete files", p.delete_files);
+                plan.reason = format!("skipped: has {} {deletes}", p.delete_files);
             } else if p.small_files < options.min_input_files {
                 plan.reason =
                     format!("skipped: {} small files < min_input_files {}", p.small_files, options.min_input_files);

@@ -110,6 +110,31 @@ impl DeltaLakeTable {
             .unwrap_or_default()
     }
 
+    /// Each partition column's name and the key its values have in `partitionValues`: the
+    /// column's physical name under column mapping (`delta.columnMapping.physicalName`), else
+    /// its name.
+    pub fn partition_keys(&self) -> Vec<(String, String)> {
+        let mapped = self.property("delta.columnMapping.mode").is_some_and(|m| m != "none");
+        self.partition_columns()
+            .into_iter()
+            .map(|name| {
+                let physical = mapped
+                    .then(|| {
+                        self.fields()
+                            .into_iter()
+                            .find(|f| f.get("name").and_then(Value::as_str) == Some(name.as_str()))?
+                            .get("metadata")?
+                            .get("delta.columnMapping.physicalName")?
+                            .as_str()
+                            .map(str::to_string)
+                    })
+                    .flatten();
+                let key = physical.unwrap_or_else(|| name.clone());
+                (name, key)
+            })
+            .collect()
+    }
+
     /// A table property (`delta.…`) as the metadata configuration has it.
     pub fn property(&self, key: &str) -> Option<&str> {
         self.metadata.get("configuration").and_then(|c| c.get(key)).and_then(Value::as_str)
@@ -128,11 +153,12 @@ impl DeltaLakeTable {
     /// The live files in the format-neutral model: every data file, and for each deletion
     /// vector a position-delete file that names its data file.
     pub fn model_files(&self) -> Vec<DataFile> {
-        let columns = self.partition_columns();
+        let keys = self.partition_keys();
+        let columns: Vec<String> = keys.iter().map(|(name, _)| name.clone()).collect();
         let mut out = Vec::with_capacity(self.files.len());
         for f in &self.files {
             let values: Vec<Option<&str>> =
-                columns.iter().map(|c| f.partition_values.get(c).and_then(|v| v.as_deref())).collect();
+                keys.iter().map(|(_, key)| f.partition_values.get(key).and_then(|v| v.as_deref())).collect();
             let key = PartitionKey { spec_id: 0, values: format!("{values:?}") };
             let data = DataFile {
                 path: f.local_path.to_string_lossy().into_owned(),

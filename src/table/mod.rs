@@ -10,6 +10,7 @@
 pub mod catalog;
 pub mod commit;
 pub mod delta;
+pub mod delta_commit;
 pub mod iceberg;
 pub mod manifest;
 pub mod partition;

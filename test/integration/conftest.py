@@ -81,6 +81,35 @@ POS_DELETE_POS_ID = 2147483545
 # --------------------------------------------------------------------------- extensions
 
 
+def run_paused_before_commit(run, concurrent_change, has_written, monkeypatch, outcome: dict | None = None) -> dict:
+    """Runs ``run()`` in a thread with its commit held back (LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS,
+    a hook of the test build); once ``has_written()`` says its rewrite wrote an output (so it is
+    past planning and reading), ``concurrent_change()`` commits. Returns the outcome: "rows" or
+    "error", and "paused" (the run was still waiting when the change committed)."""
+    import threading
+    import time
+
+    monkeypatch.setenv("LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS", "3000")
+    outcome = {} if outcome is None else outcome
+
+    def target():
+        try:
+            outcome["rows"] = run()
+        except Exception as e:  # noqa: BLE001 - reported to the test
+            outcome["error"] = str(e)
+
+    worker = threading.Thread(target=target)
+    worker.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and worker.is_alive() and not has_written():
+        time.sleep(0.02)
+    time.sleep(0.5)  # the remaining groups of a small table
+    outcome["paused"] = worker.is_alive()
+    concurrent_change()
+    worker.join(timeout=90)
+    return outcome
+
+
 def fixtures_dir() -> Path:
     """The shared read-only fixtures: ``$LAKEHOUSE_FIXTURES``, else ``../shared/fixtures`` beside
     the repository (where the team keeps them), else ``/work/shared/fixtures``."""

@@ -1,5 +1,6 @@
-"""Apache Spark (with Iceberg's Spark runtime) as an independent writer and reader of Iceberg
-tables, for test_spark_conformance.py.
+"""Apache Spark (with Iceberg's Spark runtime and Delta Lake's Spark connector) as an independent
+writer and reader of Iceberg tables (test_spark_conformance.py, test_foreign_tables.py) and of
+Delta tables (test_delta.py).
 
 One local SparkSession per pytest session (fixture :func:`spark`), loopback only, no UI, with an
 Iceberg Hadoop catalog named ``hc`` whose warehouse is a session temp directory: a table
@@ -10,6 +11,13 @@ Nothing is resolved over the network: the Iceberg runtime jar comes from the cac
 ``scripts/spark_jars.sh`` fills (``$LAKEHOUSE_JAR_CACHE``, default
 ``${XDG_CACHE_HOME:-~/.cache}/lakehouse/jars``). When pyspark, Java or the jar is missing the
 fixture fails (not skips) with what to run.
+
+Iceberg and Delta share the one session: Iceberg's tables live in the catalog ``hc``; Delta
+tables are written and read by path (``spark.read.format("delta").load(path)``,
+``delta.`/path```), through Delta's ``DeltaCatalog`` as the session catalog ``spark_catalog``
+and both SQL extensions (``spark.sql.extensions`` lists Delta's, then Iceberg's: each parser
+hands what it does not know to the one before it, so ``CALL hc.system.…``, ``ALTER TABLE … WRITE
+ORDERED BY`` and ``VACUUM``/``DESCRIBE DETAIL``/``OPTIMIZE`` all parse).
 
 conftest.py imports the fixtures once, so every test module shares one session and one warehouse
 (importing them into each test module would define them once per module).
@@ -29,12 +37,20 @@ import pytest
 
 PYSPARK_VERSION = "4.0.1"
 ICEBERG_VERSION = "1.10.1"
+DELTA_VERSION = "4.0.0"  # Delta Lake for Spark 4.0 (Scala 2.13)
 # group:artifact:version — keep in step with ARTIFACTS in scripts/spark_jars.sh.
 SPARK_JARS = [
     f"org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:{ICEBERG_VERSION}",
     # Iceberg's JDBC catalog on sqlite (the catalog pyiceberg's SqlCatalog writes), for make bench.
     "org.xerial:sqlite-jdbc:3.50.3.0",
+    # Delta Lake's Spark connector and the one dependency of it Spark does not ship.
+    f"io.delta:delta-spark_2.13:{DELTA_VERSION}",
+    f"io.delta:delta-storage:{DELTA_VERSION}",
 ]
+
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+DELTA_EXTENSIONS = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 
 CATALOG = "hc"
 NAMESPACE = "ns"
@@ -91,11 +107,15 @@ def _require_pyspark() -> Any:
     return pyspark
 
 
-def session_builder(scratch: Path, app_name: str, driver_memory: str = "1g", quick_jvm: bool = True) -> Any:
+def session_builder(
+    scratch: Path, app_name: str, driver_memory: str = "1g", quick_jvm: bool = True, delta: bool = False
+) -> Any:
     """A SparkSession builder for local[2] (loopback only, no UI, UTC) with Iceberg's runtime and
     SQL extensions from the jar cache; Spark's scratch space (and Ivy, which is never used) under
     ``scratch``. Callers add their catalogs. ``quick_jvm`` (tests) trades peak speed for start-up
-    (C1 JIT only, serial GC); benchmarks pass False and get the JVM's defaults."""
+    (C1 JIT only, serial GC); benchmarks pass False and get the JVM's defaults. ``delta`` adds
+    Delta Lake: its SQL extensions before Iceberg's, and ``DeltaCatalog`` as ``spark_catalog``
+    (Delta tables by path; Iceberg's catalogs are unaffected)."""
     _require_pyspark()
     from pyspark.sql import SparkSession
 
@@ -104,7 +124,7 @@ def session_builder(scratch: Path, app_name: str, driver_memory: str = "1g", qui
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    return (
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName(app_name)
         .config("spark.jars", jars)
@@ -124,14 +144,29 @@ def session_builder(scratch: Path, app_name: str, driver_memory: str = "1g", qui
             "spark.driver.extraJavaOptions",
             "-Duser.timezone=UTC" + (" -XX:+UseSerialGC -XX:TieredStopAtLevel=1" if quick_jvm else ""),
         )
-        .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
+        .config("spark.sql.extensions", f"{DELTA_EXTENSIONS},{ICEBERG_EXTENSIONS}" if delta else ICEBERG_EXTENSIONS)
     )
+    if delta:
+        builder = (
+            builder.config("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
+            # No automatic compaction or optimized writes (off by default in open-source Delta;
+            # said here because tests count the files each write leaves).
+            .config("spark.databricks.delta.autoCompact.enabled", "false")
+            .config("spark.databricks.delta.optimizeWrite.enabled", "false")
+            # Delta's VACUUM lists the table in this many tasks (default 10,000: minutes of task
+            # overhead on local[2] for a table of a few hundred files).
+            .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "4")
+            # Snapshot state reconstruction in 50 shuffle partitions by default; 2 cores here.
+            .config("spark.databricks.delta.snapshotPartitions", "2")
+        )
+    return builder
 
 
 def new_spark_session(warehouse: Path, app_name: str = "lakehouse-spark-conformance"):
-    """A local[2] SparkSession with the Iceberg extensions and the Hadoop catalog ``hc``."""
+    """A local[2] SparkSession with the Iceberg extensions and the Hadoop catalog ``hc``, and Delta
+    Lake (tables by path)."""
     builder = (
-        session_builder(warehouse.parent / "spark-local", app_name)
+        session_builder(warehouse.parent / "spark-local", app_name, delta=True)
         .config(f"spark.sql.catalog.{CATALOG}", "org.apache.iceberg.spark.SparkCatalog")
         .config(f"spark.sql.catalog.{CATALOG}.type", "hadoop")
         .config(f"spark.sql.catalog.{CATALOG}.warehouse", str(warehouse))

@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -38,26 +37,9 @@ SMALL = {"small_file_threshold_mb": 1.0, "target_file_size_mb": 8.0}
 
 
 def while_paused(run, concurrent_change, root: Path, monkeypatch) -> dict:
-    """Runs `run()` in a thread with its commit held back; once its rewrite has written an output
-    (so it is past planning and reading), `concurrent_change()` commits. Returns the outcome."""
-    monkeypatch.setenv("LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS", "3000")
-    outcome: dict = {}
-
-    def target():
-        try:
-            outcome["rows"] = run()
-        except Exception as e:  # noqa: BLE001 - reported to the test
-            outcome["error"] = str(e)
-
-    worker = threading.Thread(target=target)
-    worker.start()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and worker.is_alive() and not list(root.rglob("*-compacted.parquet")):
-        time.sleep(0.02)
-    time.sleep(0.5)  # the remaining groups of this small table
-    concurrent_change()
-    worker.join(timeout=90)
-    return outcome
+    """Runs `run()` with its commit held back until `concurrent_change()` has committed, once the
+    rewrite has written an output (conftest.run_paused_before_commit)."""
+    return c.run_paused_before_commit(run, concurrent_change, lambda: bool(list(root.rglob("*-compacted.parquet"))), monkeypatch)
 
 
 def compact_by_date_while(con, catalog, concurrent_change, monkeypatch) -> dict:
