@@ -104,7 +104,7 @@ test-versions: venv debug $(foreach v,$(DUCKDB_VERSIONS),$(VERSION_VENVS)/$(v)/.
 	done
 
 # Benchmarks (not tests): each compares us with the peers on the same data in one run and writes
-# bench/results/*.md. The compaction one needs ~4 GB of scratch space under /tmp and ~5 minutes;
+# bench/results/*.md. The compaction one needs ~4 GB of scratch space under /tmp and ~10 minutes;
 # the expiry one ~4 GB (a 2,000-snapshot table, its pristine copy and a working copy).
 bench: venv spark release
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_profile.py
