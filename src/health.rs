@@ -15,7 +15,7 @@ use crate::duck::HostDb;
 use crate::error::Result;
 use crate::error::{Error, ErrorKind};
 use crate::profile::MIB;
-use crate::table::delta::DeltaLakeTable;
+use crate::table::delta::{DeltaLakeTable, LogFile};
 use crate::table::iceberg::IcebergTable;
 use crate::table::reach::Reach;
 use crate::table::{self, FileContent, LocateOptions, Table, TableFormat, location_key, strip_file_scheme};
@@ -289,21 +289,12 @@ pub fn measure_delta(table: &DeltaLakeTable, host: &HostDb) -> Result<MetadataHe
         if !meta.is_file() {
             continue;
         }
-        // The log a reader replays: commits (`<v>.json`) and checkpoints (classic, multi-part,
-        // v2). Checksums (`<v>.crc`, Hadoop's `.<name>.crc`), `_last_checkpoint` and temporary
-        // files are not counted.
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some((v, rest)) = name.split_once('.') else { continue };
-        let Ok(version) = v.parse::<i64>() else { continue };
-        if v.len() != 20 {
-            continue;
-        }
-        if rest == "json" {
-            commits.push((version, age_ms(&meta)));
-        } else if rest.starts_with("checkpoint.") && (rest.ends_with(".parquet") || rest.ends_with(".json")) {
-            checkpoints.push((version, age_ms(&meta)));
-        } else {
-            continue;
+        // The log a reader replays: commits and checkpoints (not checksums, `_last_checkpoint`
+        // or temporary files).
+        match LogFile::of(&entry.file_name().to_string_lossy()) {
+            Some(LogFile::Commit(version)) => commits.push((version, age_ms(&meta))),
+            Some(LogFile::Checkpoint { version, .. }) => checkpoints.push((version, age_ms(&meta))),
+            None => continue,
         }
         h.metadata_files += 1;
         h.metadata_bytes += meta.len();

@@ -33,7 +33,7 @@ use crate::action::expire::{DeletedFile, delete_files};
 use crate::duck::{HostDb, Nested, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::plan::expiry::{Deletion, FileKind};
-use crate::table::delta::{DeltaLakeTable, deletion_vector_file, delta_error, resolve};
+use crate::table::delta::{DeltaLakeTable, LogFile, deletion_vector_file, delta_error, resolve};
 
 /// Delta's default `delta.deletedFileRetentionDuration`: 7 days.
 pub const DEFAULT_RETENTION_HOURS: f64 = 168.0;
@@ -353,8 +353,7 @@ fn removes(table: &DeltaLakeTable, conn: &Nested) -> Result<Removes> {
     // Commit files up to the version read.
     for entry in std::fs::read_dir(table.log_dir())? {
         let entry = entry?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(version) = name.strip_suffix(".json").and_then(|v| v.parse::<i64>().ok()) else { continue };
+        let Some(LogFile::Commit(version)) = LogFile::of(&entry.file_name().to_string_lossy()) else { continue };
         if version > table.version {
             continue;
         }
@@ -413,12 +412,12 @@ fn checkpoint_parts(log_dir: &Path, version: i64) -> Result<Vec<PathBuf>> {
     let mut best: Option<i64> = None;
     let mut parts: Vec<(i64, PathBuf)> = Vec::new();
     for entry in std::fs::read_dir(log_dir)? {
-        let path = entry?.path();
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        if !name.ends_with(".parquet") || !name.contains(".checkpoint") {
+        let entry = entry?;
+        let Some(LogFile::Checkpoint { version: v, parquet: true }) = LogFile::of(&entry.file_name().to_string_lossy())
+        else {
             continue;
-        }
-        let Some(v) = name.split('.').next().and_then(|v| v.parse::<i64>().ok()) else { continue };
+        };
+        let path = entry.path();
         if v <= version {
             best = best.max(Some(v));
             parts.push((v, path));

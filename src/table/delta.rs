@@ -234,6 +234,35 @@ pub fn deletion_vector_file(root: &Path, dv: &deltalake_core::kernel::DeletionVe
     kernel.absolute_path(&url).ok().flatten()?.to_file_path().ok()
 }
 
+/// What a file in `_delta_log/` is, by its name (the protocol's: versions are 20 digits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFile {
+    /// `<v>.json`.
+    Commit(i64),
+    /// `<v>.checkpoint.parquet`, `<v>.checkpoint.<part>.<parts>.parquet` (Parquet) or a v2
+    /// `<v>.checkpoint.<uuid>.{json,parquet}`.
+    Checkpoint { version: i64, parquet: bool },
+}
+
+impl LogFile {
+    /// `None` for anything else: checksums (`<v>.crc`, Hadoop's `.<name>.crc`),
+    /// `_last_checkpoint`, temporary and compacted files.
+    pub fn of(name: &str) -> Option<Self> {
+        let (v, rest) = name.split_once('.')?;
+        if v.len() != 20 {
+            return None;
+        }
+        let version = v.parse::<i64>().ok()?;
+        if rest == "json" {
+            Some(LogFile::Commit(version))
+        } else if rest.starts_with("checkpoint.") && (rest.ends_with(".parquet") || rest.ends_with(".json")) {
+            Some(LogFile::Checkpoint { version, parquet: rest.ends_with(".parquet") })
+        } else {
+            None
+        }
+    }
+}
+
 /// A path from the log (relative to the root, or an absolute `file:` URI) as a local path.
 pub fn resolve(root: &Path, path: &str) -> PathBuf {
     if let Ok(url) = url::Url::parse(path)
@@ -313,6 +342,34 @@ pub fn delta_error(root: &Path, e: deltalake_core::DeltaTableError) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_files_are_known_by_their_names() {
+        let v = 3;
+        assert_eq!(LogFile::of("00000000000000000003.json"), Some(LogFile::Commit(v)));
+        assert_eq!(
+            LogFile::of("00000000000000000003.checkpoint.parquet"),
+            Some(LogFile::Checkpoint { version: v, parquet: true })
+        );
+        assert_eq!(
+            LogFile::of("00000000000000000003.checkpoint.0000000001.0000000002.parquet"),
+            Some(LogFile::Checkpoint { version: v, parquet: true })
+        );
+        assert_eq!(
+            LogFile::of("00000000000000000003.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.json"),
+            Some(LogFile::Checkpoint { version: v, parquet: false })
+        );
+        for other in [
+            "00000000000000000003.crc",
+            ".00000000000000000003.json.crc",
+            "_last_checkpoint",
+            "3.json",
+            "00000000000000000003.00000000000000000005.compacted.json",
+            "_commit_x.json.tmp",
+        ] {
+            assert_eq!(LogFile::of(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn partition_directories_are_escaped_as_hive_escapes_them() {
