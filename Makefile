@@ -10,7 +10,7 @@ export CARGO_TARGET_DIR
 EXT_VERSION := v$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 DEMO_DIR    ?= demo/events_lakehouse
 
-.PHONY: release debug venv spark demo test test-unit test-sql test-integration test-versions bench clean
+.PHONY: release debug venv spark servers demo test test-unit test-sql test-integration test-versions bench clean
 
 $(VENV)/.installed: test/requirements.txt
 	python3 -m venv $(VENV)
@@ -29,6 +29,13 @@ $(VENV)/.spark-installed: test/requirements-spark.txt $(VENV)/.installed
 
 spark: $(VENV)/.spark-installed
 	scripts/spark_jars.sh >/dev/null
+
+# The servers the object-storage tests start on loopback: versitygw (an S3-compatible gateway,
+# built once from the Go module proxy, ~2 minutes) and Apache Iceberg's REST catalog fixture
+# (resolved once from Maven Central, ~25 s), both cached under ~/.cache/lakehouse.
+servers:
+	scripts/s3_server.sh all >/dev/null
+	scripts/rest_catalog.sh >/dev/null
 
 # The debug build (the tests') has the test hooks (a pause before commit); release builds never do.
 build/%/lakehouse.duckdb_extension: FORCE
@@ -81,7 +88,7 @@ test-unit:
 test-sql: venv debug
 	LAKEHOUSE_EXTENSION=$(TEST_EXT) $(PY) test/sqllogictest.py
 
-test-integration: venv spark debug
+test-integration: venv spark servers debug
 	LAKEHOUSE_EXTENSION=$(TEST_EXT) $(PY) -m pytest -q test/integration
 
 # The version matrix: every SQL function on each DuckDB release line that loads the binary, one

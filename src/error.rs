@@ -27,6 +27,10 @@ pub enum ErrorKind {
     /// is gone, new deletes target it, the table kept moving): nothing was committed; running
     /// again later plans on the new state. Not a sign of corruption.
     CommitConflict,
+    /// A catalog did not answer a commit (5xx, timeout) and a reload could not tell whether it
+    /// landed: nothing was cleaned up (files it may reference stay; orphan removal takes them
+    /// once they are unreferenced).
+    CommitUnknown,
     /// The query was interrupted (Ctrl-C): the step in progress finished or was abandoned,
     /// nothing half-committed.
     Interrupted,

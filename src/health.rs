@@ -195,7 +195,24 @@ pub fn measure(table: &IcebergTable, options: &HealthOptions) -> Result<Metadata
         .map(|m| location_key(&m.metadata_file))
         .chain([location_key(&table.metadata_location)])
         .collect();
-    if let Some(entries) = metadata_dir.and_then(|d| std::fs::read_dir(d).ok()) {
+    if crate::store::is_remote(&table.metadata_location) {
+        let logged: HashSet<String> = metadata
+            .metadata_log()
+            .iter()
+            .map(|m| crate::store::canonical(&m.metadata_file))
+            .chain([crate::store::canonical(&table.metadata_location)])
+            .collect();
+        let listed = metadata_dir.map(|d| crate::runtime::block_on(crate::store::list(&d)));
+        for o in listed.and_then(|r| r.ok()).and_then(|r| r.ok()).unwrap_or_default() {
+            if table::is_metadata_file_name(o.location.rsplit('/').next().unwrap_or_default()) {
+                h.metadata_files += 1;
+                h.metadata_bytes += o.size_bytes;
+                if !logged.contains(&o.location) {
+                    h.unlogged_metadata_files += 1;
+                }
+            }
+        }
+    } else if let Some(entries) = metadata_dir.and_then(|d| std::fs::read_dir(d).ok()) {
         for entry in entries.flatten() {
             if table::is_metadata_file_name(&entry.file_name().to_string_lossy()) {
                 h.metadata_files += 1;

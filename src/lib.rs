@@ -47,6 +47,7 @@ pub mod plan;
 pub mod profile;
 pub mod report;
 pub mod runtime;
+pub mod store;
 pub mod table;
 
 use std::error::Error as StdError;

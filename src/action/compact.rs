@@ -34,7 +34,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt;
 use crate::plan::compaction::{CompactionOptions, PartitionPlan, Verdict, plan_naming_deletes};
 use crate::runtime;
-use crate::table::commit::{CommitOutcome, commit, pause_for_tests, relocate, require_exclusive};
+use crate::table::commit::{CommitOutcome, commit_table, pause_for_tests, relocate, require_exclusive};
 use crate::table::iceberg::{IcebergTable, LoadedManifest, NewSnapshot, add_to_main, new_snapshot_id};
 use crate::table::{self, DataFile, Located, Table, strip_file_scheme};
 
@@ -143,6 +143,9 @@ pub(crate) fn run<R: Rewrite>(
     // Plan again on the sizes the rewrite will produce (a dry run measures too: the sample goes
     // to /dev/null, so the plan it shows is the plan a real run carries out).
     let conn = host.connect()?;
+    if let Some(first) = files.first() {
+        crate::duck::prepare_remote(&conn, &first.path)?;
+    }
     let ratio = known_ratio.or_else(|| {
         measured_output_ratio(&conn, &report.plans, &|i| files[i].size_bytes, &|sample, target| {
             rewrite.copy_sql(&conn, sample, target)
@@ -177,10 +180,9 @@ pub(crate) fn run<R: Rewrite>(
             report.written = paths;
             Ok(report)
         }
+        Err(e) if e.kind() == ErrorKind::CommitUnknown => Err(e),
         Err(e) => {
-            for w in &written {
-                let _ = std::fs::remove_file(R::local_path(w));
-            }
+            crate::store::remove_quietly(written.iter().filter_map(|w| R::local_path(w).to_str()));
             Err(e)
         }
     }
@@ -486,7 +488,9 @@ fn rewrite_group(conn: &Nested, table: &IcebergTable, inputs: &[&IcebergDataFile
     let dir = output_dir(table, inputs[0], spec_id);
     let file_path = format!("{dir}/{}-compacted.parquet", uuid::Uuid::new_v4());
     let local_path = strip_file_scheme(&file_path).to_string();
-    if let Some(parent) = Path::new(&local_path).parent() {
+    if !crate::store::is_remote(&local_path)
+        && let Some(parent) = Path::new(&local_path).parent()
+    {
         std::fs::create_dir_all(parent)?;
     }
     if inputs.iter().any(|f| f.partition() != inputs[0].partition()) {
@@ -535,7 +539,7 @@ fn rewrite_group(conn: &Nested, table: &IcebergTable, inputs: &[&IcebergDataFile
             spec_id,
         }),
         Err(e) => {
-            let _ = std::fs::remove_file(&local_path);
+            crate::store::remove_quietly([local_path.as_str()]);
             Err(e)
         }
     }
@@ -870,10 +874,11 @@ fn commit_with_retries(mut base: Base, starting_sequence_number: i64, written: &
             let (metadata, snapshot_id) =
                 build_snapshot(&base, starting_sequence_number, &replaced, written, &mut scratch)?;
             sync_files(scratch.iter().map(String::as_str))?;
-            Ok::<_, Error>((commit(&base.located, &base.table.to_json(&metadata)?)?, snapshot_id))
+            Ok::<_, Error>((commit_table(&base.located, &base.table, &metadata)?, snapshot_id))
         })();
         match attempt {
             Ok((CommitOutcome::Committed(location), snapshot_id)) => return Ok((snapshot_id, location)),
+            Ok((CommitOutcome::Unknown(why), snapshot_id)) => return settle_unknown(&base.located, snapshot_id, &why),
             Ok((CommitOutcome::Conflict, _)) => {
                 remove_all(&scratch);
                 let located = relocate(&base.located)?;
@@ -892,6 +897,28 @@ fn commit_with_retries(mut base: Base, starting_sequence_number: i64, written: &
         "the table kept changing; gave up after {MAX_COMMIT_ATTEMPTS} attempts; nothing was committed and the \
          rewritten files were removed"
     )))
+}
+
+/// After a commit whose outcome the catalog did not report (`why`): reloads the table; our
+/// snapshot there means it landed. Otherwise nothing is cleaned up — a commit that lands late
+/// would reference the files — and the error says so ([`ErrorKind::CommitUnknown`]).
+fn settle_unknown(located: &Located, snapshot_id: i64, why: &str) -> Result<(i64, String)> {
+    let unknown = |detail: String| {
+        Error::new(
+            ErrorKind::CommitUnknown,
+            format!(
+                "the catalog did not confirm the commit ({why}) and {detail}; the rewritten files were left in place \
+                 (orphan removal deletes them once nothing references them); run again to compact"
+            ),
+        )
+    };
+    let fresh = relocate(located).map_err(|e| unknown(format!("the table could not be reloaded: {}", e.message())))?;
+    let table = IcebergTable::load(&fresh.metadata_location)
+        .map_err(|e| unknown(format!("the table could not be reloaded: {}", e.message())))?;
+    if table.metadata.snapshot_by_id(snapshot_id).is_some() {
+        return Ok((snapshot_id, fresh.metadata_location));
+    }
+    Err(unknown("the reloaded table does not show it".into()))
 }
 
 /// Whether a rewrite that read the snapshot of `starting_sequence_number` can be committed on
@@ -926,16 +953,15 @@ fn check_rebase(head: &Base, starting_sequence_number: i64, replaced: &HashSet<&
 
 /// Flushes the files a commit will name to disk, before the metadata that names them.
 fn sync_files<'a>(paths: impl IntoIterator<Item = &'a str>) -> Result<()> {
-    for path in paths {
+    // An object store's PUT is durable once it returns; only local files need flushing.
+    for path in paths.into_iter().filter(|p| !crate::store::is_remote(p)) {
         std::fs::File::open(strip_file_scheme(path))?.sync_all()?;
     }
     Ok(())
 }
 
 fn remove_all(paths: &[String]) {
-    for p in paths {
-        let _ = std::fs::remove_file(strip_file_scheme(p));
-    }
+    crate::store::remove_quietly(paths.iter().map(String::as_str));
 }
 
 fn manifest_writer(

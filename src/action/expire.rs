@@ -25,10 +25,12 @@ use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, Namespace, NamespaceIdent, TableCommit, TableCreation, TableIdent, TableUpdate};
 
-use crate::error::{Error, Result};
+use futures::StreamExt;
+
+use crate::error::{Error, ErrorKind, Result};
 use crate::plan::expiry::{Deletion, FileKind, unreachable_files};
 use crate::runtime;
-use crate::table::commit::{CommitOutcome, commit, pause_for_tests, relocate, require_exclusive};
+use crate::table::commit::{CommitOutcome, commit_table, pause_for_tests, relocate, require_exclusive};
 use crate::table::iceberg::IcebergTable;
 use crate::table::reach::Reach;
 use crate::table::{Located, is_inside, location_key, strip_file_scheme};
@@ -352,13 +354,22 @@ pub fn expire(located: &Located, options: &ExpiryOptions) -> Result<ExpiryReport
             pause_for_tests();
         }
         crate::interrupt::check("nothing was expired")?;
-        match commit(&located, &table.to_json(&selection.metadata)?)? {
+        match commit_table(&located, &table, &selection.metadata)? {
             CommitOutcome::Committed(location) => {
                 report.metadata_location = Some(location);
                 report.files = delete_files(deletions, false);
                 return Ok(report);
             }
             CommitOutcome::Conflict => located = relocate(&located)?,
+            CommitOutcome::Unknown(why) => {
+                return Err(Error::new(
+                    ErrorKind::CommitUnknown,
+                    format!(
+                        "the catalog did not confirm the expiry ({why}); no file was deleted (a later run, or orphan \
+                         removal, deletes what is unreferenced)"
+                    ),
+                ));
+            }
         }
     }
     Err(Error::conflict(format!(
@@ -369,6 +380,9 @@ pub fn expire(located: &Located, options: &ExpiryOptions) -> Result<ExpiryReport
 /// Deletes (or, `dry`, only sizes) every deletion inside the table location, on
 /// [`DELETE_CONCURRENCY`] threads; keeps the planned order.
 pub fn delete_files(deletions: Vec<Deletion>, dry: bool) -> Vec<DeletedFile> {
+    if deletions.first().is_some_and(|d| crate::store::is_remote(&d.path)) {
+        return delete_remote(deletions, dry);
+    }
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: Vec<std::sync::Mutex<Option<DeletedFile>>> =
         deletions.iter().map(|_| std::sync::Mutex::new(None)).collect();
@@ -404,6 +418,56 @@ pub fn delete_files(deletions: Vec<Deletion>, dry: bool) -> Vec<DeletedFile> {
                 deletion,
                 outcome: Outcome::Failed("the delete worker stopped".into()),
             })
+        })
+        .collect()
+}
+
+/// [`delete_files`] on object storage: existence and sizes by HEAD (bounded in flight by the
+/// store's permits), deletes in `DeleteObjects` batches of 1,000.
+fn delete_remote(deletions: Vec<Deletion>, dry: bool) -> Vec<DeletedFile> {
+    use std::collections::HashMap;
+    let inside: Vec<&Deletion> = deletions.iter().filter(|d| d.inside_location).collect();
+    // What exists now: one HEAD per file (bounded in flight by the store's permits).
+    let heads: HashMap<String, Option<u64>> = crate::runtime::block_on(async {
+        let lookups = inside.iter().map(|d| async move {
+            let found = crate::store::head(&d.path).await.ok().flatten().map(|o| o.size_bytes);
+            (d.path.clone(), found)
+        });
+        futures::stream::iter(lookups).buffer_unordered(crate::store::MAX_IN_FLIGHT).collect::<HashMap<_, _>>().await
+    })
+    .unwrap_or_default();
+    let present = |d: &Deletion| heads.get(&d.path).copied().flatten();
+    let to_delete: Vec<String> = if dry || crate::interrupt::interrupted() {
+        Vec::new()
+    } else {
+        inside.iter().filter(|d| present(d).is_some()).map(|d| d.path.clone()).collect()
+    };
+    let outcomes: HashMap<String, Result<()>> = if to_delete.is_empty() {
+        HashMap::new()
+    } else {
+        let results = crate::runtime::block_on(crate::store::delete_many(to_delete.clone()))
+            .unwrap_or_else(|e| to_delete.iter().map(|_| Err(Error::new(e.kind(), e.message().to_string()))).collect());
+        to_delete.into_iter().zip(results).collect()
+    };
+    deletions
+        .into_iter()
+        .map(|deletion| {
+            let on_store = present(&deletion);
+            let size_bytes = deletion.size_bytes.or(on_store).unwrap_or(0);
+            let outcome = if !deletion.inside_location {
+                Outcome::OutsideLocation
+            } else if on_store.is_none() {
+                Outcome::AlreadyGone
+            } else if dry {
+                Outcome::WouldDelete
+            } else {
+                match outcomes.get(&deletion.path) {
+                    Some(Ok(())) => Outcome::Deleted,
+                    Some(Err(e)) => Outcome::Failed(e.message().to_string()),
+                    None => Outcome::Interrupted,
+                }
+            };
+            DeletedFile { deletion, size_bytes, outcome }
         })
         .collect()
 }

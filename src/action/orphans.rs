@@ -71,6 +71,9 @@ pub fn referenced_files(table: &IcebergTable, reach: &Reach) -> Result<HashSet<P
         names.extend(manifest.live.iter().map(|f| f.path.as_str()));
         names.extend(manifest.deleted.iter().map(String::as_str));
     }
+    if crate::store::is_remote(metadata.location()) {
+        return Ok(names.into_iter().map(|name| PathBuf::from(crate::store::canonical(name))).collect());
+    }
     names
         .into_iter()
         .map(|name| {
@@ -91,6 +94,9 @@ pub fn referenced_files(table: &IcebergTable, reach: &Reach) -> Result<HashSet<P
 pub fn find_orphans(table: &IcebergTable, reach: &Reach, older_than_days: f64) -> Result<Vec<Orphan>> {
     if !older_than_days.is_finite() || older_than_days < 0.0 {
         return Err(Error::invalid(format!("older_than_days must be a number >= 0, got {older_than_days}")));
+    }
+    if crate::store::is_remote(table.metadata.location()) {
+        return find_orphans_remote(table, reach, older_than_days);
     }
     let root = normalize_location(table.metadata.location()).filter(|p| p.is_absolute()).ok_or_else(|| {
         Error::new(
@@ -151,6 +157,53 @@ pub fn find_orphans(table: &IcebergTable, reach: &Reach, older_than_days: f64) -
             let modified_ms = modified.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
             orphans.push(Orphan { path: path.to_string_lossy().into_owned(), size_bytes: meta.len(), modified_ms });
         }
+    }
+    orphans.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(orphans)
+}
+
+/// [`find_orphans`] on object storage: one recursive listing of the table location, with the
+/// listing's sizes and last-modified times; the same hidden names, version hint and nested
+/// tables are skipped as on disk.
+fn find_orphans_remote(table: &IcebergTable, reach: &Reach, older_than_days: f64) -> Result<Vec<Orphan>> {
+    let root = crate::store::canonical(table.metadata.location()).trim_end_matches('/').to_string();
+    let referenced = referenced_files(table, reach)?;
+    let hidden = HiddenPaths::of(table);
+    let objects = crate::runtime::block_on(crate::store::list(&root))??;
+    let cutoff_ms = chrono::Utc::now().timestamp_millis() - (older_than_days * 86_400_000.0) as i64;
+    // Directories under the root that are other tables (a `_delta_log/` or metadata files).
+    let mut other_roots: HashSet<String> = HashSet::new();
+    for o in &objects {
+        let rel = &o.location[root.len()..];
+        for marker in ["/_delta_log/", "/metadata/"] {
+            if let Some(at) = rel.find(marker)
+                && at > 0
+                && (marker == "/_delta_log/"
+                    || table::is_metadata_file_name(rel.rsplit('/').next().unwrap_or_default()))
+            {
+                other_roots.insert(format!("{root}{}/", &rel[..at]));
+            }
+        }
+    }
+    let hint = format!("{root}/metadata/version-hint.text");
+    let mut orphans = Vec::new();
+    for o in objects {
+        if !o.location.starts_with(&format!("{root}/")) || o.location == hint {
+            continue;
+        }
+        let rel = &o.location[root.len() + 1..];
+        let parts: Vec<&str> = rel.split('/').collect();
+        let (dirs, name) = parts.split_at(parts.len() - 1);
+        if dirs.iter().any(|d| hidden.is_hidden(d, true)) || hidden.is_hidden(name[0], false) {
+            continue;
+        }
+        if other_roots.iter().any(|r| o.location.starts_with(r.as_str())) {
+            continue;
+        }
+        if referenced.contains(&PathBuf::from(&o.location)) || o.modified_ms >= cutoff_ms {
+            continue;
+        }
+        orphans.push(Orphan { path: o.location, size_bytes: o.size_bytes, modified_ms: o.modified_ms });
     }
     orphans.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(orphans)

@@ -37,6 +37,7 @@ pub fn scan(conn: &crate::duck::Nested, table: &Table, paths: &[String], runs: u
     if local.is_empty() {
         return Ok(ScanResult { files: 0, rows: 0, checksum: "0".into(), elapsed: Duration::ZERO });
     }
+    crate::duck::prepare_remote(conn, &local[0])?;
     let (columns, source) = match table {
         Table::Iceberg { table, .. } => iceberg_source(conn, table, &local)?,
         Table::Delta(table) => {

@@ -5,8 +5,8 @@
 //! configuration comes, lowest precedence first, from `.pyiceberg.yaml` (in `$PYICEBERG_HOME`,
 //! the home directory, or the working directory), `PYICEBERG_CATALOG__<NAME>__<KEY>` environment
 //! variables, and the SQL function's named parameters `catalog`, `catalog_uri`, `warehouse`.
-//! This version reads sqlite catalogs; a catalog URI may hold a password, so it never appears in
-//! an error.
+//! SQL catalogs are read from sqlite; `type: rest` catalogs through [`super::rest`]. A catalog URI
+//! may hold a password, so it never appears in an error.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -35,8 +35,17 @@ pub struct CatalogTable {
     pub table: String,
     /// Current metadata location recorded in the catalog.
     pub metadata_location: String,
-    /// Path of the sqlite database holding the catalog.
-    pub database: PathBuf,
+    /// Where the catalog keeps its pointer.
+    pub backend: Backend,
+}
+
+/// The kind of catalog a table was found in.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Backend {
+    /// An Iceberg SQL catalog in this sqlite database file.
+    Sql(PathBuf),
+    /// An Iceberg REST catalog ([`super::rest`]).
+    Rest(std::sync::Arc<super::rest::RestCatalog>),
 }
 
 /// The effective configuration of one catalog.
@@ -93,7 +102,8 @@ impl PyicebergConfig {
     pub fn merge_env(&mut self, vars: impl IntoIterator<Item = (String, String)>) {
         for (key, value) in vars {
             let Some(rest) = key.to_lowercase().strip_prefix("pyiceberg_").map(str::to_string) else { continue };
-            let parts: Vec<String> = rest.splitn(3, "__").map(|p| p.replace('_', "-")).collect();
+            // As pyiceberg: `__` inside a key is a `.` (`…__S3__ENDPOINT` is `s3.endpoint`).
+            let parts: Vec<String> = rest.splitn(3, "__").map(|p| p.replace("__", ".").replace('_', "-")).collect();
             match parts.as_slice() {
                 [catalog, name, prop] if catalog == "catalog" => {
                     self.catalogs.entry(name.clone()).or_default().insert(prop.clone(), value);
@@ -190,15 +200,41 @@ pub fn resolve(identifier: &str, options: &CatalogOptions) -> Result<CatalogTabl
             ),
         ));
     };
-    if let Some(kind) = catalog.properties.get("type").filter(|t| t.as_str() != "sql") {
+    let kind = catalog.properties.get("type").map(|t| t.to_lowercase());
+    let is_rest = kind.as_deref() == Some("rest")
+        || (kind.is_none() && (uri.starts_with("http://") || uri.starts_with("https://")));
+    if is_rest {
+        let rest = super::rest::RestCatalog::connect(&catalog)?;
+        let loaded = rest.load_table(&namespace, &table)?;
+        if crate::store::is_remote(&loaded.location) {
+            crate::store::register(&loaded.location, loaded.s3.clone());
+        }
+        return Ok(CatalogTable {
+            catalog: catalog.name,
+            namespace,
+            table,
+            metadata_location: loaded.metadata_location,
+            backend: Backend::Rest(std::sync::Arc::new(rest)),
+        });
+    }
+    if let Some(kind) = kind.filter(|t| t.as_str() != "sql") {
         return Err(Error::new(
             ErrorKind::Unsupported,
-            format!("catalog '{}' has type '{kind}'; only Iceberg SQL catalogs (sqlite) are supported", catalog.name),
+            format!(
+                "catalog '{}' has type '{kind}'; Iceberg SQL catalogs (sqlite) and REST catalogs are supported",
+                catalog.name
+            ),
         ));
     }
     let database = sqlite_path(uri).map_err(|e| e.with_context("catalog", catalog.name.clone()))?;
     let metadata_location = lookup(&database, &catalog.name, &namespace, &table)?;
-    Ok(CatalogTable { catalog: catalog.name, namespace, table, metadata_location, database })
+    if crate::store::is_remote(&metadata_location)
+        && let Some(s3) = crate::store::S3Settings::from_properties(&catalog.properties)
+        && let Some((dir, _)) = metadata_location.rsplit_once("/metadata/")
+    {
+        crate::store::register(dir, s3);
+    }
+    Ok(CatalogTable { catalog: catalog.name, namespace, table, metadata_location, backend: Backend::Sql(database) })
 }
 
 /// The database file of an SQLAlchemy sqlite URL (`sqlite:////abs.db`, `sqlite:///rel.db`).
@@ -287,6 +323,8 @@ mod tests {
             ("PYICEBERG_CATALOG__MY_CAT__URI", "sqlite:////a.db"),
             ("PYICEBERG_DEFAULT_CATALOG", "MY-CAT"),
         ]));
+        config.merge_env(env(&[("PYICEBERG_CATALOG__MY_CAT__S3__ACCESS_KEY_ID", "k")]));
+        assert_eq!(config.catalog(&CatalogOptions::default()).properties["s3.access-key-id"], "k");
         assert!(config.has_catalog("my-cat"));
         assert_eq!(config.catalog(&CatalogOptions::default()).properties["uri"], "sqlite:////a.db");
     }

@@ -15,6 +15,12 @@
 //! different names): [`is_exclusive`] says no, and the actions refuse to commit on it.
 //! If the pointer moved since the base was read, the commit reports [`CommitOutcome::Conflict`]
 //! and removes its metadata file.
+//!
+//! On object storage (`s3://`) the new metadata file is created with a conditional write
+//! (`If-None-Match: *`), the store's equivalent of the exclusive link; a path table's commit first
+//! checks that the store honours the condition ([`crate::store::require_conditional_writes`]).
+//! A REST-catalog table is committed by the catalog ([`commit_table`]): the changes and their
+//! requirements are POSTed, and the catalog writes the metadata file.
 
 use std::path::{Path, PathBuf};
 
@@ -29,6 +35,108 @@ pub enum CommitOutcome {
     Committed(String),
     /// Someone else committed first; nothing of ours is left behind.
     Conflict,
+    /// The catalog did not answer (5xx, timeout): the commit may have landed. The caller reloads
+    /// and checks before retrying or cleaning up.
+    Unknown(String),
+}
+
+/// Commits `new`, built on `base` (the table as `located` was read), by the table's catalog:
+/// a REST catalog takes the changes ([`rest_updates`]) under `assert-table-uuid` and
+/// `assert-ref-snapshot-id` on `main`; any other table gets a new metadata file ([`commit`]).
+pub fn commit_table(
+    located: &Located,
+    base: &super::iceberg::IcebergTable,
+    new: &iceberg::spec::TableMetadata,
+) -> Result<CommitOutcome> {
+    let Some(CatalogTable { backend: super::catalog::Backend::Rest(rest), namespace, table, .. }) =
+        &located.catalog_table
+    else {
+        return commit(located, &base.to_json(new)?);
+    };
+    if !base.stand_ins.is_empty() {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            format!("a commit through a REST catalog cannot carry columns of type {}", base.stand_ins.describe()),
+        ));
+    }
+    let main = base.metadata.snapshot_for_ref("main").map(|s| s.snapshot_id());
+    let requirements = serde_json::json!([
+        { "type": "assert-table-uuid", "uuid": base.metadata.uuid().to_string() },
+        { "type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": main },
+    ]);
+    let updates = rest_updates(&base.metadata, new)?;
+    Ok(match rest.commit(namespace, table, requirements, updates)? {
+        super::rest::RestCommit::Committed(location) => CommitOutcome::Committed(location),
+        super::rest::RestCommit::Conflict => CommitOutcome::Conflict,
+        super::rest::RestCommit::Unknown(why) => CommitOutcome::Unknown(why),
+    })
+}
+
+/// The REST updates that turn `base` into `new`: snapshots added and removed, refs set and
+/// removed, statistics of removed snapshots removed. Anything else changed is refused (no action
+/// of ours changes schemas, specs or properties; were one to, it must not be dropped silently).
+pub fn rest_updates(
+    base: &iceberg::spec::TableMetadata,
+    new: &iceberg::spec::TableMetadata,
+) -> Result<serde_json::Value> {
+    use std::collections::{HashMap, HashSet};
+
+    use iceberg::TableUpdate;
+    use iceberg::spec::SnapshotReference;
+    let refs = |m: &iceberg::spec::TableMetadata| -> Result<HashMap<String, SnapshotReference>> {
+        let value = serde_json::to_value(m).map_err(|e| Error::new(ErrorKind::CorruptMetadata, e.to_string()))?;
+        Ok(value.get("refs").cloned().map(serde_json::from_value).transpose().ok().flatten().unwrap_or_default())
+    };
+    let unchanged = base.location() == new.location()
+        && base.properties() == new.properties()
+        && base.current_schema_id() == new.current_schema_id()
+        && base.schemas_iter().len() == new.schemas_iter().len()
+        && base.default_partition_spec_id() == new.default_partition_spec_id()
+        && base.partition_specs_iter().len() == new.partition_specs_iter().len()
+        && base.default_sort_order_id() == new.default_sort_order_id();
+    if !unchanged {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            "this change touches more than snapshots and refs; it cannot be sent to a REST catalog (a bug: please \
+             report it)",
+        ));
+    }
+    let base_ids: HashSet<i64> = base.snapshots().map(|s| s.snapshot_id()).collect();
+    let new_ids: HashSet<i64> = new.snapshots().map(|s| s.snapshot_id()).collect();
+    let mut updates = Vec::new();
+    let mut added: Vec<_> = new.snapshots().filter(|s| !base_ids.contains(&s.snapshot_id())).collect();
+    added.sort_by_key(|s| s.sequence_number());
+    for s in added {
+        updates.push(TableUpdate::AddSnapshot { snapshot: s.as_ref().clone() });
+    }
+    let (base_refs, new_refs) = (refs(base)?, refs(new)?);
+    let mut removed_refs: Vec<&String> = base_refs.keys().filter(|k| !new_refs.contains_key(*k)).collect();
+    removed_refs.sort();
+    for name in removed_refs {
+        updates.push(TableUpdate::RemoveSnapshotRef { ref_name: name.clone() });
+    }
+    let mut set_refs: Vec<(&String, &SnapshotReference)> =
+        new_refs.iter().filter(|(k, r)| base_refs.get(*k) != Some(*r)).collect();
+    set_refs.sort_by_key(|(k, _)| k.as_str());
+    for (name, reference) in set_refs {
+        updates.push(TableUpdate::SetSnapshotRef { ref_name: name.clone(), reference: reference.clone() });
+    }
+    let mut removed: Vec<i64> = base_ids.difference(&new_ids).copied().collect();
+    removed.sort();
+    for id in &removed {
+        if base.statistics_for_snapshot(*id).is_some() && new.statistics_for_snapshot(*id).is_none() {
+            updates.push(TableUpdate::RemoveStatistics { snapshot_id: *id });
+        }
+        if base.partition_statistics_for_snapshot(*id).is_some() && new.partition_statistics_for_snapshot(*id).is_none()
+        {
+            updates.push(TableUpdate::RemovePartitionStatistics { snapshot_id: *id });
+        }
+    }
+    if !removed.is_empty() {
+        updates.push(TableUpdate::RemoveSnapshots { snapshot_ids: removed });
+    }
+    serde_json::to_value(&updates)
+        .map_err(|e| Error::new(ErrorKind::CorruptMetadata, format!("cannot encode the commit: {e}")))
 }
 
 /// Where the metadata file after `base_location` goes: `v{N+1}.metadata.json` or
@@ -126,6 +234,9 @@ pub fn replace_file(target: &Path, bytes: &[u8]) -> Result<()> {
 /// are not exclusive ([`is_exclusive`]).
 pub fn commit(located: &Located, json: &[u8]) -> Result<CommitOutcome> {
     require_exclusive(located)?;
+    if crate::store::is_remote(&located.metadata_location) {
+        return crate::runtime::block_on(commit_remote(located, json))?;
+    }
     let base = &located.metadata_location;
     let new_location = next_metadata_location(base);
     let new_path = PathBuf::from(strip_file_scheme(&new_location));
@@ -160,9 +271,72 @@ pub fn commit(located: &Located, json: &[u8]) -> Result<CommitOutcome> {
     }
 }
 
+/// [`commit`] on object storage: the new metadata file by a conditional write, then the
+/// catalog's pointer, or (a path table) `metadata/version-hint.text`.
+async fn commit_remote(located: &Located, json: &[u8]) -> Result<CommitOutcome> {
+    use crate::store;
+    let base = &located.metadata_location;
+    let new_location = next_metadata_location(base);
+    let metadata_dir = new_location.rsplit_once('/').map_or(new_location.as_str(), |(d, _)| d).to_string();
+    let hint = format!("{metadata_dir}/version-hint.text");
+    let new_version = hadoop_version(Path::new(&new_location));
+    if located.catalog_table.is_none() {
+        store::require_conditional_writes(&metadata_dir).await?;
+        if let (Some(h), Some(v)) = (remote_hint_version(&hint).await?, new_version)
+            && h >= v
+        {
+            return Ok(CommitOutcome::Conflict);
+        }
+    }
+    if !store::write_if_absent(&new_location, bytes::Bytes::copy_from_slice(json)).await? {
+        return Ok(CommitOutcome::Conflict);
+    }
+    match &located.catalog_table {
+        Some(table) => match swap_catalog_pointer(table, base, &new_location) {
+            Ok(true) => Ok(CommitOutcome::Committed(new_location)),
+            Ok(false) => {
+                let _ = store::delete_many(vec![new_location]).await;
+                Ok(CommitOutcome::Conflict)
+            }
+            Err(e) => {
+                let _ = store::delete_many(vec![new_location]).await;
+                Err(e)
+            }
+        },
+        None => {
+            // Committed: the new version exists. The hint moves forward only, as on disk.
+            if let Some(v) = new_version
+                && store::exists(&hint).await?
+                && remote_hint_version(&hint).await?.is_none_or(|h| h < v)
+                && let Err(e) = store::write(&hint, bytes::Bytes::from(v.to_string())).await
+            {
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    format!("committed '{new_location}', but metadata/version-hint.text could not be updated: {e}"),
+                ));
+            }
+            Ok(CommitOutcome::Committed(new_location))
+        }
+    }
+}
+
+/// The version an object-store `version-hint.text` names, if it exists and names one.
+async fn remote_hint_version(hint: &str) -> Result<Option<u64>> {
+    if !crate::store::exists(hint).await? {
+        return Ok(None);
+    }
+    let text = crate::store::read(hint).await?;
+    let text = String::from_utf8_lossy(&text);
+    let text = text.trim();
+    Ok(text.parse::<u64>().ok().or_else(|| metadata_version(text.rsplit('/').next().unwrap_or(text))))
+}
+
 fn swap_catalog_pointer(table: &CatalogTable, base: &str, new_location: &str) -> Result<bool> {
     let catalog_err = |e: rusqlite::Error| Error::new(ErrorKind::Catalog, format!("catalog '{}': {e}", table.catalog));
-    let conn = rusqlite::Connection::open_with_flags(&table.database, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)
+    let super::catalog::Backend::Sql(database) = &table.backend else {
+        return Err(Error::new(ErrorKind::Catalog, "a REST catalog's pointer is moved by the catalog"));
+    };
+    let conn = rusqlite::Connection::open_with_flags(database, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)
         .map_err(catalog_err)?;
     conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(catalog_err)?;
     let changed = conn
@@ -205,12 +379,30 @@ fn advance_version_hint(new_path: &Path) -> Result<()> {
 /// Where the table's current metadata is now (the catalog's pointer, or the version hint).
 pub fn relocate(located: &Located) -> Result<Located> {
     match &located.catalog_table {
-        Some(t) => {
-            let fresh = super::catalog::lookup(&t.database, &t.catalog, &t.namespace, &t.table)?;
+        Some(t @ CatalogTable { backend: super::catalog::Backend::Rest(rest), .. }) => {
+            let loaded = rest.load_table(&t.namespace, &t.table)?;
+            if crate::store::is_remote(&loaded.location) {
+                crate::store::register(&loaded.location, loaded.s3.clone());
+            }
+            Ok(Located {
+                metadata_location: loaded.metadata_location.clone(),
+                catalog_table: Some(CatalogTable { metadata_location: loaded.metadata_location, ..t.clone() }),
+            })
+        }
+        Some(t @ CatalogTable { backend: super::catalog::Backend::Sql(database), .. }) => {
+            let fresh = super::catalog::lookup(database, &t.catalog, &t.namespace, &t.table)?;
             Ok(Located {
                 metadata_location: fresh.clone(),
                 catalog_table: Some(super::catalog::CatalogTable { metadata_location: fresh, ..t.clone() }),
             })
+        }
+        None if crate::store::is_remote(&located.metadata_location) => {
+            let dir = located
+                .metadata_location
+                .rsplit_once("/metadata/")
+                .map(|(d, _)| d.to_string())
+                .ok_or_else(|| Error::invalid("metadata file is not in a metadata/ directory"))?;
+            super::locate(&dir, &super::LocateOptions { latest_metadata: true, ..Default::default() })
         }
         None => {
             let base = Path::new(strip_file_scheme(&located.metadata_location));

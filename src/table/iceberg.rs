@@ -36,7 +36,7 @@ impl IcebergTable {
     /// cannot parse are held by stand-ins ([`StandIns`]); metadata that still does not parse
     /// gets an error naming what is wrong or unsupported.
     pub fn load(metadata_location: &str) -> Result<Self> {
-        let file_io = FileIO::new_with_fs();
+        let file_io = crate::store::file_io_for(metadata_location);
         let bytes = runtime::block_on(read_file(&file_io, metadata_location, "metadata file"))??;
         let bytes = gunzip_if_compressed(bytes, metadata_location)?;
         let (metadata, stand_ins) = match serde_json::from_slice::<TableMetadata>(&bytes) {

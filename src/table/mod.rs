@@ -15,6 +15,7 @@ pub mod iceberg;
 pub mod manifest;
 pub mod partition;
 pub mod reach;
+pub mod rest;
 pub mod stand_in;
 
 use std::path::{Path, PathBuf};
@@ -226,6 +227,9 @@ pub fn locate(table: &str, options: &LocateOptions) -> Result<Located> {
     if table.is_empty() {
         return Err(Error::invalid("table must not be empty"));
     }
+    if crate::store::is_remote(table) {
+        return crate::runtime::block_on(locate_remote(table, options))?;
+    }
     let raw_path = strip_file_scheme(table);
     let path = Path::new(raw_path);
     if path.is_file() {
@@ -239,6 +243,83 @@ pub fn locate(table: &str, options: &LocateOptions) -> Result<Located> {
     }
     let catalog_table = catalog::resolve(table, &options.catalog)?;
     Ok(Located { metadata_location: catalog_table.metadata_location.clone(), catalog_table: Some(catalog_table) })
+}
+
+/// [`locate`] on object storage: a metadata file (`s3://…/metadata/v3.metadata.json`) or a table
+/// directory (its `metadata/version-hint.text`, followed past a stale hint, else with
+/// `latest_metadata` the newest metadata file). Credentials: the named catalog's `s3.*`
+/// properties when `catalog` is given or a default catalog is configured, else the AWS
+/// environment ([`crate::store`]).
+async fn locate_remote(table: &str, options: &LocateOptions) -> Result<Located> {
+    use crate::store;
+    let table = table.trim_end_matches('/');
+    let config = catalog::PyicebergConfig::from_environment()?;
+    if let Some(s3) = store::S3Settings::from_properties(&config.catalog(&options.catalog).properties) {
+        let root = table.rsplit_once("/metadata/").map_or(table, |(d, _)| d);
+        store::register(root, s3);
+    }
+    let name = table.rsplit('/').next().unwrap_or_default();
+    if name.ends_with(".json") || is_metadata_file_name(name) {
+        if !is_metadata_file_name(name) && !name.ends_with(".json") {
+            return Err(Error::invalid(format!("'{table}' is not an Iceberg metadata file (*.metadata.json)")));
+        }
+        if !store::exists(table).await? {
+            return Err(Error::new(ErrorKind::NotFound, format!("metadata file '{table}' does not exist")));
+        }
+        return Ok(Located { metadata_location: table.to_string(), catalog_table: None });
+    }
+    let metadata_dir = format!("{table}/metadata");
+    let hint = format!("{metadata_dir}/version-hint.text");
+    let mut chosen = None;
+    if store::exists(&hint).await? {
+        let text = store::read(&hint).await?;
+        let text = String::from_utf8_lossy(&text).trim().to_string();
+        if let Ok(version) = text.parse::<u64>() {
+            for candidate in [format!("v{version}.metadata.json"), format!("v{version}.gz.metadata.json")] {
+                let location = format!("{metadata_dir}/{candidate}");
+                if store::exists(&location).await? {
+                    chosen = Some(location);
+                    break;
+                }
+            }
+        }
+    }
+    let listing =
+        if chosen.is_none() || options.latest_metadata { store::list(&metadata_dir).await? } else { Vec::new() };
+    let files: Vec<&store::ObjectInfo> =
+        listing.iter().filter(|o| o.location.rsplit('/').next().is_some_and(is_metadata_file_name)).collect();
+    if let Some(current) = chosen.clone() {
+        // Follow vN+1, vN+2, … past a stale hint, as on disk.
+        let names: std::collections::HashSet<&str> = files.iter().map(|o| o.location.as_str()).collect();
+        let mut current = current;
+        while let Some(v) = hadoop_version(Path::new(&current)) {
+            let next = format!("{metadata_dir}/v{}.metadata.json", v + 1);
+            if names.contains(next.as_str()) || (names.is_empty() && store::exists(&next).await?) {
+                current = next;
+            } else {
+                break;
+            }
+        }
+        return Ok(Located { metadata_location: current, catalog_table: None });
+    }
+    if files.is_empty() {
+        if listing.is_empty() {
+            return Err(Error::new(ErrorKind::NotFound, format!("table path '{table}' does not exist")));
+        }
+        return Err(Error::new(ErrorKind::NotFound, format!("'{metadata_dir}' has no *.metadata.json files")));
+    }
+    if !options.latest_metadata {
+        return Err(Error::invalid(format!(
+            "'{table}' has no metadata/version-hint.text, so the current metadata file is unknown ({} candidates); \
+             pass the metadata.json path, a catalog identifier, or latest_metadata := true to use the newest one",
+            files.len()
+        )));
+    }
+    let newest = files
+        .iter()
+        .max_by_key(|o| (o.location.rsplit('/').next().and_then(metadata_version), o.modified_ms))
+        .expect("checked non-empty");
+    Ok(Located { metadata_location: newest.location.clone(), catalog_table: None })
 }
 
 /// `file:///a/b` → `/a/b`; anything else unchanged.

@@ -1,0 +1,3 @@
+module lakehouse/latency_proxy
+
+go 1.22

@@ -1,0 +1,98 @@
+// Command latency_proxy is a loopback HTTP reverse proxy for the integration tests: it waits
+// -delay-ms before forwarding each request to -target (an S3 server), so tests can see how the
+// extension behaves against a slow object store.
+//
+// The incoming Host header is passed through unchanged, so an AWS SigV4 signature made for the
+// proxy's address (which signs the Host header) still verifies at the target. Request and
+// response bodies are streamed, not buffered. Standard library only.
+//
+//	latency_proxy -listen 127.0.0.1:0 -target http://127.0.0.1:7070 -delay-ms 50
+//
+// Prints "listening on http://127.0.0.1:PORT" on stdout once it accepts connections, then serves
+// until SIGINT/SIGTERM.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:0", "listen address (loopback), port 0 picks a free one")
+	target := flag.String("target", "", "upstream base URL, e.g. http://127.0.0.1:7070")
+	delayMs := flag.Int("delay-ms", 0, "delay added before forwarding every request, in milliseconds")
+	flag.Parse()
+
+	if *target == "" {
+		log.Fatal("latency_proxy: -target is required")
+	}
+	up, err := url.Parse(*target)
+	if err != nil || up.Scheme == "" || up.Host == "" {
+		log.Fatalf("latency_proxy: bad -target %q", *target)
+	}
+	if *delayMs < 0 {
+		log.Fatal("latency_proxy: -delay-ms must be >= 0")
+	}
+	delay := time.Duration(*delayMs) * time.Millisecond
+
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.Proxy = nil // never route loopback traffic through an environment proxy
+	transport.DisableCompression = true
+	transport.MaxIdleConnsPerHost = 64
+
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(up)
+			// SetURL sets Host to the target's; keep the client's, which the signature covers.
+			// (Rewrite, unlike Director, adds no X-Forwarded-* headers.)
+			r.Out.Host = r.In.Host
+		},
+		Transport:     transport,
+		FlushInterval: -1,
+		ErrorLog:      log.New(os.Stderr, "latency_proxy: ", log.LstdFlags),
+	}
+
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if delay > 0 {
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+				return
+			}
+		}
+		rp.ServeHTTP(w, r)
+	})
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		log.Fatalf("latency_proxy: listen %s: %v", *listen, err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second}
+
+	fmt.Printf("listening on http://%s\n", ln.Addr().String())
+	os.Stdout.Sync()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}()
+	if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+		log.Fatalf("latency_proxy: %v", err)
+	}
+}

@@ -1,0 +1,342 @@
+//! Iceberg REST catalogs (Polaris, Lakekeeper, Nessie, Unity, Apache Iceberg's REST server),
+//! configured as pyiceberg users configure them: `type: rest`, `uri`, `warehouse`, `credential`
+//! (`client_id:client_secret`, OAuth2 client credentials against `oauth2-server-uri`, default
+//! `{uri}/v1/oauth/tokens`), `token`, `scope`, `prefix` (else the one `/v1/config` returns) and
+//! `header.<name>`.
+//!
+//! Tables are loaded with `X-Iceberg-Access-Delegation: vended-credentials`; the S3 settings of
+//! the table are, key by key, the vended credentials (the response's `config` or the longest
+//! matching `storage-credentials` prefix), then the catalog's properties (with `/v1/config`'s
+//! defaults and overrides), then the AWS environment ([`crate::store`]).
+//!
+//! Commits POST the changes (`add-snapshot`, `set-snapshot-ref`, `remove-snapshots`, …) with the
+//! requirements `assert-table-uuid` and `assert-ref-snapshot-id` on `main`: the catalog is the
+//! lock. 409 is a conflict (reload, re-plan, retry); a 5xx or a timeout leaves the outcome
+//! unknown ([`RestCommit::Unknown`]): the caller reloads and checks before retrying or cleaning
+//! up. No token, secret or credential appears in an error.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::catalog::CatalogConfig;
+use crate::error::{Error, ErrorKind, Result};
+use crate::runtime;
+use crate::store::S3Settings;
+
+/// A REST catalog session: base URL, prefix, headers and the bearer token.
+#[derive(Debug)]
+pub struct RestCatalog {
+    /// The catalog's name (for messages).
+    pub name: String,
+    base: String,
+    prefix: Option<String>,
+    headers: Vec<(String, String)>,
+    token: Option<String>,
+    /// Properties after `/v1/config` (defaults < configured < overrides).
+    pub properties: BTreeMap<String, String>,
+    client: reqwest::Client,
+}
+
+impl PartialEq for RestCatalog {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && self.base == other.base && self.prefix == other.prefix
+    }
+}
+
+/// A table as the catalog serves it.
+#[derive(Debug, Clone)]
+pub struct LoadedTable {
+    /// `metadata-location`.
+    pub metadata_location: String,
+    /// The table's `location`.
+    pub location: String,
+    /// The table's S3 settings: vended, then the catalog's.
+    pub s3: S3Settings,
+}
+
+/// What a commit POST came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RestCommit {
+    /// Committed; the new metadata location.
+    Committed(String),
+    /// A requirement failed (409): nothing was committed.
+    Conflict,
+    /// 5xx, a timeout or a dropped connection: the commit may or may not have landed.
+    Unknown(String),
+}
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+fn encode(segment: &str) -> String {
+    percent_encoding::utf8_percent_encode(segment, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+/// A namespace in a URL path: levels joined by the unit separator, percent-encoded.
+fn namespace_path(namespace: &str) -> String {
+    encode(&namespace.split('.').collect::<Vec<_>>().join("\u{1f}"))
+}
+
+impl RestCatalog {
+    /// Opens a session on the catalog `config` describes: a token (given, or fetched with the
+    /// client credentials), then `/v1/config`.
+    pub fn connect(config: &CatalogConfig) -> Result<Self> {
+        let name = config.name.clone();
+        let props = &config.properties;
+        let uri = props
+            .get("uri")
+            .ok_or_else(|| Error::new(ErrorKind::Catalog, format!("REST catalog '{name}' has no uri")))?;
+        if !(uri.starts_with("http://") || uri.starts_with("https://")) {
+            return Err(Error::new(ErrorKind::Catalog, format!("REST catalog '{name}': uri must be an http(s) URL")));
+        }
+        let base = uri.trim_end_matches('/').to_string();
+        let client = reqwest::Client::builder()
+            .timeout(TIMEOUT)
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| Error::new(ErrorKind::Catalog, format!("REST catalog '{name}': {e}")))?;
+        let headers: Vec<(String, String)> =
+            props.iter().filter_map(|(k, v)| k.strip_prefix("header.").map(|h| (h.to_string(), v.clone()))).collect();
+        let mut catalog =
+            RestCatalog { name, base, prefix: None, headers, token: None, properties: props.clone(), client };
+        catalog.token = match (props.get("token"), props.get("credential")) {
+            (Some(token), _) => Some(token.clone()),
+            (None, Some(credential)) => Some(catalog.fetch_token(credential)?),
+            (None, None) => None,
+        };
+        let mut query = Vec::new();
+        if let Some(warehouse) = props.get("warehouse") {
+            query.push(("warehouse".to_string(), warehouse.clone()));
+        }
+        let url = format!("{}/v1/config", catalog.base);
+        let body = catalog.get(&url, &query, "read its configuration")?;
+        let section = |key: &str| -> BTreeMap<String, String> {
+            body.get(key)
+                .and_then(Value::as_object)
+                .map(|o| o.iter().filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string()))).collect())
+                .unwrap_or_default()
+        };
+        let mut merged = section("defaults");
+        merged.extend(props.clone());
+        merged.extend(section("overrides"));
+        catalog.prefix = merged.get("prefix").filter(|p| !p.is_empty()).cloned();
+        catalog.properties = merged;
+        Ok(catalog)
+    }
+
+    fn fetch_token(&self, credential: &str) -> Result<String> {
+        let (id, secret) = match credential.split_once(':') {
+            Some((id, secret)) => (Some(id), secret),
+            None => (None, credential),
+        };
+        let url = self
+            .properties
+            .get("oauth2-server-uri")
+            .cloned()
+            .unwrap_or_else(|| format!("{}/v1/oauth/tokens", self.base));
+        let mut form = vec![("grant_type", "client_credentials".to_string()), ("client_secret", secret.to_string())];
+        if let Some(id) = id {
+            form.push(("client_id", id.to_string()));
+        }
+        form.push(("scope", self.properties.get("scope").cloned().unwrap_or_else(|| "catalog".into())));
+        for key in ["audience", "resource"] {
+            if let Some(v) = self.properties.get(key) {
+                form.push((key, v.clone()));
+            }
+        }
+        let request = self.with_headers(self.client.post(&url)).form(&form);
+        let response = runtime::block_on(async move { request.send().await })?
+            .map_err(|e| self.transport("obtain a token", &e))?;
+        let status = response.status();
+        let body: Value = runtime::block_on(async move { response.json().await })?.unwrap_or(Value::Null);
+        if !status.is_success() {
+            return Err(Error::new(
+                ErrorKind::Catalog,
+                format!(
+                    "REST catalog '{}': the OAuth2 token request was refused ({status}{}); check `credential`",
+                    self.name,
+                    error_type(&body).map(|t| format!(", {t}")).unwrap_or_default()
+                ),
+            ));
+        }
+        body.get("access_token").and_then(Value::as_str).map(str::to_string).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Catalog,
+                format!("REST catalog '{}': the token response has no access_token", self.name),
+            )
+        })
+    }
+
+    fn with_headers(&self, mut request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        for (k, v) in &self.headers {
+            request = request.header(k, v);
+        }
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        request
+    }
+
+    /// A transport error's message: reqwest's text names the URL, never a header.
+    fn transport(&self, what: &str, e: &reqwest::Error) -> Error {
+        let why = if e.is_timeout() {
+            "timed out".to_string()
+        } else if e.is_connect() {
+            "cannot connect".to_string()
+        } else {
+            let text = e.to_string();
+            match e.url() {
+                Some(url) if url.password().is_some() => text.replace(url.as_str(), "<catalog uri>"),
+                _ => text,
+            }
+        };
+        Error::new(ErrorKind::Catalog, format!("REST catalog '{}': cannot {what}: {why}", self.name))
+    }
+
+    fn get(&self, url: &str, query: &[(String, String)], what: &str) -> Result<Value> {
+        let request = self.with_headers(self.client.get(url).query(query));
+        let response = runtime::block_on(async move { request.send().await })?.map_err(|e| self.transport(what, &e))?;
+        let status = response.status();
+        let body: Value = runtime::block_on(async move { response.json().await })?.unwrap_or(Value::Null);
+        if status.is_success() {
+            return Ok(body);
+        }
+        let kind = if status == reqwest::StatusCode::NOT_FOUND { ErrorKind::NotFound } else { ErrorKind::Catalog };
+        Err(Error::new(kind, format!("REST catalog '{}': cannot {what}: {}", self.name, describe(status, &body))))
+    }
+
+    fn table_url(&self, namespace: &str, table: &str) -> String {
+        let prefix = self.prefix.as_deref().map(|p| format!("/{}", p.trim_matches('/'))).unwrap_or_default();
+        format!("{}/v1{prefix}/namespaces/{}/tables/{}", self.base, namespace_path(namespace), encode(table))
+    }
+
+    /// Loads `namespace.table`, asking for vended credentials.
+    pub fn load_table(&self, namespace: &str, table: &str) -> Result<LoadedTable> {
+        let url = self.table_url(namespace, table);
+        let request =
+            self.with_headers(self.client.get(&url)).header("X-Iceberg-Access-Delegation", "vended-credentials");
+        let what = format!("load table '{namespace}.{table}'");
+        let response =
+            runtime::block_on(async move { request.send().await })?.map_err(|e| self.transport(&what, &e))?;
+        let status = response.status();
+        let body: Value = runtime::block_on(async move { response.json().await })?.unwrap_or(Value::Null);
+        if status == reqwest::StatusCode::NOT_FOUND {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("table '{namespace}.{table}' not found in REST catalog '{}'", self.name),
+            ));
+        }
+        if !status.is_success() {
+            return Err(Error::new(
+                ErrorKind::Catalog,
+                format!("REST catalog '{}': cannot {what}: {}", self.name, describe(status, &body)),
+            ));
+        }
+        let metadata_location = body.get("metadata-location").and_then(Value::as_str).ok_or_else(|| {
+            Error::new(ErrorKind::Catalog, format!("REST catalog '{}': {what}: no metadata-location", self.name))
+        })?;
+        let location = body.pointer("/metadata/location").and_then(Value::as_str).unwrap_or_default().to_string();
+        Ok(LoadedTable {
+            metadata_location: metadata_location.to_string(),
+            s3: self.table_settings(&body, &location),
+            location,
+        })
+    }
+
+    /// The table's S3 settings: vended (longest matching `storage-credentials` prefix, else the
+    /// response's `config`), then the catalog's properties.
+    fn table_settings(&self, body: &Value, location: &str) -> S3Settings {
+        let strings = |v: Option<&Value>| -> BTreeMap<String, String> {
+            v.and_then(Value::as_object)
+                .map(|o| o.iter().filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string()))).collect())
+                .unwrap_or_default()
+        };
+        let canonical = crate::store::canonical(location);
+        let vended = body
+            .get("storage-credentials")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| Some((crate::store::canonical(c.get("prefix")?.as_str()?), strings(c.get("config")))))
+            .filter(|(prefix, _)| canonical.starts_with(prefix.as_str()))
+            .max_by_key(|(prefix, _)| prefix.len())
+            .map(|(_, config)| config)
+            .and_then(|c| S3Settings::from_properties(&c))
+            .or_else(|| S3Settings::from_properties(&strings(body.get("config"))));
+        let configured = S3Settings::from_properties(&self.properties).unwrap_or_default();
+        match vended {
+            Some(v) => v.or(&configured),
+            None => configured,
+        }
+    }
+
+    /// POSTs `updates` to `namespace.table` under `requirements`.
+    pub fn commit(&self, namespace: &str, table: &str, requirements: Value, updates: Value) -> Result<RestCommit> {
+        let url = self.table_url(namespace, table);
+        let identifier = json!({ "namespace": namespace.split('.').collect::<Vec<_>>(), "name": table });
+        let body = json!({ "identifier": identifier, "requirements": requirements, "updates": updates });
+        let request = self.with_headers(self.client.post(&url)).json(&body);
+        let response = match runtime::block_on(async move { request.send().await })? {
+            Ok(r) => r,
+            Err(e) if e.is_timeout() || e.is_request() || e.is_body() => {
+                return Ok(RestCommit::Unknown(self.transport("commit", &e).message().to_string()));
+            }
+            Err(e) => return Err(self.transport("commit", &e)),
+        };
+        let status = response.status();
+        let body: Value = runtime::block_on(async move { response.json().await })?.unwrap_or(Value::Null);
+        match status.as_u16() {
+            200..=299 => body.get("metadata-location").and_then(Value::as_str).map_or_else(
+                || Ok(RestCommit::Unknown("the commit response has no metadata-location".into())),
+                |l| Ok(RestCommit::Committed(l.to_string())),
+            ),
+            409 => Ok(RestCommit::Conflict),
+            500..=599 => Ok(RestCommit::Unknown(describe(status, &body))),
+            _ => Err(Error::new(
+                ErrorKind::Catalog,
+                format!(
+                    "REST catalog '{}': commit on '{namespace}.{table}' refused: {}",
+                    self.name,
+                    describe(status, &body)
+                ),
+            )),
+        }
+    }
+}
+
+fn error_type(body: &Value) -> Option<String> {
+    body.pointer("/error/type").and_then(Value::as_str).map(str::to_string)
+}
+
+/// `403 Forbidden (NotAuthorizedException: …)` from a status and the spec's error body.
+fn describe(status: reqwest::StatusCode, body: &Value) -> String {
+    let message = body.pointer("/error/message").and_then(Value::as_str);
+    match (error_type(body), message) {
+        (Some(t), Some(m)) => format!("{status} ({t}: {})", m.chars().take(300).collect::<String>()),
+        (Some(t), None) => format!("{status} ({t})"),
+        _ => status.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespaces_and_names_are_encoded_for_paths() {
+        assert_eq!(namespace_path("analytics"), "analytics");
+        assert_eq!(namespace_path("a.b"), "a%1Fb");
+        assert_eq!(encode("my table"), "my%20table");
+    }
+
+    #[test]
+    fn errors_describe_the_spec_body() {
+        let body = json!({"error": {"message": "Requirement failed", "type": "CommitFailedException", "code": 409}});
+        assert_eq!(
+            describe(reqwest::StatusCode::CONFLICT, &body),
+            "409 Conflict (CommitFailedException: Requirement failed)"
+        );
+        assert_eq!(describe(reqwest::StatusCode::BAD_GATEWAY, &Value::Null), "502 Bad Gateway");
+    }
+}
