@@ -21,6 +21,9 @@ ARTIFACTS=(
   # Delta tables by path in the same session); its one dependency Spark does not ship.
   "io.delta:delta-spark_2.13:4.0.0"
   "io.delta:delta-storage:4.0.0"
+  # Iceberg's S3FileIO with the AWS SDK it needs (test_object_storage.py: Spark on S3 through a
+  # REST catalog).
+  "org.apache.iceberg:iceberg-aws-bundle:1.10.1"
 )
 
 mkdir -p "$CACHE"

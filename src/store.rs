@@ -4,7 +4,7 @@
 //! Iceberg reads go through iceberg-rust's `FileIO` with [`S3StorageFactory`] plugged in (the
 //! `Storage` trait is iceberg-rust's door for other stores; GCS/ADLS would be another factory over
 //! object_store's `gcp`/`azure` modules). Every request takes a permit of one process-wide
-//! semaphore ([`MAX_IN_FLIGHT`]): a real limit on requests in flight, whoever spawned them.
+//! semaphore ([`max_in_flight`]): a real limit on requests in flight, whoever spawned them.
 //! object_store retries 5xx (S3's `503 SlowDown` among them), 429 and dropped connections with
 //! exponential backoff.
 //!
@@ -28,10 +28,23 @@ use tokio::sync::Semaphore;
 
 use crate::error::{Error, ErrorKind, Result};
 
-/// Requests to object storage in flight at once, across every table and call of the process.
+/// Requests to object storage in flight at once, across every table and call of the process
+/// (`LAKEHOUSE_S3_MAX_IN_FLIGHT`, 1 to 1,024, read once, overrides it).
 pub const MAX_IN_FLIGHT: usize = 32;
 
-static PERMITS: LazyLock<Semaphore> = LazyLock::new(|| Semaphore::new(MAX_IN_FLIGHT));
+/// The limit in force: [`MAX_IN_FLIGHT`] unless `LAKEHOUSE_S3_MAX_IN_FLIGHT` says otherwise.
+pub fn max_in_flight() -> usize {
+    static LIMIT: LazyLock<usize> = LazyLock::new(|| {
+        std::env::var("LAKEHOUSE_S3_MAX_IN_FLIGHT")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|n| (1..=1024).contains(n))
+            .unwrap_or(MAX_IN_FLIGHT)
+    });
+    *LIMIT
+}
+
+static PERMITS: LazyLock<Semaphore> = LazyLock::new(|| Semaphore::new(max_in_flight()));
 
 /// The `s3.*` settings of a table's storage (the keys pyiceberg and iceberg-rust read).
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
@@ -241,11 +254,7 @@ fn scrub(e: &dyn std::fmt::Display) -> String {
 }
 
 fn io_error(what: &str, location: &str, e: object_store::Error) -> Error {
-    let kind = match e {
-        object_store::Error::NotFound { .. } => ErrorKind::NotFound,
-        object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => ErrorKind::Io,
-        _ => ErrorKind::Io,
-    };
+    let kind = if matches!(e, object_store::Error::NotFound { .. }) { ErrorKind::NotFound } else { ErrorKind::Io };
     Error::new(kind, format!("cannot {what} '{location}': {}", scrub(&e)))
 }
 

@@ -10,6 +10,11 @@
 //
 // Prints "listening on http://127.0.0.1:PORT" on stdout once it accepts connections, then serves
 // until SIGINT/SIGTERM.
+//
+// With -slowdown-every N, every Nth request is answered 503 SlowDown (S3's throttling reply)
+// without being forwarded. GET /_proxy/stats (never forwarded) answers
+// {"requests": …, "max_in_flight": …, "slowdowns": …}: how many requests arrived, the most that
+// were in flight at once, and how many were throttled.
 package main
 
 import (
@@ -23,6 +28,8 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -31,6 +38,7 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:0", "listen address (loopback), port 0 picks a free one")
 	target := flag.String("target", "", "upstream base URL, e.g. http://127.0.0.1:7070")
 	delayMs := flag.Int("delay-ms", 0, "delay added before forwarding every request, in milliseconds")
+	slowdownEvery := flag.Int("slowdown-every", 0, "answer every Nth request 503 SlowDown (0: never)")
 	flag.Parse()
 
 	if *target == "" {
@@ -62,7 +70,37 @@ func main() {
 		ErrorLog:      log.New(os.Stderr, "latency_proxy: ", log.LstdFlags),
 	}
 
+	var requests, slowdowns atomic.Int64
+	var mu sync.Mutex
+	inFlight, maxInFlight := 0, 0
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/_proxy/stats" {
+			mu.Lock()
+			most := maxInFlight
+			mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"requests": %d, "max_in_flight": %d, "slowdowns": %d}`, requests.Load(), most, slowdowns.Load())
+			return
+		}
+		n := requests.Add(1)
+		mu.Lock()
+		inFlight++
+		if inFlight > maxInFlight {
+			maxInFlight = inFlight
+		}
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+		}()
+		if *slowdownEvery > 0 && n%int64(*slowdownEvery) == 0 {
+			slowdowns.Add(1)
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
+			return
+		}
 		if delay > 0 {
 			t := time.NewTimer(delay)
 			select {

@@ -433,7 +433,7 @@ fn delete_remote(deletions: Vec<Deletion>, dry: bool) -> Vec<DeletedFile> {
             let found = crate::store::head(&d.path).await.ok().flatten().map(|o| o.size_bytes);
             (d.path.clone(), found)
         });
-        futures::stream::iter(lookups).buffer_unordered(crate::store::MAX_IN_FLIGHT).collect::<HashMap<_, _>>().await
+        futures::stream::iter(lookups).buffer_unordered(crate::store::max_in_flight()).collect::<HashMap<_, _>>().await
     })
     .unwrap_or_default();
     let present = |d: &Deletion| heads.get(&d.path).copied().flatten();

@@ -273,6 +273,13 @@ async fn ensure_exists(file_io: &FileIO, path: &str, what: &str) -> Result<()> {
 
 /// Reads a whole metadata file; `what` names it in errors ("manifest list '…' does not exist").
 pub async fn read_file(file_io: &FileIO, path: &str, what: &str) -> Result<bytes::Bytes> {
+    if crate::store::is_remote(path) {
+        // One GET (no HEAD first: on object storage every request is a round trip).
+        return crate::store::read(path).await.map_err(|e| match e.kind() {
+            ErrorKind::NotFound => Error::new(ErrorKind::NotFound, format!("{what} '{path}' does not exist")),
+            _ => Error::new(ErrorKind::Io, format!("cannot read {what} '{path}'")).with_context("cause", e.message()),
+        });
+    }
     ensure_exists(file_io, path, what).await?;
     file_io.new_input(path)?.read().await.map_err(|e| {
         Error::new(ErrorKind::Io, format!("cannot read {what} '{path}'"))

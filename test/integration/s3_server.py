@@ -382,6 +382,14 @@ class LatencyProxy:
     def port(self) -> int:
         return int(urllib.parse.urlsplit(self.endpoint).port)
 
+    def stats(self) -> dict:
+        """The proxy's counters: requests, max_in_flight, slowdowns."""
+        import json
+        import urllib.request
+
+        with urllib.request.urlopen(f"{self.endpoint}/_proxy/stats", timeout=10) as reply:
+            return json.loads(reply.read())
+
     def stop(self) -> None:
         _stop_process(self.proc)
 
@@ -392,14 +400,16 @@ class LatencyProxy:
         self.stop()
 
 
-def start_latency_proxy(target_endpoint: str, delay_ms: int, *, timeout: float = 15.0) -> LatencyProxy:
+def start_latency_proxy(target_endpoint: str, delay_ms: int, *, slowdown_every: int = 0,
+                        timeout: float = 15.0) -> LatencyProxy:
     """Starts a reverse proxy on a free 127.0.0.1 port that waits ``delay_ms`` before forwarding
     each request to ``target_endpoint``, keeping the client's Host header (so SigV4 signatures
     made for the proxy's address verify at the server). Use its ``endpoint``/``host`` in place
     of the server's, with the server's credentials."""
     _, proxy_bin = build_binaries()
     proc = subprocess.Popen(
-        [str(proxy_bin), "-listen", "127.0.0.1:0", "-target", target_endpoint, "-delay-ms", str(int(delay_ms))],
+        [str(proxy_bin), "-listen", "127.0.0.1:0", "-target", target_endpoint, "-delay-ms", str(int(delay_ms)),
+         "-slowdown-every", str(int(slowdown_every))],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=None, start_new_session=True,
         preexec_fn=_die_with_parent,
     )

@@ -46,6 +46,8 @@ SPARK_JARS = [
     # Delta Lake's Spark connector and the one dependency of it Spark does not ship.
     f"io.delta:delta-spark_2.13:{DELTA_VERSION}",
     f"io.delta:delta-storage:{DELTA_VERSION}",
+    # Iceberg's S3FileIO and the AWS SDK it needs (tables on S3 behind a REST catalog).
+    f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_VERSION}",
 ]
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"

@@ -10,6 +10,7 @@ and clean them; pyiceberg and DuckDB's iceberg extension read the rows back.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import signal
 import subprocess
@@ -28,7 +29,7 @@ from pyiceberg.types import DateType, DoubleType, LongType, NestedField, StringT
 
 from conftest import load_iceberg, new_connection, pip_extension_path, run_paused_before_commit
 from rest_catalog import RestCatalogServer
-from s3_server import ACCESS_KEY_ID, SECRET_ACCESS_KEY, S3Server, duckdb_secret_sql
+from s3_server import ACCESS_KEY_ID, SECRET_ACCESS_KEY, S3Server, duckdb_secret_sql, start_latency_proxy
 
 BUCKET = "lakehouse"
 WAREHOUSE = f"s3://{BUCKET}/warehouse"
@@ -60,7 +61,7 @@ def pycat(rest):
     return catalog
 
 
-def write_config(home: Path, rest: RestCatalogServer, s3: S3Server, secret: str = SECRET_ACCESS_KEY) -> None:
+def write_config(home: Path, rest: RestCatalogServer, s3, secret: str = SECRET_ACCESS_KEY) -> None:
     """A `.pyiceberg.yaml` as a pyiceberg user writes it: the REST catalog and its S3 keys."""
     home.mkdir(parents=True, exist_ok=True)
     (home / ".pyiceberg.yaml").write_text(textwrap.dedent(f"""\
@@ -303,3 +304,96 @@ def test_a_killed_compaction_leaves_only_orphans_that_orphan_removal_deletes(lh,
     assert {a for _, a in removed} == {"deleted"}
     assert bucket_keys(s3, "warehouse/ns/killed") == before_keys
     assert rows_pyiceberg(pycat, "killed") == before
+
+
+def spark_rest_catalog(spark, rest, s3) -> str:
+    """Registers the REST catalog in the session's Spark (S3FileIO on the S3 server); returns its name."""
+    name = "rc"
+    settings = {
+        "": "org.apache.iceberg.spark.SparkCatalog",
+        ".type": "rest",
+        ".uri": rest.uri,
+        ".io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
+        ".s3.endpoint": s3.endpoint,
+        ".s3.path-style-access": "true",
+        ".s3.access-key-id": ACCESS_KEY_ID,
+        ".s3.secret-access-key": SECRET_ACCESS_KEY,
+        ".client.region": "us-east-1",
+        # Every statement sees the table as the catalog has it now (we commit behind Spark's back).
+        ".cache-enabled": "false",
+    }
+    for key, value in settings.items():
+        spark.conf.set(f"spark.sql.catalog.{name}{key}", value)
+    return name
+
+
+def test_spark_pyiceberg_and_duckdb_read_the_same_rows_after_the_gate(lh, pycat, s3con, rest, s3, spark):
+    """Spark (the reference implementation) writes a fragmented table on S3 through the REST
+    catalog; after the gate (compaction + expiry through the catalog) Spark, pyiceberg and
+    DuckDB's iceberg extension read the same rows."""
+    rc = spark_rest_catalog(spark, rest, s3)
+    spark.sql(f"DROP TABLE IF EXISTS {rc}.ns.sparked")
+    spark.sql(f"CREATE TABLE {rc}.ns.sparked (id BIGINT, day DATE, name STRING, amount DOUBLE) USING iceberg "
+              "PARTITIONED BY (day) TBLPROPERTIES ('format-version' = '2')")
+    for b in range(5):
+        spark.sql(f"INSERT INTO {rc}.ns.sparked SELECT id + {b * 1000}, date_add(DATE'2026-10-01', CAST(id % 2 AS INT)), "
+                  f"concat('s', id), id * 0.25 FROM range(200)")
+    spark_rows = lambda: sorted(tuple(r) for r in spark.sql(f"SELECT id, day, name, amount FROM {rc}.ns.sparked").collect())  # noqa: E731
+    before = spark_rows()
+    assert len(before) == 1000 and rows_pyiceberg(pycat, "sparked") == before
+    got = lh.execute(f"SELECT partition, verdict, files_before, files_after FROM lakehouse_gate('ns.sparked', {SMALL}, "
+                     "snapshot_retention_days := 0, retain_last := 1) ORDER BY partition").fetchall()
+    assert [r[1] for r in got] == ["compacted", "compacted"], got
+    assert all(r[3] == 1 for r in got), got
+    assert spark_rows() == before
+    assert rows_pyiceberg(pycat, "sparked") == before
+    assert rows_duckdb(s3con, rest, "sparked") == before
+    snapshots = spark.sql(f"SELECT operation FROM {rc}.ns.sparked.snapshots").collect()
+    assert [r.operation for r in snapshots] == ["replace"], snapshots
+    # Spark can keep writing to the compacted table.
+    spark.sql(f"INSERT INTO {rc}.ns.sparked VALUES (99999, DATE'2026-10-05', 'after', 1.0)")
+    assert rows_pyiceberg(pycat, "sparked") == sorted(before + [(99999, dt.date(2026, 10, 5), "after", 1.0)])
+
+
+def test_manifests_are_fetched_with_bounded_parallelism_and_slowdowns_are_retried(
+        lakehouse_extension, clean_catalog_env, pycat, rest, s3, tmp_path):
+    """80 manifests read through a proxy that adds 20 ms per request and answers every 7th request
+    503 SlowDown: the profile is the same as read directly, every throttled request was retried,
+    and the requests in flight never exceeded the limit (LAKEHOUSE_S3_MAX_IN_FLIGHT, here 4, in a
+    fresh process: the limit is read once), while the default limit (32) lets far more overlap."""
+    fragmented(pycat, "many", batches=80, days=1)
+    direct_home = tmp_path / "direct"
+    write_config(direct_home, rest, s3)
+    clean_catalog_env.setenv("PYICEBERG_HOME", str(direct_home))
+    connection = new_connection()
+    connection.execute(f"LOAD '{lakehouse_extension}'")
+    query = "SELECT partition, total_files, small_files FROM lakehouse_fragmentation('ns.many')"
+    direct = connection.execute(query).fetchall()
+    connection.close()
+    assert direct == [("day=2026-10-01", 80, 80)], direct
+    script = textwrap.dedent(f"""\
+        import duckdb, json
+        con = duckdb.connect(config={{'allow_unsigned_extensions': 'true'}})
+        con.execute("LOAD '{lakehouse_extension}'")
+        print(json.dumps([list(r) for r in con.execute("{query}").fetchall()]))
+        """)
+    observed = {}
+    for limit in ("4", None):
+        proxy = start_latency_proxy(s3.endpoint, 20, slowdown_every=7)
+        try:
+            slow_home = tmp_path / f"slow-{limit}"
+            write_config(slow_home, rest, proxy)
+            child_env = dict(os.environ, PYICEBERG_HOME=str(slow_home))
+            child_env.pop("LAKEHOUSE_S3_MAX_IN_FLIGHT", None)
+            if limit:
+                child_env["LAKEHOUSE_S3_MAX_IN_FLIGHT"] = limit
+            out = subprocess.run([sys.executable, "-c", script], env=child_env, capture_output=True, text=True,
+                                 timeout=300)
+            assert out.returncode == 0, out.stderr[-2000:]
+            assert [tuple(r) for r in json.loads(out.stdout.strip().splitlines()[-1])] == direct
+            observed[limit] = proxy.stats()
+        finally:
+            proxy.stop()
+    assert all(s["slowdowns"] >= 5 for s in observed.values()), observed
+    assert observed["4"]["max_in_flight"] <= 4, observed
+    assert observed[None]["max_in_flight"] > 8, observed
