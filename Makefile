@@ -112,11 +112,13 @@ test-versions: venv debug $(foreach v,$(DUCKDB_VERSIONS),$(VERSION_VENVS)/$(v)/.
 
 # Benchmarks (not tests): each compares us with the peers on the same data in one run and writes
 # bench/results/*.md. The compaction one needs ~4 GB of scratch space under /tmp and ~10 minutes;
-# the expiry one ~4 GB (a 2,000-snapshot table, its pristine copy and a working copy).
-bench: venv spark release
+# the expiry one ~4 GB (a 2,000-snapshot table, its pristine copy and a working copy); the object
+# storage one ~2 minutes the first time (20,000 objects on a local S3 server, kept in /tmp).
+bench: venv spark servers release
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_profile.py
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_compact.py --repeat 2
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_expire.py
+	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_object_storage.py
 
 clean:
 	rm -rf build demo

@@ -277,10 +277,6 @@ pub fn measure(table: &IcebergTable, options: &HealthOptions) -> Result<Metadata
 /// files, a deletion vector is a position-delete file, and log entries a log cleanup would
 /// remove (older than `delta.logRetentionDuration` and before a checkpoint) are expirable.
 pub fn measure_delta(table: &DeltaLakeTable, host: &HostDb) -> Result<MetadataHealth> {
-    let now = std::time::SystemTime::now();
-    let age_ms = |m: &std::fs::Metadata| {
-        m.modified().ok().and_then(|t| now.duration_since(t).ok()).map_or(0, |d| d.as_millis() as i64)
-    };
     let log_retention_hours = table
         .property("delta.logRetentionDuration")
         .map(|v| {
@@ -300,21 +296,17 @@ pub fn measure_delta(table: &DeltaLakeTable, host: &HostDb) -> Result<MetadataHe
     };
     let mut commits: Vec<(i64, i64)> = Vec::new(); // (version, age ms)
     let mut checkpoints: Vec<(i64, i64)> = Vec::new();
-    for entry in std::fs::read_dir(table.log_dir())? {
-        let entry = entry?;
-        let meta = entry.metadata()?;
-        if !meta.is_file() {
-            continue;
-        }
+    for entry in table.log_entries()? {
+        let age = (now_ms - entry.modified_ms).max(0);
         // The log a reader replays: commits and checkpoints (not checksums, `_last_checkpoint`
         // or temporary files).
-        match LogFile::of(&entry.file_name().to_string_lossy()) {
-            Some(LogFile::Commit(version)) => commits.push((version, age_ms(&meta))),
-            Some(LogFile::Checkpoint { version, .. }) => checkpoints.push((version, age_ms(&meta))),
+        match LogFile::of(&entry.name) {
+            Some(LogFile::Commit(version)) => commits.push((version, age)),
+            Some(LogFile::Checkpoint { version, .. }) => checkpoints.push((version, age)),
             None => continue,
         }
         h.metadata_files += 1;
-        h.metadata_bytes += meta.len();
+        h.metadata_bytes += entry.size_bytes;
     }
     let last_checkpoint = checkpoints.iter().filter(|(v, _)| *v <= table.version).max_by_key(|(v, _)| *v).copied();
     let retention_ms = (log_retention_hours * 3_600_000.0) as i64;

@@ -239,6 +239,39 @@ fn client(bucket: &str, settings: &S3Settings) -> Result<Arc<AmazonS3>> {
     Ok(store)
 }
 
+/// The client of the bucket `location` is in (its root is the bucket's), for delta-rs.
+pub fn bucket_store(location: &str) -> Result<Arc<dyn ObjectStore>> {
+    let (bucket, _) = split_location(location)?;
+    Ok(client(&bucket, &settings_for(location))?)
+}
+
+/// Whether any object lies under the directory `dir` (one listing page at most).
+pub async fn any_under(dir: &str) -> Result<bool> {
+    let (_, key) = split_location(dir)?;
+    let (store, _) = resolve(dir)?;
+    let prefix = ObjectPath::from(key.trim_end_matches('/'));
+    let _permit = PERMITS.acquire().await.map_err(|_| Error::new(ErrorKind::Io, "object store closed"))?;
+    match store.list(Some(&prefix)).next().await {
+        Some(Ok(_)) => Ok(true),
+        Some(Err(e)) => Err(io_error("list", dir, e)),
+        None => Ok(false),
+    }
+}
+
+/// Registers the `s3.*` properties of the configured (named or default) catalog for the table at
+/// `location`, when it is on object storage and the catalog has any: the credentials of a table
+/// named by its path.
+pub fn register_configured(location: &str, options: &crate::table::catalog::CatalogOptions) -> Result<()> {
+    if !is_remote(location) {
+        return Ok(());
+    }
+    let config = crate::table::catalog::PyicebergConfig::from_environment()?;
+    if let Some(s3) = S3Settings::from_properties(&config.catalog(options).properties) {
+        register(location, s3);
+    }
+    Ok(())
+}
+
 /// The client and object path of `location`.
 pub fn resolve(location: &str) -> Result<(Arc<AmazonS3>, ObjectPath)> {
     let (bucket, key) = split_location(location)?;
@@ -247,10 +280,21 @@ pub fn resolve(location: &str) -> Result<(Arc<AmazonS3>, ObjectPath)> {
     Ok((store, path))
 }
 
-/// An object_store error's message, without anything that could carry a credential (the
-/// messages name buckets, keys and HTTP statuses; this keeps the first line only).
+/// An object_store error's message, without the server's XML body (AWS puts the access key id,
+/// the string to sign and the canonical request into a `SignatureDoesNotMatch` body): what
+/// precedes the body, plus the S3 error code from it.
 fn scrub(e: &dyn std::fmt::Display) -> String {
-    e.to_string().lines().next().unwrap_or_default().to_string()
+    let text = e.to_string();
+    let code = text.find("<Code>").and_then(|i| {
+        let rest = &text[i + "<Code>".len()..];
+        rest.find("</Code>").map(|j| rest[..j].to_string())
+    });
+    let head = text.split("<?xml").next().unwrap_or_default();
+    let head = head.lines().next().unwrap_or_default().trim_end_matches([':', ' ']);
+    match code {
+        Some(code) if !code.is_empty() => format!("{head} ({code})"),
+        _ => head.to_string(),
+    }
 }
 
 fn io_error(what: &str, location: &str, e: object_store::Error) -> Error {
@@ -600,6 +644,17 @@ mod tests {
         assert_eq!(split_location("gs://b/k").unwrap_err().kind(), ErrorKind::Unsupported);
         assert!(split_location("s3:///k").is_err());
         assert!(is_remote("s3://b/k") && !is_remote("/tmp/x") && !is_remote("file:///tmp/x"));
+    }
+
+    #[test]
+    fn server_error_bodies_are_reduced_to_their_code() {
+        let raw = "Error performing PUT http://h/b/k - Server returned non-2xx status code: 403 Forbidden: \
+                   <?xml version=\"1.0\"?><Error><Code>SignatureDoesNotMatch</Code>\
+                   <AWSAccessKeyId>AKIDEXAMPLE</AWSAccessKeyId><StringToSign>x</StringToSign></Error>";
+        let shown = scrub(&raw);
+        assert!(shown.ends_with("403 Forbidden (SignatureDoesNotMatch)"), "{shown}");
+        assert!(!shown.contains("AKIDEXAMPLE"), "{shown}");
+        assert_eq!(scrub(&"plain failure\nsecond line"), "plain failure");
     }
 
     #[test]

@@ -11,6 +11,10 @@
 // Prints "listening on http://127.0.0.1:PORT" on stdout once it accepts connections, then serves
 // until SIGINT/SIGTERM.
 //
+// With -ignore-conditional, a 412 Precondition Failed from the server is answered 200 OK: the
+// client sees what a store that ignores If-None-Match / If-Match would answer (the headers are
+// signed, so they cannot simply be dropped).
+//
 // With -slowdown-every N, every Nth request is answered 503 SlowDown (S3's throttling reply)
 // without being forwarded. GET /_proxy/stats (never forwarded) answers
 // {"requests": …, "max_in_flight": …, "slowdowns": …}: how many requests arrived, the most that
@@ -39,6 +43,7 @@ func main() {
 	target := flag.String("target", "", "upstream base URL, e.g. http://127.0.0.1:7070")
 	delayMs := flag.Int("delay-ms", 0, "delay added before forwarding every request, in milliseconds")
 	slowdownEvery := flag.Int("slowdown-every", 0, "answer every Nth request 503 SlowDown (0: never)")
+	ignoreConditional := flag.Bool("ignore-conditional", false, "answer 412 as 200 (a store without conditional writes)")
 	flag.Parse()
 
 	if *target == "" {
@@ -64,6 +69,18 @@ func main() {
 			// SetURL sets Host to the target's; keep the client's, which the signature covers.
 			// (Rewrite, unlike Director, adds no X-Forwarded-* headers.)
 			r.Out.Host = r.In.Host
+
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			if *ignoreConditional && resp.StatusCode == http.StatusPreconditionFailed {
+				resp.StatusCode = http.StatusOK
+				resp.Status = "200 OK"
+				resp.Body = http.NoBody
+				resp.ContentLength = 0
+				resp.Header.Del("Content-Length")
+				resp.Header.Set("ETag", `"00000000000000000000000000000000"`)
+			}
+			return nil
 		},
 		Transport:     transport,
 		FlushInterval: -1,

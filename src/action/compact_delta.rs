@@ -160,8 +160,15 @@ impl Rewrite for DeltaRewrite<'_> {
     }
 
     fn commit(&self, written: &[Written]) -> Result<(i64, String, Vec<String>)> {
-        for w in written {
+        // An object store's PUT is durable once it returns; only local files need flushing.
+        for w in written.iter().filter(|w| !crate::store::is_remote(&w.local_path.to_string_lossy())) {
             std::fs::File::open(&w.local_path)?.sync_all()?;
+        }
+        // On object storage the next _delta_log entry is created by a conditional put; a store
+        // that ignored the condition could overwrite a concurrent writer's commit.
+        let log_dir = self.table.log_dir().to_string_lossy().into_owned();
+        if crate::store::is_remote(&log_dir) {
+            crate::runtime::block_on(crate::store::require_conditional_writes(&log_dir))??;
         }
         pause_for_tests();
         interrupt::check("nothing was committed")?;
@@ -333,7 +340,9 @@ fn rewrite_group(
     let name = format!("part-00000-{}-c000.{}.parquet", uuid::Uuid::new_v4(), columns.compression);
     let relative = relative_dir.join(&name);
     let local_path = table.root.join(&relative);
-    if let Some(parent) = local_path.parent() {
+    if !crate::store::is_remote(&local_path.to_string_lossy())
+        && let Some(parent) = local_path.parent()
+    {
         std::fs::create_dir_all(parent)?;
     }
     let sql = columns.copy_sql(conn, inputs, &local_path.to_string_lossy())?;
@@ -370,7 +379,7 @@ fn rewrite_group(
     match done {
         Ok(add) => Ok(Written { local_path, add, replaces: inputs.iter().map(|f| f.remove.clone()).collect() }),
         Err(e) => {
-            let _ = std::fs::remove_file(&local_path);
+            crate::store::remove_quietly([local_path.to_string_lossy().as_ref()]);
             Err(e)
         }
     }

@@ -190,6 +190,7 @@ pub fn vacuum(table: &DeltaLakeTable, options: &VacuumOptions, host: &HostDb) ->
     let cutoff_ms = chrono::Utc::now().timestamp_millis() - (retention_hours * 3_600_000.0) as i64;
     let candidates = {
         let conn = host.connect()?;
+        crate::duck::prepare_remote(&conn, &table.root.to_string_lossy())?;
         candidates(table, cutoff_ms, &conn)?
     };
     // Deleting only after the listing: a commit since would have been seen by a re-read.
@@ -269,6 +270,9 @@ fn candidates(table: &DeltaLakeTable, cutoff_ms: i64, conn: &Nested) -> Result<V
         }
     }
     let partition_prefixes: Vec<String> = table.partition_columns().iter().map(|c| format!("{c}=")).collect();
+    if crate::store::is_remote(&table.root.to_string_lossy()) {
+        return remote_candidates(table, &removes, &valid, &expired, &partition_prefixes, cutoff_ms);
+    }
     let cutoff = SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(cutoff_ms.max(0) as u64);
     let mut out = Vec::new();
     let mut stack = vec![table.root.clone()];
@@ -317,6 +321,61 @@ fn candidates(table: &DeltaLakeTable, cutoff_ms: i64, conn: &Nested) -> Result<V
     Ok(out)
 }
 
+/// [`candidates`] on object storage: one recursive listing of the table's prefix (sizes and
+/// last-modified times from it), the same rules as on disk: `_delta_log/` and hidden names
+/// (but `_change_data`, `_delta_index` and partition directories) are never touched.
+fn remote_candidates(
+    table: &DeltaLakeTable,
+    removes: &Removes,
+    valid: &HashSet<PathBuf>,
+    expired: &HashSet<PathBuf>,
+    partition_prefixes: &[String],
+    cutoff_ms: i64,
+) -> Result<Vec<Candidate>> {
+    let root = table.root.to_string_lossy().trim_end_matches('/').to_string();
+    let hidden_dir = |name: &str| {
+        (name.starts_with('_') || name.starts_with('.'))
+            && !(name.starts_with("_change_data")
+                || name.starts_with("_delta_index")
+                || partition_prefixes.iter().any(|p| name.starts_with(p.as_str())))
+    };
+    let mut out = Vec::new();
+    for object in crate::runtime::block_on(crate::store::list(&root))?? {
+        let Some(relative) = object.location.strip_prefix(&format!("{root}/")) else { continue };
+        let parts: Vec<&str> = relative.split('/').collect();
+        let (dirs, name) = parts.split_at(parts.len() - 1);
+        let name = name[0];
+        if dirs.first() == Some(&"_delta_log") || dirs.iter().any(|d| hidden_dir(d)) {
+            continue;
+        }
+        if name.starts_with('_') || name.starts_with('.') {
+            continue;
+        }
+        let path = PathBuf::from(&object.location);
+        if valid.contains(&path) || (!removes.deletion_vectors_known && is_deletion_vector_name(name)) {
+            continue;
+        }
+        let tombstone = expired.contains(&path);
+        if !tombstone && object.modified_ms >= cutoff_ms {
+            continue;
+        }
+        let reason = if tombstone { VacuumReason::Tombstone } else { VacuumReason::Untracked };
+        out.push(Candidate { path, size_bytes: object.size_bytes, modified_ms: object.modified_ms, reason });
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+/// A log file's text, on disk or on object storage.
+fn read_log_file(path: &Path) -> Result<String> {
+    let text = path.to_string_lossy();
+    if crate::store::is_remote(&text) {
+        let bytes = crate::runtime::block_on(crate::store::read(&text))??;
+        return Ok(String::from_utf8_lossy(&bytes).into_owned());
+    }
+    Ok(std::fs::read_to_string(path)?)
+}
+
 fn is_deletion_vector_name(name: &str) -> bool {
     name.starts_with("deletion_vector_") && name.ends_with(".bin")
 }
@@ -351,13 +410,13 @@ fn removes(table: &DeltaLakeTable, conn: &Nested) -> Result<Removes> {
         out.entries.push((path, deleted, dv));
     };
     // Commit files up to the version read.
-    for entry in std::fs::read_dir(table.log_dir())? {
-        let entry = entry?;
-        let Some(LogFile::Commit(version)) = LogFile::of(&entry.file_name().to_string_lossy()) else { continue };
+    let log: Vec<(String, PathBuf)> = table.log_entries()?.into_iter().map(|e| (e.name, e.path)).collect();
+    for (name, path) in &log {
+        let Some(LogFile::Commit(version)) = LogFile::of(name) else { continue };
         if version > table.version {
             continue;
         }
-        for line in std::fs::read_to_string(entry.path())?.lines() {
+        for line in read_log_file(path)?.lines() {
             if let Ok(action) = serde_json::from_str::<Value>(line)
                 && let Some(remove) = action.get("remove")
             {
@@ -366,7 +425,7 @@ fn removes(table: &DeltaLakeTable, conn: &Nested) -> Result<Removes> {
         }
     }
     // The checkpoint's removes (classic checkpoints: one or several Parquet parts).
-    let checkpoints = checkpoint_parts(&table.log_dir(), table.version)?;
+    let checkpoints = checkpoint_parts(&log, table.version);
     if !checkpoints.is_empty() {
         let list = checkpoints.iter().map(|p| quote_literal(&p.to_string_lossy())).collect::<Vec<_>>().join(", ");
         match conn.query(&format!(
@@ -407,23 +466,18 @@ pub fn tombstone_counts(table: &DeltaLakeTable, retention_hours: f64) -> Result<
     Ok((times.len() as u64, expired as u64))
 }
 
-/// The Parquet files of the newest classic checkpoint at or below `version`.
-fn checkpoint_parts(log_dir: &Path, version: i64) -> Result<Vec<PathBuf>> {
+/// The Parquet files of the newest classic checkpoint at or below `version`, among `log`.
+fn checkpoint_parts(log: &[(String, PathBuf)], version: i64) -> Vec<PathBuf> {
     let mut best: Option<i64> = None;
     let mut parts: Vec<(i64, PathBuf)> = Vec::new();
-    for entry in std::fs::read_dir(log_dir)? {
-        let entry = entry?;
-        let Some(LogFile::Checkpoint { version: v, parquet: true }) = LogFile::of(&entry.file_name().to_string_lossy())
-        else {
-            continue;
-        };
-        let path = entry.path();
+    for (name, path) in log {
+        let Some(LogFile::Checkpoint { version: v, parquet: true }) = LogFile::of(name) else { continue };
         if v <= version {
             best = best.max(Some(v));
-            parts.push((v, path));
+            parts.push((v, path.clone()));
         }
     }
-    Ok(parts.into_iter().filter(|(v, _)| Some(*v) == best).map(|(_, p)| p).collect())
+    parts.into_iter().filter(|(v, _)| Some(*v) == best).map(|(_, p)| p).collect()
 }
 
 #[cfg(test)]

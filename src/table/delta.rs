@@ -71,6 +71,44 @@ impl std::fmt::Debug for DeltaLakeTable {
     }
 }
 
+/// The table's root as a directory URL: `file:///…/` on disk, `s3://bucket/prefix/` on S3.
+pub fn table_url(root: &Path) -> Option<url::Url> {
+    let text = root.to_string_lossy();
+    if crate::store::is_remote(&text) {
+        return url::Url::parse(&format!("{}/", crate::store::canonical(&text).trim_end_matches('/'))).ok();
+    }
+    url::Url::from_directory_path(root).ok()
+}
+
+/// delta-rs opens a table only where a log store is registered for the URL's scheme; `s3://`
+/// gets its default log store (commits by `PutMode::Create`, i.e. `If-None-Match: *`), on the
+/// object store given with the table ([`crate::store`]).
+fn register_s3_log_store() {
+    use deltalake_core::logstore::{LogStoreFactory, StorageConfig, default_logstore, logstore_factories};
+    struct S3LogStores;
+    impl LogStoreFactory for S3LogStores {
+        fn with_options(
+            &self,
+            prefixed_store: deltalake_core::logstore::ObjectStoreRef,
+            root_store: deltalake_core::logstore::ObjectStoreRef,
+            location: &url::Url,
+            options: &StorageConfig,
+        ) -> deltalake_core::DeltaResult<std::sync::Arc<dyn deltalake_core::logstore::LogStore>> {
+            Ok(default_logstore(prefixed_store, root_store, location, options))
+        }
+    }
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let registry = logstore_factories();
+        for scheme in ["s3://", "s3a://"] {
+            let url = url::Url::parse(scheme).expect("a scheme URL");
+            if registry.get(&url).is_none() {
+                registry.insert(url, std::sync::Arc::new(S3LogStores));
+            }
+        }
+    });
+}
+
 /// Whether `dir` is a Delta table directory.
 pub fn is_delta_dir(dir: &Path) -> bool {
     dir.join("_delta_log").is_dir()
@@ -79,11 +117,29 @@ pub fn is_delta_dir(dir: &Path) -> bool {
 impl DeltaLakeTable {
     /// Loads the latest version of the table at `dir`.
     pub fn load(dir: &Path) -> Result<Self> {
-        let root = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
-        let url = url::Url::from_directory_path(&root)
-            .map_err(|_| Error::invalid(format!("'{}' is not a usable table directory", root.display())))?;
+        let remote = crate::store::is_remote(&dir.to_string_lossy());
+        let root = if remote {
+            PathBuf::from(crate::store::canonical(dir.to_string_lossy().trim_end_matches('/')))
+        } else {
+            std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())
+        };
+        let url = table_url(&root)
+            .ok_or_else(|| Error::invalid(format!("'{}' is not a usable table directory", root.display())))?;
         let (table, files) = runtime::block_on(async {
-            let table = deltalake_core::open_table(url).await.map_err(|e| delta_error(&root, e))?;
+            let table = if remote {
+                // Through this crate's S3 client (the credentials resolved for the table), with
+                // delta-rs's default log store: commits are conditional puts (If-None-Match).
+                register_s3_log_store();
+                let store = crate::store::bucket_store(&root.to_string_lossy())?;
+                deltalake_core::DeltaTableBuilder::from_url(url.clone())
+                    .map_err(|e| delta_error(&root, e))?
+                    .with_storage_backend(store, url)
+                    .load()
+                    .await
+                    .map_err(|e| delta_error(&root, e))?
+            } else {
+                deltalake_core::open_table(url).await.map_err(|e| delta_error(&root, e))?
+            };
             let files = live_files(&table, &root).await?;
             Ok::<_, Error>((table, files))
         })??;
@@ -148,6 +204,47 @@ impl DeltaLakeTable {
     /// The `_delta_log` directory.
     pub fn log_dir(&self) -> PathBuf {
         self.root.join("_delta_log")
+    }
+
+    /// The files directly in `_delta_log/`, on disk or on object storage, with sizes and ages.
+    pub fn log_entries(&self) -> Result<Vec<LogEntry>> {
+        let dir = self.log_dir();
+        let text = dir.to_string_lossy().into_owned();
+        if crate::store::is_remote(&text) {
+            let listed = runtime::block_on(crate::store::list(&text))??;
+            return Ok(listed
+                .into_iter()
+                .filter_map(|o| {
+                    let name = o.location.strip_prefix(&format!("{text}/"))?.to_string();
+                    (!name.contains('/')).then(|| LogEntry {
+                        name,
+                        path: PathBuf::from(&o.location),
+                        size_bytes: o.size_bytes,
+                        modified_ms: o.modified_ms,
+                    })
+                })
+                .collect());
+        }
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let meta = entry.metadata()?;
+            if !meta.is_file() {
+                continue;
+            }
+            let modified_ms = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_millis() as i64);
+            out.push(LogEntry {
+                name: entry.file_name().to_string_lossy().into_owned(),
+                path: entry.path(),
+                size_bytes: meta.len(),
+                modified_ms,
+            });
+        }
+        Ok(out)
     }
 
     /// The live files in the format-neutral model: every data file, and for each deletion
@@ -230,8 +327,22 @@ pub fn deletion_vector_file(root: &Path, dv: &deltalake_core::kernel::DeletionVe
         size_in_bytes: dv.size_in_bytes,
         cardinality: dv.cardinality,
     };
-    let url = url::Url::from_directory_path(root).ok()?;
-    kernel.absolute_path(&url).ok().flatten()?.to_file_path().ok()
+    let url = table_url(root)?;
+    let absolute = kernel.absolute_path(&url).ok().flatten()?;
+    if absolute.scheme() == "file" { absolute.to_file_path().ok() } else { Some(PathBuf::from(absolute.as_str())) }
+}
+
+/// A file of `_delta_log/`.
+#[derive(Debug, Clone)]
+pub struct LogEntry {
+    /// Its name.
+    pub name: String,
+    /// Its location.
+    pub path: PathBuf,
+    /// Its size.
+    pub size_bytes: u64,
+    /// Last modification, milliseconds since the epoch.
+    pub modified_ms: i64,
 }
 
 /// What a file in `_delta_log/` is, by its name (the protocol's: versions are 20 digits).
@@ -265,6 +376,9 @@ impl LogFile {
 
 /// A path from the log (relative to the root, or an absolute `file:` URI) as a local path.
 pub fn resolve(root: &Path, path: &str) -> PathBuf {
+    if crate::store::is_remote(path) {
+        return PathBuf::from(crate::store::canonical(path));
+    }
     if let Ok(url) = url::Url::parse(path)
         && url.scheme().len() > 1
     {

@@ -85,6 +85,9 @@ pub enum Table {
 impl Table {
     /// Opens `name`: a Delta table directory, else an Iceberg table ([`locate`]).
     pub fn open(name: &str, options: &LocateOptions) -> Result<Table> {
+        if crate::store::is_remote(name) {
+            crate::store::register_configured(name.trim().trim_end_matches('/'), &options.catalog)?;
+        }
         if let Some(dir) = delta_dir(name) {
             return Ok(Table::Delta(delta::DeltaLakeTable::load(&dir)?));
         }
@@ -112,6 +115,12 @@ impl Table {
 
 /// The directory of the Delta table `name` names, if it names one.
 pub fn delta_dir(name: &str) -> Option<PathBuf> {
+    if crate::store::is_remote(name) {
+        let root = name.trim().trim_end_matches('/');
+        let log = format!("{root}/_delta_log");
+        let found = crate::runtime::block_on(crate::store::any_under(&log)).ok().and_then(Result::ok);
+        return found.unwrap_or(false).then(|| PathBuf::from(root));
+    }
     let path = Path::new(strip_file_scheme(name.trim()));
     delta::is_delta_dir(path).then(|| path.to_path_buf())
 }
@@ -253,11 +262,7 @@ pub fn locate(table: &str, options: &LocateOptions) -> Result<Located> {
 async fn locate_remote(table: &str, options: &LocateOptions) -> Result<Located> {
     use crate::store;
     let table = table.trim_end_matches('/');
-    let config = catalog::PyicebergConfig::from_environment()?;
-    if let Some(s3) = store::S3Settings::from_properties(&config.catalog(&options.catalog).properties) {
-        let root = table.rsplit_once("/metadata/").map_or(table, |(d, _)| d);
-        store::register(root, s3);
-    }
+    store::register_configured(table.rsplit_once("/metadata/").map_or(table, |(d, _)| d), &options.catalog)?;
     let name = table.rsplit('/').next().unwrap_or_default();
     if name.ends_with(".json") || is_metadata_file_name(name) {
         if !is_metadata_file_name(name) && !name.ends_with(".json") {

@@ -266,6 +266,7 @@ def test_a_wrong_secret_names_the_table_not_the_key(lakehouse_extension, clean_c
         connection.execute("SELECT * FROM lakehouse_fragmentation('ns.locked')").fetchall()
     message = str(raised.value)
     assert "lakehouse_fragmentation" in message and "warehouse/ns/locked" in message, message
+    assert "403" in message or "SignatureDoesNotMatch" in message, message
     assert "wrong-secret-value-42" not in message and ACCESS_KEY_ID not in message, message
 
 
@@ -397,3 +398,68 @@ def test_manifests_are_fetched_with_bounded_parallelism_and_slowdowns_are_retrie
     assert all(s["slowdowns"] >= 5 for s in observed.values()), observed
     assert observed["4"]["max_in_flight"] <= 4, observed
     assert observed[None]["max_in_flight"] > 8, observed
+
+
+def test_a_delta_table_on_s3_is_profiled_compacted_and_vacuumed(lh, s3, s3con):
+    """deltalake (delta-rs) writes a fragmented Delta table on S3; we profile it, compact it (the
+    commit is a conditional put of the next _delta_log entry) and vacuum it; deltalake and
+    DuckDB's delta extension read the same rows, and the replaced files leave the bucket."""
+    from deltalake import DeltaTable, write_deltalake
+
+    uri = f"s3://{BUCKET}/delta/events"
+    options = {"AWS_ENDPOINT_URL": s3.endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY_ID,
+               "AWS_SECRET_ACCESS_KEY": SECRET_ACCESS_KEY, "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true",
+               "conditional_put": "etag"}
+    for b in range(6):
+        rows = [{"id": b * 100 + i, "day": f"2026-10-0{1 + i % 3}", "amount": float(i)} for i in range(100)]
+        write_deltalake(uri, pa.Table.from_pylist(rows), mode="append", partition_by=["day"], storage_options=options)
+    before = sorted(DeltaTable(uri, storage_options=options).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+    assert len(before) == 600
+    before_keys = bucket_keys(s3, "delta/events")
+    got = dict(lh.execute(f"SELECT partition, total_files FROM lakehouse_fragmentation('{uri}')").fetchall())
+    assert got == {f"day=2026-10-0{d}": 6 for d in (1, 2, 3)}, got
+    compacted = lh.execute(f"SELECT verdict, files_after FROM lakehouse_compact('{uri}', {SMALL})").fetchall()
+    assert compacted == [("compacted", 1)] * 3, compacted
+    table = DeltaTable(uri, storage_options=options)
+    assert table.version() == 6 and table.history(1)[0]["operation"] == "OPTIMIZE"
+    assert sorted(table.to_pyarrow_table().to_pylist(), key=lambda r: r["id"]) == before
+    s3con.execute(f"LOAD '{pip_extension_path('delta')}'")
+    duck = s3con.execute(f"SELECT id, day, amount FROM delta_scan('{uri}') ORDER BY id").fetchall()
+    assert duck == [(r["id"], r["day"], r["amount"]) for r in before]
+    vacuumed = lh.execute(f"SELECT path, action FROM lakehouse_vacuum('{uri}', retention_hours := 0, "
+                          "enforce_retention_duration := false, dry_run := false)").fetchall()
+    assert len(vacuumed) == 18 and {a for _, a in vacuumed} == {"deleted"}, vacuumed
+    after_keys = bucket_keys(s3, "delta/events")
+    gone = before_keys - after_keys
+    assert gone == {p.removeprefix(f"s3://{BUCKET}/") for p, _ in vacuumed}
+    assert sum(k.endswith(".parquet") and "_delta_log" not in k for k in after_keys) == 3
+    assert sorted(DeltaTable(uri, storage_options=options).to_pyarrow_table().to_pylist(),
+                  key=lambda r: r["id"]) == before
+
+
+def test_a_store_that_ignores_conditional_writes_is_refused(lakehouse_extension, clean_catalog_env, pycat, rest, s3,
+                                                            s3con, tmp_path):
+    """Through a proxy that answers a failed If-None-Match as a success (what a store without
+    conditional writes answers), a commit without a catalog could overwrite another writer's: it
+    is refused before anything is written."""
+    table = fragmented(pycat, "unconditional", batches=2)
+    root = table.metadata_location.rsplit("/metadata/", 1)[0]
+    v1 = f"{root}/metadata/v1.metadata.json"
+    s3con.execute(f"COPY (SELECT content FROM read_text('{table.metadata_location}')) TO '{v1}' "
+                  "(FORMAT csv, HEADER false, QUOTE '', ESCAPE '')")
+    proxy = start_latency_proxy(s3.endpoint, 0, ignore_conditional=True)
+    try:
+        home = tmp_path / "home"
+        write_config(home, rest, proxy)
+        clean_catalog_env.setenv("PYICEBERG_HOME", str(home))
+        connection = new_connection()
+        connection.execute(f"LOAD '{pip_extension_path('httpfs')}'")
+        connection.execute(f"LOAD '{lakehouse_extension}'")
+        with pytest.raises(duckdb.Error, match="does not support conditional writes") as raised:
+            connection.execute(f"SELECT * FROM lakehouse_compact('{v1}', {SMALL})").fetchall()
+        assert "lakehouse_compact" in str(raised.value)
+    finally:
+        proxy.stop()
+    keys = bucket_keys(s3, root.removeprefix(f"s3://{BUCKET}/"))
+    assert not any(k.endswith("v2.metadata.json") or "-compacted.parquet" in k or ".lakehouse-probe" in k
+                   for k in keys), keys
