@@ -15,6 +15,11 @@
 // client sees what a store that ignores If-None-Match / If-Match would answer (the headers are
 // signed, so they cannot simply be dropped).
 //
+// With -fail-commits before|after (in front of an Iceberg REST catalog), every POST to a
+// `…/tables/<name>` path is answered 503: `before` without forwarding it (the commit never
+// reaches the catalog), `after` once the catalog has answered (the commit landed, the client
+// cannot know).
+//
 // With -slowdown-every N, every Nth request is answered 503 SlowDown (S3's throttling reply)
 // without being forwarded. GET /_proxy/stats (never forwarded) answers
 // {"requests": …, "max_in_flight": …, "slowdowns": …}: how many requests arrived, the most that
@@ -32,6 +37,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -43,6 +49,7 @@ func main() {
 	target := flag.String("target", "", "upstream base URL, e.g. http://127.0.0.1:7070")
 	delayMs := flag.Int("delay-ms", 0, "delay added before forwarding every request, in milliseconds")
 	slowdownEvery := flag.Int("slowdown-every", 0, "answer every Nth request 503 SlowDown (0: never)")
+	failCommits := flag.String("fail-commits", "", "answer POST …/tables/<name> 503: before or after forwarding it")
 	ignoreConditional := flag.Bool("ignore-conditional", false, "answer 412 as 200 (a store without conditional writes)")
 	flag.Parse()
 
@@ -72,6 +79,14 @@ func main() {
 
 		},
 		ModifyResponse: func(resp *http.Response) error {
+			if *failCommits == "after" && isCommit(resp.Request) {
+				resp.StatusCode = http.StatusServiceUnavailable
+				resp.Status = "503 Service Unavailable"
+				resp.Body = http.NoBody
+				resp.ContentLength = 0
+				resp.Header.Del("Content-Length")
+				return nil
+			}
 			if *ignoreConditional && resp.StatusCode == http.StatusPreconditionFailed {
 				resp.StatusCode = http.StatusOK
 				resp.Status = "200 OK"
@@ -111,6 +126,10 @@ func main() {
 			inFlight--
 			mu.Unlock()
 		}()
+		if *failCommits == "before" && isCommit(r) {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
 		if *slowdownEvery > 0 && n%int64(*slowdownEvery) == 0 {
 			slowdowns.Add(1)
 			w.Header().Set("Content-Type", "application/xml")
@@ -150,4 +169,13 @@ func main() {
 	if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
 		log.Fatalf("latency_proxy: %v", err)
 	}
+}
+
+// isCommit tells an Iceberg REST commit: POST …/namespaces/<ns>/tables/<name>.
+func isCommit(r *http.Request) bool {
+	if r == nil || r.Method != http.MethodPost {
+		return false
+	}
+	i := strings.LastIndex(r.URL.Path, "/tables/")
+	return i >= 0 && !strings.Contains(r.URL.Path[i+len("/tables/"):], "/")
 }

@@ -401,7 +401,8 @@ class LatencyProxy:
 
 
 def start_latency_proxy(target_endpoint: str, delay_ms: int, *, slowdown_every: int = 0,
-                        ignore_conditional: bool = False, timeout: float = 15.0) -> LatencyProxy:
+                        ignore_conditional: bool = False, fail_commits: str = "",
+                        timeout: float = 15.0) -> LatencyProxy:
     """Starts a reverse proxy on a free 127.0.0.1 port that waits ``delay_ms`` before forwarding
     each request to ``target_endpoint``, keeping the client's Host header (so SigV4 signatures
     made for the proxy's address verify at the server). Use its ``endpoint``/``host`` in place
@@ -409,7 +410,8 @@ def start_latency_proxy(target_endpoint: str, delay_ms: int, *, slowdown_every: 
     _, proxy_bin = build_binaries()
     proc = subprocess.Popen(
         [str(proxy_bin), "-listen", "127.0.0.1:0", "-target", target_endpoint, "-delay-ms", str(int(delay_ms)),
-         "-slowdown-every", str(int(slowdown_every))] + (["-ignore-conditional"] if ignore_conditional else []),
+         "-slowdown-every", str(int(slowdown_every))] + (["-ignore-conditional"] if ignore_conditional else [])
+        + (["-fail-commits", fail_commits] if fail_commits else []),
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=None, start_new_session=True,
         preexec_fn=_die_with_parent,
     )

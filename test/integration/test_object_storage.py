@@ -463,3 +463,86 @@ def test_a_store_that_ignores_conditional_writes_is_refused(lakehouse_extension,
     keys = bucket_keys(s3, root.removeprefix(f"s3://{BUCKET}/"))
     assert not any(k.endswith("v2.metadata.json") or "-compacted.parquet" in k or ".lakehouse-probe" in k
                    for k in keys), keys
+
+
+def lakehouse_through(lakehouse_extension, monkeypatch, home: Path) -> duckdb.DuckDBPyConnection:
+    monkeypatch.setenv("PYICEBERG_HOME", str(home))
+    connection = new_connection()
+    connection.execute(f"LOAD '{pip_extension_path('httpfs')}'")
+    connection.execute(f"LOAD '{lakehouse_extension}'")
+    return connection
+
+
+def test_a_commit_the_catalog_took_but_did_not_confirm_counts_as_committed(
+        lakehouse_extension, clean_catalog_env, pycat, rest, s3, tmp_path):
+    """The catalog commits and the answer is lost (503 after the commit): we reload, find our
+    snapshot, and report the compaction as done; the rows are the same and no file the commit
+    references was removed."""
+    fragmented(pycat, "lost_answer", batches=4)
+    before = rows_pyiceberg(pycat, "lost_answer")
+    proxy = start_latency_proxy(rest.uri, 0, fail_commits="after")
+    try:
+        home = tmp_path / "home"
+        write_config(home, rest, s3)
+        text = (home / ".pyiceberg.yaml").read_text().replace(rest.uri, proxy.endpoint)
+        (home / ".pyiceberg.yaml").write_text(text)
+        connection = lakehouse_through(lakehouse_extension, clean_catalog_env, home)
+        got = connection.execute(f"SELECT verdict FROM lakehouse_compact('ns.lost_answer', {SMALL})").fetchall()
+    finally:
+        proxy.stop()
+    assert {r[0] for r in got} == {"compacted"}, got
+    table = pycat.load_table("ns.lost_answer")
+    assert table.current_snapshot().summary.operation.value == "replace"
+    assert rows_pyiceberg(pycat, "lost_answer") == before
+
+
+def test_a_commit_with_an_unknown_outcome_cleans_nothing_up(lakehouse_extension, clean_catalog_env, pycat, rest, s3,
+                                                           tmp_path):
+    """The catalog answers 503 and never saw the commit: the reload does not show it, so the
+    outcome stays unknown — the error says so, and the rewritten files are left in place (a
+    commit that landed late would need them) for orphan removal."""
+    fragmented(pycat, "no_answer", batches=4)
+    before = rows_pyiceberg(pycat, "no_answer")
+    before_keys = bucket_keys(s3, "warehouse/ns/no_answer")
+    proxy = start_latency_proxy(rest.uri, 0, fail_commits="before")
+    try:
+        home = tmp_path / "home"
+        write_config(home, rest, s3)
+        text = (home / ".pyiceberg.yaml").read_text().replace(rest.uri, proxy.endpoint)
+        (home / ".pyiceberg.yaml").write_text(text)
+        connection = lakehouse_through(lakehouse_extension, clean_catalog_env, home)
+        with pytest.raises(duckdb.Error, match="did not confirm the commit") as raised:
+            connection.execute(f"SELECT * FROM lakehouse_compact('ns.no_answer', {SMALL})").fetchall()
+        assert "left in place" in str(raised.value)
+        with pytest.raises(duckdb.Error, match="did not confirm the expiry"):
+            connection.execute("SELECT * FROM lakehouse_expire_snapshots('ns.no_answer', snapshot_retention_days := 0, "
+                               "retain_last := 1)").fetchall()
+    finally:
+        proxy.stop()
+    new = bucket_keys(s3, "warehouse/ns/no_answer") - before_keys
+    assert sum(k.endswith("-compacted.parquet") for k in new) == 3, new
+    assert before_keys <= bucket_keys(s3, "warehouse/ns/no_answer"), "the expiry deleted nothing"
+    assert len(pycat.load_table("ns.no_answer").snapshots()) == 4
+    assert rows_pyiceberg(pycat, "no_answer") == before
+
+
+def test_vended_credentials_are_used_before_the_catalogs_properties(lakehouse_extension, clean_catalog_env, s3, tmp_path):
+    """A catalog that vends S3 keys with each table: the configuration holds only the endpoint
+    and a wrong secret, and the vended keys are the ones used (for the metadata and, through the
+    temporary DuckDB secret, for the data)."""
+    server = RestCatalogServer()
+    server.start(tmp_path / "vending", warehouse=f"s3://{BUCKET}/vended", s3_endpoint=s3.endpoint,
+                 access_key=ACCESS_KEY_ID, secret_key=SECRET_ACCESS_KEY, include_credentials=True)
+    try:
+        catalog = server.pyiceberg_catalog(CATALOG)
+        catalog.create_namespace_if_not_exists("ns")
+        fragmented(catalog, "vended", batches=3)
+        before = rows_pyiceberg(catalog, "vended")
+        home = tmp_path / "home"
+        write_config(home, server, s3, secret="not-the-secret")
+        connection = lakehouse_through(lakehouse_extension, clean_catalog_env, home)
+        got = connection.execute(f"SELECT verdict FROM lakehouse_compact('ns.vended', {SMALL})").fetchall()
+        assert {r[0] for r in got} == {"compacted"}, got
+        assert rows_pyiceberg(catalog, "vended") == before
+    finally:
+        server.stop()
