@@ -473,6 +473,14 @@ def lakehouse_through(lakehouse_extension, monkeypatch, home: Path) -> duckdb.Du
     return connection
 
 
+def through_catalog_proxy(lakehouse_extension, monkeypatch, tmp_path, rest, s3, proxy) -> duckdb.DuckDBPyConnection:
+    """Our extension with the catalog reached through `proxy` (S3 direct)."""
+    home = tmp_path / "home"
+    write_config(home, rest, s3)
+    (home / ".pyiceberg.yaml").write_text((home / ".pyiceberg.yaml").read_text().replace(rest.uri, proxy.endpoint))
+    return lakehouse_through(lakehouse_extension, monkeypatch, home)
+
+
 def test_a_commit_the_catalog_took_but_did_not_confirm_counts_as_committed(
         lakehouse_extension, clean_catalog_env, pycat, rest, s3, tmp_path):
     """The catalog commits and the answer is lost (503 after the commit): we reload, find our
@@ -482,11 +490,7 @@ def test_a_commit_the_catalog_took_but_did_not_confirm_counts_as_committed(
     before = rows_pyiceberg(pycat, "lost_answer")
     proxy = start_latency_proxy(rest.uri, 0, fail_commits="after")
     try:
-        home = tmp_path / "home"
-        write_config(home, rest, s3)
-        text = (home / ".pyiceberg.yaml").read_text().replace(rest.uri, proxy.endpoint)
-        (home / ".pyiceberg.yaml").write_text(text)
-        connection = lakehouse_through(lakehouse_extension, clean_catalog_env, home)
+        connection = through_catalog_proxy(lakehouse_extension, clean_catalog_env, tmp_path, rest, s3, proxy)
         got = connection.execute(f"SELECT verdict FROM lakehouse_compact('ns.lost_answer', {SMALL})").fetchall()
     finally:
         proxy.stop()
@@ -506,11 +510,7 @@ def test_a_commit_with_an_unknown_outcome_cleans_nothing_up(lakehouse_extension,
     before_keys = bucket_keys(s3, "warehouse/ns/no_answer")
     proxy = start_latency_proxy(rest.uri, 0, fail_commits="before")
     try:
-        home = tmp_path / "home"
-        write_config(home, rest, s3)
-        text = (home / ".pyiceberg.yaml").read_text().replace(rest.uri, proxy.endpoint)
-        (home / ".pyiceberg.yaml").write_text(text)
-        connection = lakehouse_through(lakehouse_extension, clean_catalog_env, home)
+        connection = through_catalog_proxy(lakehouse_extension, clean_catalog_env, tmp_path, rest, s3, proxy)
         with pytest.raises(duckdb.Error, match="did not confirm the commit") as raised:
             connection.execute(f"SELECT * FROM lakehouse_compact('ns.no_answer', {SMALL})").fetchall()
         assert "left in place" in str(raised.value)
