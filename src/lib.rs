@@ -14,7 +14,11 @@
 //!   each format's live files, [`table::manifest`] reads manifests as Java does,
 //!   [`table::stand_in`] holds v3 types iceberg-rust lacks, [`table::partition`] prints Iceberg
 //!   partition labels, [`table::catalog`] resolves identifiers the way pyiceberg does,
-//!   [`table::reach`] reads what many snapshots reference (each distinct manifest once).
+//!   [`table::reach`] reads what many snapshots reference (each distinct manifest once),
+//!   [`table::rest`] is the Iceberg REST catalog client (load with vended credentials, commit
+//!   changes under requirements).
+//! - [`store`]: tables on S3 — one object_store client for Iceberg's `FileIO`, delta-rs, commits
+//!   by conditional write, batched deletes and listings; credentials per table location.
 //! - [`profile`]: fragmentation figures per partition and the summary row (pure).
 //! - [`health`]: metadata-bloat figures (Iceberg: snapshots, manifests, metadata files, orphans;
 //!   Delta: the log, checkpoints, tombstones, what VACUUM would delete) and their verdict.
