@@ -170,6 +170,14 @@ pub fn canonical(location: &str) -> String {
     }
 }
 
+/// `location` percent-decoded: a key written through one client's encoding (object_store's
+/// `Path::from` writes `%` as `%25`) and named decoded in metadata (Delta logs hold decoded
+/// paths) compare equal in this form. Listings that decide what is unreferenced match on it as
+/// well as on the raw key, so such a file is never taken for an orphan.
+pub fn decoded(location: &str) -> String {
+    percent_encoding::percent_decode_str(location).decode_utf8_lossy().into_owned()
+}
+
 /// Settings registered for table locations, longest prefix first when looked up.
 static REGISTRY: LazyLock<Mutex<Vec<(String, S3Settings)>>> = LazyLock::new(|| Mutex::new(Vec::new()));
 

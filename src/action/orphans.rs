@@ -186,6 +186,9 @@ fn find_orphans_remote(table: &IcebergTable, reach: &Reach, older_than_days: f64
         }
     }
     let hint = format!("{root}/metadata/version-hint.text");
+    // Matched raw and percent-decoded (crate::store::decoded): only ever more files are kept.
+    let referenced_decoded: HashSet<String> =
+        referenced.iter().map(|p| crate::store::decoded(&p.to_string_lossy())).collect();
     let mut orphans = Vec::new();
     for o in objects {
         if !o.location.starts_with(&format!("{root}/")) || o.location == hint {
@@ -200,7 +203,10 @@ fn find_orphans_remote(table: &IcebergTable, reach: &Reach, older_than_days: f64
         if other_roots.iter().any(|r| o.location.starts_with(r.as_str())) {
             continue;
         }
-        if referenced.contains(&PathBuf::from(&o.location)) || o.modified_ms >= cutoff_ms {
+        if referenced.contains(&PathBuf::from(&o.location))
+            || referenced_decoded.contains(&crate::store::decoded(&o.location))
+            || o.modified_ms >= cutoff_ms
+        {
             continue;
         }
         orphans.push(Orphan { path: o.location, size_bytes: o.size_bytes, modified_ms: o.modified_ms });

@@ -339,6 +339,10 @@ fn remote_candidates(
                 || name.starts_with("_delta_index")
                 || partition_prefixes.iter().any(|p| name.starts_with(p.as_str())))
     };
+    // Matched raw and percent-decoded (crate::store::decoded): only ever more files are kept.
+    let valid_decoded: HashSet<String> = valid.iter().map(|p| crate::store::decoded(&p.to_string_lossy())).collect();
+    let expired_decoded: HashSet<String> =
+        expired.iter().map(|p| crate::store::decoded(&p.to_string_lossy())).collect();
     let mut out = Vec::new();
     for object in crate::runtime::block_on(crate::store::list(&root))?? {
         let Some(relative) = object.location.strip_prefix(&format!("{root}/")) else { continue };
@@ -352,10 +356,14 @@ fn remote_candidates(
             continue;
         }
         let path = PathBuf::from(&object.location);
-        if valid.contains(&path) || (!removes.deletion_vectors_known && is_deletion_vector_name(name)) {
+        let decoded = crate::store::decoded(&object.location);
+        if valid.contains(&path)
+            || valid_decoded.contains(&decoded)
+            || (!removes.deletion_vectors_known && is_deletion_vector_name(name))
+        {
             continue;
         }
-        let tombstone = expired.contains(&path);
+        let tombstone = expired.contains(&path) || expired_decoded.contains(&decoded);
         if !tombstone && object.modified_ms >= cutoff_ms {
             continue;
         }
