@@ -118,6 +118,12 @@ impl Drop for Guard {
     }
 }
 
+/// Records an interrupt as Ctrl-C would (a server stopping on SIGTERM asks its run in progress
+/// to stop at its next step).
+pub fn raise() {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
 /// Whether Ctrl-C arrived since the current guard started.
 pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)

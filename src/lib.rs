@@ -31,6 +31,7 @@
 //!   [`action::vacuum`] is Delta's VACUUM; [`action::gate`] runs the whole gate.
 //! - [`report`]: the scorecard a gate run produces (below both the gate and the Slack card).
 //! - [`notify`]: the Slack card ([`notify::card`]) and its delivery ([`notify::slack`]).
+//! - [`serve`]: the authenticated webhook (`lakehouse_serve`) that runs the gate per trigger.
 //! - [`demo`]: writes the fragmented demo table.
 //! - [`duck`]: the nested host connection (driven through C API `v1.2.0` functions only, so
 //!   every DuckDB from 1.3 to 2.0 runs it) and SQL quoting (the only place SQL text is built).
@@ -51,6 +52,7 @@ pub mod plan;
 pub mod profile;
 pub mod report;
 pub mod runtime;
+pub mod serve;
 pub mod store;
 pub mod table;
 

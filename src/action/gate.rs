@@ -48,7 +48,12 @@ pub struct GateOptions {
 
 /// Runs the gate. On failure the alert is posted (when a webhook is set) and the error raised.
 pub fn run_gate(options: &GateOptions, host: &HostDb) -> Result<Scorecard> {
-    let execution_id = uuid::Uuid::new_v4().to_string();
+    run_gate_as(options, host, &uuid::Uuid::new_v4().to_string())
+}
+
+/// [`run_gate`] under a given execution id (the webhook server hands it out before the run).
+pub fn run_gate_as(options: &GateOptions, host: &HostDb, execution_id: &str) -> Result<Scorecard> {
+    let execution_id = execution_id.to_string();
     let started = Instant::now();
     match gate(options, host, &execution_id, started) {
         Ok(mut scorecard) => {

@@ -172,7 +172,7 @@ impl<'a> Args<'a> {
             .iter()
             .map(|item| {
                 if item.is_null() || item.logical_type_id() != LogicalTypeId::Varchar {
-                    Err(Error::invalid(format!("{name} must be a LIST of non-NULL VARCHAR partition labels")))
+                    Err(Error::invalid(format!("{name} must be a LIST of non-NULL VARCHAR values")))
                 } else {
                     Ok(item.to_string())
                 }

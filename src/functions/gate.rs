@@ -46,17 +46,44 @@ pub fn qualified_name(text: &str) -> Result<String> {
     Ok(parts.iter().map(|p| quote_ident(p)).collect::<Vec<_>>().join("."))
 }
 
+/// Every named parameter of the gate (also `lakehouse_serve`'s, beside its own).
+pub(crate) fn gate_parameter_names() -> Vec<&'static str> {
+    let mut names = THRESHOLD_PARAMETERS.to_vec();
+    names.extend(COMPACTION_PARAMETERS);
+    names.extend(EXPIRY_PARAMETERS);
+    names.extend(GATE_PARAMETERS);
+    names.extend(TABLE_PARAMETERS);
+    names
+}
+
+/// The gate's options for `table` and the quoted history table, from the named parameters.
+pub(crate) fn gate_options(args: &Args, table: String) -> Result<(GateOptions, Option<String>)> {
+    let dry_run = args.bool("dry_run", false)?;
+    let webhook = Webhook::resolve(args.opt_string("slack_webhook_url", true)?.as_deref())?;
+    let history_table = args.opt_string("history_table", false)?.map(|t| qualified_name(&t)).transpose()?;
+    let retry =
+        RetryPolicy { max_attempts: args.i64_in("notify_max_attempts", 4, 1, 10)? as u32, ..RetryPolicy::default() };
+    let options = GateOptions {
+        table,
+        locate: args.locate_options()?,
+        compaction: compaction_options(args)?,
+        expiry: expiry_options(args, dry_run)?,
+        dry_run,
+        webhook,
+        notify_when_healthy: args.bool("notify_when_healthy", false)?,
+        fail_on_notify_error: args.bool("fail_on_notify_error", false)?,
+        measure_speedup: args.bool("measure_speedup", true)?,
+        retry,
+    };
+    Ok((options, history_table))
+}
+
 impl RowFunction for Gate {
     const NAME: &'static str = "lakehouse_gate";
     type Input = GateInput;
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
-        let mut names = THRESHOLD_PARAMETERS.to_vec();
-        names.extend(COMPACTION_PARAMETERS);
-        names.extend(EXPIRY_PARAMETERS);
-        names.extend(GATE_PARAMETERS);
-        names.extend(TABLE_PARAMETERS);
-        named(&names)
+        named(&gate_parameter_names())
     }
 
     fn columns() -> Vec<(&'static str, LogicalTypeId)> {
@@ -65,28 +92,8 @@ impl RowFunction for Gate {
 
     fn parse(args: &Args) -> Result<Self::Input> {
         let table = args.required_string(0, "table")?;
-        let dry_run = args.bool("dry_run", false)?;
-        let webhook = Webhook::resolve(args.opt_string("slack_webhook_url", true)?.as_deref())?;
-        let history_table = args.opt_string("history_table", false)?.map(|t| qualified_name(&t)).transpose()?;
-        let retry = RetryPolicy {
-            max_attempts: args.i64_in("notify_max_attempts", 4, 1, 10)? as u32,
-            ..RetryPolicy::default()
-        };
-        Ok(GateInput {
-            options: GateOptions {
-                table,
-                locate: args.locate_options()?,
-                compaction: compaction_options(args)?,
-                expiry: expiry_options(args, dry_run)?,
-                dry_run,
-                webhook,
-                notify_when_healthy: args.bool("notify_when_healthy", false)?,
-                fail_on_notify_error: args.bool("fail_on_notify_error", false)?,
-                measure_speedup: args.bool("measure_speedup", true)?,
-                retry,
-            },
-            history_table,
-        })
+        let (options, history_table) = gate_options(args, table)?;
+        Ok(GateInput { options, history_table })
     }
 
     fn run(input: &Self::Input, host: &HostDb) -> Result<Vec<Vec<Cell>>> {
@@ -231,7 +238,7 @@ fn sql_type(id: LogicalTypeId) -> &'static str {
 
 /// Appends `rows` to `table` (created with the scorecard's columns when missing). Values are
 /// SQL literals ([`sql_literal`]), so the statement is the same on every DuckDB version.
-fn append_history(host: &HostDb, table: &str, rows: &[Vec<Cell>]) -> Result<()> {
+pub(crate) fn append_history(host: &HostDb, table: &str, rows: &[Vec<Cell>]) -> Result<()> {
     let conn = host.connect()?;
     let columns: Vec<String> =
         COLUMNS.iter().map(|(name, ty)| format!("{} {}", quote_ident(name), sql_type(*ty))).collect();

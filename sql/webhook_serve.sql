@@ -1,0 +1,13 @@
+-- The event-driven gate: serves the authenticated webhook (POST /v1/tables/{table}/gate) until
+-- SIGTERM or Ctrl-C, then prints one row per run. Run by sql/systemd/lakehouse-webhook.service.
+-- The key comes from LAKEHOUSE_WEBHOOK_KEY (never from SQL); Slack from SLACK_WEBHOOK_URL.
+-- Edit the tables a CDC pipeline may trigger; a trigger can name nothing else.
+LOAD '/opt/lakehouse/lakehouse.duckdb_extension';
+CALL lakehouse_serve(
+    listen := '127.0.0.1:8787',              -- loopback: put a TLS-terminating proxy in front
+    tables := ['analytics.events_lakehouse'],
+    small_file_threshold_mb := 64,
+    fragmentation_ratio_threshold := 0.35,
+    target_file_size_mb := 128,
+    snapshot_retention_days := 7,
+    history_table := 'lakehouse_runs');

@@ -1,0 +1,60 @@
+//! `CALL lakehouse_serve(listen := '127.0.0.1:8787', tables := ['ns.t', …], …gate parameters…,
+//! history_table := 'lakehouse_runs', max_connections := 64)`: the authenticated webhook that
+//! runs the gate when a CDC batch lands ([`crate::serve`]); serves until Ctrl-C or SIGTERM and
+//! returns one row per run.
+
+use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
+
+use super::args::{Args, named};
+use super::gate::{gate_options, gate_parameter_names};
+use super::{Cell, RowFunction};
+use crate::duck::HostDb;
+use crate::error::{Error, Result};
+use crate::serve::{COLUMNS, ServeConfig, serve};
+
+/// The server table function.
+pub struct Serve;
+
+impl RowFunction for Serve {
+    const NAME: &'static str = "lakehouse_serve";
+    type Input = ServeConfig;
+
+    fn parameters() -> Vec<LogicalTypeHandle> {
+        Vec::new()
+    }
+
+    fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
+        let mut names = vec!["listen", "tables", "max_connections"];
+        names.extend(gate_parameter_names());
+        named(&names)
+    }
+
+    fn columns() -> Vec<(&'static str, LogicalTypeId)> {
+        COLUMNS.to_vec()
+    }
+
+    fn parse(args: &Args) -> Result<Self::Input> {
+        let listen_text = args.opt_string("listen", false)?.unwrap_or_else(|| "127.0.0.1:8787".into());
+        let listen = listen_text.parse().map_err(|_| {
+            Error::invalid(format!("listen must be an address:port such as '127.0.0.1:8787', got '{listen_text}'"))
+        })?;
+        let tables = args.opt_string_list("tables")?.unwrap_or_default();
+        if tables.is_empty() || tables.iter().any(|t| t.trim().is_empty()) {
+            return Err(Error::invalid(
+                "tables must list the tables a trigger may name, e.g. tables := ['analytics.events']",
+            ));
+        }
+        let (template, history_table) = gate_options(args, String::new())?;
+        Ok(ServeConfig {
+            listen,
+            tables,
+            template,
+            history_table,
+            max_connections: args.i64_in("max_connections", 64, 1, 4096)? as usize,
+        })
+    }
+
+    fn run(input: &Self::Input, host: &HostDb) -> Result<Vec<Vec<Cell>>> {
+        serve(input, host)
+    }
+}

@@ -1,0 +1,333 @@
+"""The webhook server (`CALL lakehouse_serve(…)`): a real DuckDB process serving on loopback, a
+real HTTP client (http.client), bounded loops, stopped by SIGTERM (or Ctrl-C) and its rows read
+back. Tables are demo tables by path; pyiceberg and DuckDB's iceberg extension read the rows."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import hmac
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+import conftest as c
+from test_gate import SECRET, FakeSlack
+
+KEY = "serve-test-key-0123456789abcdef"
+SCALED = "small_file_threshold_mb := 0.064, target_file_size_mb := 0.128"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """`CALL lakehouse_serve(…)` in a child Python process with our extension loaded."""
+
+    def __init__(self, extension: Path, tmp: Path, tables: list[str], extra: str = "", key: str | None = KEY) -> None:
+        self.port = free_port()
+        self.out = tmp / f"serve-{self.port}.json"
+        listed = ", ".join(f"'{t}'" for t in tables)
+        script = textwrap.dedent(f"""\
+            import duckdb, json, sys
+            con = duckdb.connect(config={{'allow_unsigned_extensions': 'true'}})
+            con.execute("LOAD '{extension}'")
+            con.execute("SET enable_progress_bar = false")
+            try:
+                rows = con.execute("CALL lakehouse_serve(listen := '127.0.0.1:{self.port}', tables := [{listed}], "
+                                   "history_table := 'runs'{extra})").fetchall()
+                exists = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'runs'").fetchone()[0]
+                history = con.execute("SELECT count(DISTINCT execution_id) FROM runs").fetchone()[0] if exists else 0
+                json.dump({{"rows": rows, "history": history}}, open({str(self.out)!r}, "w"), default=str)
+            except Exception as e:
+                json.dump({{"error": str(e)}}, open({str(self.out)!r}, "w"))
+            """)
+        env = dict(os.environ)
+        env.pop("LAKEHOUSE_WEBHOOK_KEY", None)
+        if key is not None:
+            env["LAKEHOUSE_WEBHOOK_KEY"] = key
+        self.proc = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=str(c.REPO_ROOT))
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"the server exited: {self.result()}")
+            try:
+                if request(self.port, "GET", "/healthz")[0] == 200:
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError("the server did not come up")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 120) -> dict:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        self.proc.wait(timeout=timeout)
+        return self.result()
+
+    def result(self) -> dict:
+        return json.loads(self.out.read_text()) if self.out.exists() else {}
+
+
+def request(port: int, method: str, path: str, body: bytes = b"", headers: dict | None = None,
+            timeout: float = 30) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def bearer(key: str = KEY) -> dict:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def signed(body: bytes, key: str = KEY, timestamp: int | None = None) -> dict:
+    ts = str(int(time.time()) if timestamp is None else timestamp)
+    mac = hmac.new(key.encode(), ts.encode() + b"." + body, hashlib.sha256).hexdigest()
+    return {"X-Lakehouse-Timestamp": ts, "X-Lakehouse-Signature": f"sha256={mac}"}
+
+
+def gate_path(table: str) -> str:
+    return f"/v1/tables/{urllib.parse.quote(table, safe='')}/gate"
+
+
+def wait_run(port: int, execution_id: str, timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status, body = request(port, "GET", f"/v1/runs/{execution_id}", headers=bearer())
+        assert status == 200, body
+        run = json.loads(body)
+        if run["status"] in ("succeeded", "failed", "cancelled"):
+            return run
+        time.sleep(0.1)
+    raise AssertionError(f"run {execution_id} did not finish")
+
+
+def demo(con, path: Path) -> str:
+    con.execute(f"SELECT * FROM lakehouse_demo('{path}')").fetchall()
+    return str(path)
+
+
+def table_rows(iceberg_con, path: str) -> list[tuple]:
+    return sorted(iceberg_con.execute(f"SELECT * FROM iceberg_scan('{path}')").fetchall())
+
+
+@pytest.fixture
+def served(con, lakehouse_extension, tmp_path):
+    table = demo(con, tmp_path / "events")
+    server = Server(lakehouse_extension, tmp_path, [table], extra=f", {SCALED}")
+    server.wait_ready()
+    yield server, table
+    if server.proc.poll() is None:
+        server.stop()
+
+
+def test_authentication_and_request_checks(served):
+    server, table = served
+    port, path = server.port, gate_path(table)
+    body = b'{"small_file_threshold_mb": 0.064}'
+    unauthorized = [
+        request(port, "POST", path),  # no key
+        request(port, "POST", path, headers=bearer("wrong-key-0123456789abcdef")),
+        request(port, "POST", path, body, {**signed(body), "X-Lakehouse-Signature": "sha256=" + "0" * 64}),
+        request(port, "POST", path, body, signed(body, key="another-key-0123456789")),
+        request(port, "POST", path, body, signed(body, timestamp=int(time.time()) - 301)),  # stale
+        request(port, "POST", path, body, signed(body, timestamp=int(time.time()) + 301)),
+        request(port, "POST", path, body + b" ", signed(body)),  # body changed after signing
+        request(port, "GET", "/v1/runs/whatever"),
+    ]
+    for status, answer in unauthorized:
+        assert (status, json.loads(answer)) == (401, {"error": "unauthorized"})
+    headers = signed(body)
+    status, answer = request(port, "POST", path, body, headers)
+    assert status == 202, answer
+    first = json.loads(answer)["execution_id"]
+    assert request(port, "POST", path, body, headers)[0] == 401, "a replayed signature is refused"
+    assert request(port, "POST", gate_path("/etc"), headers=bearer())[0] == 404
+    assert request(port, "POST", gate_path("ns.other"), headers=bearer())[0] == 404
+    assert request(port, "POST", path, b"x" * (64 * 1024 + 1), bearer())[0] == 413
+    status, answer = request(port, "POST", path, b'{"small_file', bearer())
+    assert status == 400 and b"not valid JSON" in answer
+    status, answer = request(port, "POST", path, b'{"table": "/etc/passwd"}', bearer())
+    assert status == 400 and b"unknown key" in answer
+    status, answer = request(port, "POST", path, b'{"small_file_threshold_mb": -1}', bearer())
+    assert status == 400 and b"out of range" in answer
+    assert request(port, "GET", path, headers=bearer())[0] == 405
+    assert request(port, "DELETE", "/healthz")[0] == 405
+    assert request(port, "GET", "/v1/nothing", headers=bearer())[0] == 404
+    status, answer = request(port, "GET", "/healthz")
+    assert (status, answer) == (200, b"ok")
+    run = wait_run(port, first)
+    assert run["status"] == "succeeded" and run["scorecard"][0]["execution_id"] == first
+    result = server.stop()
+    assert [r[0] for r in result["rows"]] == [first] and result["history"] == 1
+
+
+def test_a_burst_of_triggers_runs_the_gate_at_most_twice_and_keeps_the_rows(served, iceberg_con):
+    server, table = served
+    before = table_rows(iceberg_con, table)
+    with concurrent.futures.ThreadPoolExecutor(20) as pool:
+        answers = list(pool.map(lambda _: request(server.port, "POST", gate_path(table), headers=bearer()),
+                                range(100)))
+    assert all(status == 202 for status, _ in answers), answers
+    ids = {json.loads(body)["execution_id"] for _, body in answers}
+    assert 1 <= len(ids) <= 2, ids
+    runs = [wait_run(server.port, i) for i in ids]
+    assert all(r["status"] == "succeeded" for r in runs), runs
+    assert sum(r["triggers"] for r in runs) == 100
+    result = server.stop()
+    assert len(result["rows"]) == len(ids) and result["history"] == len(ids)
+    assert table_rows(iceberg_con, table) == before
+    from pyiceberg.table import StaticTable
+
+    metadata = max(Path(table, "metadata").glob("v*.metadata.json"), key=lambda p: int(p.name[1:].split(".")[0]))
+    scanned = StaticTable.from_metadata(str(metadata)).scan().to_arrow().to_pylist()
+    assert sorted(tuple(r.values()) for r in scanned) == before
+
+
+def test_unauthenticated_floods_are_refused_without_disturbing_a_run(served, iceberg_con):
+    server, table = served
+    before = table_rows(iceberg_con, table)
+    rss = lambda: int(Path(f"/proc/{server.proc.pid}/status").read_text().split("VmRSS:")[1].split()[0])  # noqa: E731
+    status, answer = request(server.port, "POST", gate_path(table), headers=bearer())
+    execution_id = json.loads(answer)["execution_id"]
+
+    def attack(i: int) -> tuple[int, float]:
+        started = time.perf_counter()
+        status, _ = request(server.port, "POST", gate_path(table), b"{}", {"Authorization": f"Bearer guess-{i}"})
+        return status, time.perf_counter() - started
+
+    # 1,000 to warm the server's pools and allocator, then 4,000 more: memory must stay flat.
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(attack, range(1000)))
+        rss_warm = rss()
+        results += list(pool.map(attack, range(1000, 5000)))
+    assert {s for s, _ in results} == {401}
+    latencies = sorted(t for _, t in results)
+    p99 = latencies[int(len(latencies) * 0.99)]
+    growth_kib = rss() - rss_warm
+    print(f"\n5000 unauthenticated requests: p50 {latencies[len(latencies) // 2] * 1000:.1f} ms, "
+          f"p99 {p99 * 1000:.1f} ms, RSS growth over the last 4000 {growth_kib} KiB")
+    assert growth_kib < 8 * 1024, growth_kib
+    run = wait_run(server.port, execution_id)
+    assert run["status"] == "succeeded", run
+    server.stop()
+    assert table_rows(iceberg_con, table) == before
+
+
+def test_a_failing_run_posts_the_alert_and_the_server_goes_on(con, lakehouse_extension, tmp_path):
+    slack = FakeSlack()
+    broken = tmp_path / "broken" / "metadata"
+    broken.mkdir(parents=True)
+    shutil.copy(c.REPO_ROOT / "test/data/invalid_metadata/corrupt.metadata.json", broken / "v1.metadata.json")
+    (broken / "version-hint.text").write_text("1")
+    good = demo(con, tmp_path / "events")
+    server = Server(lakehouse_extension, tmp_path, [str(tmp_path / "broken"), good],
+                    extra=f", {SCALED}, slack_webhook_url := '{slack.url}'")
+    try:
+        server.wait_ready()
+        failed = json.loads(request(server.port, "POST", gate_path(str(tmp_path / "broken")), headers=bearer())[1])
+        run = wait_run(server.port, failed["execution_id"])
+        assert run["status"] == "failed" and "not valid Iceberg table metadata" in run["error"], run
+        (alert,) = slack.requests
+        assert failed["execution_id"] in alert["body"]["text"] and SECRET not in json.dumps(run)
+        ok = json.loads(request(server.port, "POST", gate_path(good), headers=bearer())[1])
+        assert wait_run(server.port, ok["execution_id"])["status"] == "succeeded"
+        assert len(slack.requests) == 2, "the good run posted its scorecard"
+        result = server.stop()
+        assert [r[2] for r in result["rows"]] == ["failed", "succeeded"]
+    finally:
+        slack.close()
+
+
+def test_sigterm_during_a_run_leaves_the_table_readable(con, lakehouse_extension, iceberg_con, tmp_path, monkeypatch):
+    table = demo(con, tmp_path / "events")
+    before = table_rows(iceberg_con, table)
+    monkeypatch.setenv("LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS", "20000")
+    server = Server(lakehouse_extension, tmp_path, [table], extra=f", {SCALED}")
+    server.wait_ready()
+    execution_id = json.loads(request(server.port, "POST", gate_path(table), headers=bearer())[1])["execution_id"]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not list(Path(table).rglob("*-compacted.parquet")):
+        time.sleep(0.05)
+    queued = json.loads(request(server.port, "POST", gate_path(table), headers=bearer())[1])["execution_id"]
+    started = time.monotonic()
+    result = server.stop(signal.SIGTERM)
+    assert time.monotonic() - started < 15, "the paused commit was abandoned, not waited for"
+    assert "rows" in result, result
+    rows = {r[0]: r for r in result["rows"]}
+    assert rows[execution_id][2] == "failed" and "interrupted" in rows[execution_id][8], rows
+    assert rows[queued][2] == "cancelled"
+    assert table_rows(iceberg_con, table) == before
+    assert not list(Path(table).rglob("*-compacted.parquet")), "the abandoned rewrite removed its files"
+
+
+def test_the_server_refuses_to_start_without_a_key_or_tables(lakehouse_extension, tmp_path):
+    server = Server(lakehouse_extension, tmp_path, ["ns.t"], key=None)
+    server.proc.wait(timeout=60)
+    assert "lakehouse_serve: set LAKEHOUSE_WEBHOOK_KEY" in server.result()["error"]
+    con = c.new_connection()
+    con.execute(f"LOAD '{lakehouse_extension}'")
+    with pytest.raises(Exception, match="lakehouse_serve: tables must list"):
+        con.execute("CALL lakehouse_serve(listen := '127.0.0.1:0')").fetchall()
+    with pytest.raises(Exception, match="lakehouse_serve: listen must be"):
+        con.execute("CALL lakehouse_serve(listen := 'everywhere', tables := ['a.b'])").fetchall()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_the_shipped_script_serves_in_the_duckdb_cli_until_signalled(con, lakehouse_extension, iceberg_con, tmp_path,
+                                                                    sig):
+    """sql/webhook_serve.sql (what the systemd unit runs), with this table, port and build
+    substituted, in the DuckDB CLI: a trigger runs the gate; SIGTERM (systemd's stop) or Ctrl-C
+    ends the server, the CLI prints the run and exits 0."""
+    table = demo(con, tmp_path / "events")
+    before = table_rows(iceberg_con, table)
+    port = free_port()
+    script = (c.REPO_ROOT / "sql" / "webhook_serve.sql").read_text()
+    script = (script.replace("/opt/lakehouse/lakehouse.duckdb_extension", str(lakehouse_extension))
+              .replace("127.0.0.1:8787", f"127.0.0.1:{port}").replace("analytics.events_lakehouse", table)
+              .replace("small_file_threshold_mb := 64", "small_file_threshold_mb := 0.064")
+              .replace("target_file_size_mb := 128", "target_file_size_mb := 0.128"))
+    (tmp_path / "serve.sql").write_text(script)
+    import duckdb_cli as cli_package
+
+    duckdb_cli = str(Path(cli_package.__file__).parent / "duckdb")  # the binary, not the pip wrapper script
+    env = {**os.environ, "LAKEHOUSE_WEBHOOK_KEY": KEY}
+    env.pop("SLACK_WEBHOOK_URL", None)
+    proc = subprocess.Popen([duckdb_cli, "-unsigned", "-csv", str(tmp_path / "runs.duckdb"), "-f",
+                             str(tmp_path / "serve.sql")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if request(port, "GET", "/healthz")[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.05)
+        execution_id = json.loads(request(port, "POST", gate_path(table), headers=bearer())[1])["execution_id"]
+        assert wait_run(port, execution_id)["status"] == "succeeded"
+    finally:
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert execution_id in out and "succeeded" in out, out
+    assert table_rows(iceberg_con, table) == before
