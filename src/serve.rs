@@ -628,6 +628,8 @@ impl TermGuard {
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = on_sigterm as *const () as libc::sighandler_t;
+            // Interrupted system calls resume (DuckDB's file I/O in a run must not fail on EINTR).
+            action.sa_flags = libc::SA_RESTART;
             libc::sigemptyset(&mut action.sa_mask);
             let mut previous: libc::sigaction = std::mem::zeroed();
             if libc::sigaction(libc::SIGTERM, &action, &mut previous) == 0 {
