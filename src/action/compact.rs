@@ -2,10 +2,18 @@
 //! `replace` snapshot that adds the new files and deletes the old ones.
 //!
 //! Safety rules:
-//! - every output file must hold exactly the rows of its inputs (checked before commit);
-//! - only partitions that no live delete file can apply to are rewritten
-//!   ([`crate::profile::applicable_deletes`]: the partition's own deletes, global ones of an
-//!   unpartitioned spec, position deletes naming one of its files);
+//! - every output file must hold exactly the rows of its inputs less the deleted ones (checked
+//!   before commit: rows and per-column non-null counts written plus those deleted, counted by a
+//!   separate query, must equal the manifests' figures);
+//! - a partition that live delete files apply to ([`crate::profile::applicable_deletes`]: the
+//!   partition's own deletes, global ones of an unpartitioned spec, position deletes naming one of
+//!   its files) is rewritten with those deletes applied, as the spec says a reader applies them
+//!   ([`DeleteSet`]: position deletes by file path and row position when the data file's sequence
+//!   number is at most the delete's, equality deletes by value, nulls equal, when it is below);
+//!   with `apply_deletes := false`, or deletes it cannot apply (deletion vectors, ORC or Avro delete
+//!   files, equality deletes on nested fields), the partition is skipped instead; the commit then
+//!   removes the delete files that no longer apply to any live data file (dangling), and only
+//!   those;
 //! - new files take the data sequence number of the snapshot the rewrite started from (Java's
 //!   `use-starting-sequence-number`), so an equality delete committed meanwhile still applies to
 //!   exactly the rows it applied to;
@@ -19,6 +27,7 @@
 //! - on any failure the files we wrote (data, manifests, manifest lists) are removed, so the table
 //!   is exactly as it was; replaced files stay on disk for older snapshots until expiry.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
@@ -26,7 +35,7 @@ use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFile as IcebergDataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion,
     ManifestContentType, ManifestFile, ManifestListWriter, ManifestWriter, ManifestWriterBuilder, NestedField,
-    Operation, PartitionSpec, PrimitiveType, Schema, SchemaRef, Summary, TableMetadata, TableMetadataBuilder, Type,
+    Operation, PartitionSpec, PrimitiveType, Schema, SchemaRef, Summary, TableMetadata, Type,
 };
 
 use crate::duck::{HostDb, Nested, quote_ident, quote_literal};
@@ -35,8 +44,8 @@ use crate::interrupt;
 use crate::plan::compaction::{CompactionOptions, PartitionPlan, Verdict, plan_naming_deletes};
 use crate::runtime;
 use crate::table::commit::{CommitOutcome, commit_table, pause_for_tests, relocate, require_exclusive};
-use crate::table::iceberg::{IcebergTable, LoadedManifest, NewSnapshot, add_to_main, new_snapshot_id};
-use crate::table::{self, DataFile, Located, Table, strip_file_scheme};
+use crate::table::iceberg::{IcebergTable, LoadedManifest, new_snapshot_id, with_main_snapshot};
+use crate::table::{self, DataFile, FileContent, Located, PartitionKey, Table, location_key, strip_file_scheme};
 
 /// Commit attempts before giving up on a table that keeps moving.
 const MAX_COMMIT_ATTEMPTS: usize = 4;
@@ -62,7 +71,8 @@ pub struct CompactionReport {
 /// A file written by the rewrite, ready for a manifest.
 struct Written {
     local_path: String,
-    data_file: IcebergDataFile,
+    /// `None` when every row of the inputs was deleted: nothing to add.
+    data_file: Option<IcebergDataFile>,
     replaces: Vec<String>,
     spec_id: i32,
 }
@@ -99,6 +109,8 @@ pub(crate) trait Rewrite {
     type Written;
     /// What the format's delete files are called in a skip reason.
     const DELETES: &'static str = "delete files";
+    /// Whether the rewrite applies delete files (else partitions with deletes are skipped).
+    const APPLIES_DELETES: bool = false;
     /// The live files, in the model the planner takes.
     fn files(&self) -> &[DataFile];
     /// The COPY of the planned files `group` into `target` (also what the calibration runs).
@@ -117,6 +129,10 @@ pub(crate) trait Rewrite {
     fn local_path(written: &Self::Written) -> &Path;
     /// Commits everything written: (snapshot id or version, metadata location, new data files).
     fn commit(&self, written: &[Self::Written]) -> Result<(i64, String, Vec<String>)>;
+    /// After a commit: per partition, the delete files it removed as dangling.
+    fn deletes_removed(&self) -> HashMap<PartitionKey, u64> {
+        HashMap::new()
+    }
 }
 
 /// The compaction flow shared by every format ([`Rewrite`]).
@@ -128,6 +144,13 @@ pub(crate) fn run<R: Rewrite>(
     known_ratio: Option<f64>,
 ) -> Result<CompactionReport> {
     let files = rewrite.files();
+    let skipping_deletes;
+    let options = if R::APPLIES_DELETES || !options.apply_deletes {
+        options
+    } else {
+        skipping_deletes = CompactionOptions { apply_deletes: false, ..options.clone() };
+        &skipping_deletes
+    };
     let first_plan = plan_naming_deletes(files, options, 1.0, R::DELETES);
     let mut report = CompactionReport {
         plans: first_plan,
@@ -175,6 +198,10 @@ pub(crate) fn run<R: Rewrite>(
     drop(conn);
     match result {
         Ok((snapshot_id, location, paths)) => {
+            let removed = rewrite.deletes_removed();
+            for p in &mut report.plans {
+                p.delete_files_removed = removed.get(&p.key).copied().unwrap_or(0);
+            }
             report.snapshot_id = Some(snapshot_id);
             report.metadata_location = Some(location);
             report.written = paths;
@@ -189,7 +216,8 @@ pub(crate) fn run<R: Rewrite>(
 }
 
 /// An Iceberg table's part in a compaction: the current snapshot's live files, rewritten by
-/// field id, committed as one `replace` snapshot ([`commit_with_retries`]).
+/// field id with the delete files that apply to them applied, committed as one `replace`
+/// snapshot that also removes the delete files left dangling ([`commit_with_retries`]).
 struct IcebergRewrite<'a> {
     located: &'a Located,
     table: &'a IcebergTable,
@@ -198,6 +226,12 @@ struct IcebergRewrite<'a> {
     /// For each model file: its manifest and entry.
     sources: Vec<(usize, usize)>,
     starting_sequence_number: i64,
+    /// Model indices of the live delete files.
+    delete_files: Vec<usize>,
+    /// For position delete files read by a rewrite: the data file paths they name.
+    named_paths: RefCell<HashMap<usize, HashSet<String>>>,
+    /// After the commit: per partition, the delete files it removed.
+    removed: RefCell<HashMap<PartitionKey, u64>>,
 }
 
 impl<'a> IcebergRewrite<'a> {
@@ -213,7 +247,18 @@ impl<'a> IcebergRewrite<'a> {
             }
         }
         let starting_sequence_number = table.metadata.current_snapshot().map_or(0, |s| s.sequence_number());
-        Ok(Self { located, table, manifests, files, sources, starting_sequence_number })
+        let delete_files = (0..files.len()).filter(|&i| files[i].content != FileContent::Data).collect();
+        Ok(Self {
+            located,
+            table,
+            manifests,
+            files,
+            sources,
+            starting_sequence_number,
+            delete_files,
+            named_paths: RefCell::new(HashMap::new()),
+            removed: RefCell::new(HashMap::new()),
+        })
     }
 
     /// The manifest entry's data file of model file `i`.
@@ -221,21 +266,175 @@ impl<'a> IcebergRewrite<'a> {
         let (m, e) = self.sources[i];
         self.manifests[m].manifest.entries()[e].data_file()
     }
+
+    /// The live delete files that can delete rows of one of the data files `group`.
+    fn deletes_for(&self, group: &[usize]) -> Vec<usize> {
+        self.delete_files
+            .iter()
+            .copied()
+            .filter(|&d| group.iter().any(|&i| self.files[d].applies_to(&self.files[i])))
+            .collect()
+    }
+
+    /// The group's inputs and deletes, with their data sequence numbers.
+    fn inputs(&self, group: &[usize]) -> (Vec<Input<'_>>, Vec<Input<'_>>) {
+        let input = |i: usize| Input { file: self.source(i), sequence_number: self.files[i].data_sequence_number };
+        (group.iter().map(|&i| input(i)).collect(), self.deletes_for(group).into_iter().map(input).collect())
+    }
+
+    /// Why the deletes that apply to `group` cannot be applied by the rewrite, if they cannot.
+    fn unappliable_deletes(&self, group: &[usize]) -> Option<String> {
+        let schema = self.table.metadata.current_schema();
+        let deletes = self.deletes_for(group);
+        let not_parquet = deletes.iter().filter(|&&d| !self.files[d].parquet).count();
+        if not_parquet > 0 {
+            return Some(format!(
+                "{not_parquet} of its delete files are not Parquet (deletion vectors, ORC or Avro), which compaction \
+                 does not apply"
+            ));
+        }
+        for &d in deletes.iter().filter(|&&d| self.files[d].content == FileContent::EqualityDeletes) {
+            let ids = self.source(d).equality_ids().unwrap_or_default();
+            if ids.is_empty() {
+                return Some(format!("equality delete file '{}' names no equality fields", self.files[d].path));
+            }
+            let top_level = |id: &i32| {
+                schema.as_struct().fields().iter().any(|f| f.id == *id && f.field_type.is_primitive())
+                    && schema
+                        .field_by_id(*id)
+                        .and_then(|f| f.field_type.as_primitive_type().and_then(duckdb_type))
+                        .is_some()
+            };
+            if let Some(id) = ids.iter().find(|id| !top_level(id)) {
+                return Some(format!(
+                    "an equality delete file applies by field id {id}, which is not a top-level primitive column of the \
+                     current schema, so its deletes cannot be applied"
+                ));
+            }
+        }
+        None
+    }
+
+    /// Reads which data files the position delete files of `inputs` name, for the dangling check.
+    fn record_named_paths(&self, conn: &Nested, group: &[usize]) -> Result<()> {
+        let wanted: Vec<usize> = self
+            .deletes_for(group)
+            .into_iter()
+            .filter(|&d| self.files[d].content == FileContent::PositionDeletes)
+            .filter(|&d| self.files[d].referenced_data_file.is_none())
+            .filter(|d| !self.named_paths.borrow().contains_key(d))
+            .collect();
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let local: Vec<String> = wanted.iter().map(|&d| strip_file_scheme(&self.files[d].path).to_string()).collect();
+        let list = format!("[{}]", local.iter().map(|p| quote_literal(p)).collect::<Vec<_>>().join(", "));
+        let result = conn.query(&format!(
+            "SELECT DISTINCT __lakehouse_delete, file_path FROM read_parquet({list}, union_by_name = true, \
+             filename = '__lakehouse_delete')"
+        ))?;
+        let mut named = self.named_paths.borrow_mut();
+        for &d in &wanted {
+            named.entry(d).or_default();
+        }
+        for row in &result.rows {
+            let (Some(file), Some(path)) = (row[0].text(), row[1].text()) else { continue };
+            if let Some(k) = local.iter().position(|l| l == file) {
+                named.entry(wanted[k]).or_default().insert(path.to_string());
+            }
+        }
+        Ok(())
+    }
+
+    /// The delete files that applied to a replaced file, as candidates for removal once dangling.
+    fn removal_candidates(&self, replaced: &HashSet<&str>) -> Vec<Candidate> {
+        let replaced_files: Vec<usize> =
+            (0..self.files.len()).filter(|&i| replaced.contains(self.files[i].path.as_str())).collect();
+        let named = self.named_paths.borrow();
+        self.deletes_for(&replaced_files)
+            .into_iter()
+            .map(|d| {
+                let file = self.files[d].clone();
+                let targets = match (&file.content, &file.referenced_data_file) {
+                    (FileContent::PositionDeletes, Some(one)) => Some(HashSet::from([location_key(one)])),
+                    (FileContent::PositionDeletes, None) => {
+                        named.get(&d).map(|paths| paths.iter().map(|p| location_key(p)).collect())
+                    }
+                    _ => None,
+                };
+                let partitions: HashSet<PartitionKey> = replaced_files
+                    .iter()
+                    .filter(|&&i| file.applies_to(&self.files[i]))
+                    .map(|&i| self.files[i].key.clone())
+                    .collect();
+                Candidate { file, targets, partitions }
+            })
+            .collect()
+    }
+}
+
+/// A file a rewrite reads, with its data sequence number.
+struct Input<'a> {
+    file: &'a IcebergDataFile,
+    sequence_number: i64,
+}
+
+/// A delete file that applied to a replaced data file: removed by the commit when no live data
+/// file is left that it can delete rows of ([`dangling_deletes`]).
+#[derive(Debug, Clone)]
+struct Candidate {
+    file: DataFile,
+    /// For a position delete file: the data files it names (`None`: unknown, then any live file
+    /// of its scope and sequence range keeps it).
+    targets: Option<HashSet<std::path::PathBuf>>,
+    /// The partitions of the replaced files it applied to (for the report).
+    partitions: HashSet<PartitionKey>,
+}
+
+/// The candidates that no live data file of `head` (other than the `replaced` ones) needs: an
+/// equality delete when no such file is in its scope with a lower data sequence number; a
+/// position delete when none it names (or, unknown, none in its scope and range) is live. The
+/// rewritten files take the starting sequence number, which no earlier delete applies to, and
+/// paths no delete names. A candidate no longer live in `head` is not removed (again).
+fn dangling_deletes<'c>(
+    head: &[DataFile],
+    replaced: &HashSet<&str>,
+    candidates: &'c [Candidate],
+) -> Vec<&'c Candidate> {
+    let live: HashSet<&str> = head.iter().map(|f| f.path.as_str()).collect();
+    let data: Vec<&DataFile> =
+        head.iter().filter(|f| f.content == FileContent::Data && !replaced.contains(f.path.as_str())).collect();
+    candidates
+        .iter()
+        .filter(|c| live.contains(c.file.path.as_str()))
+        .filter(|c| {
+            !data.iter().any(|d| {
+                c.file.applies_to(d) && c.targets.as_ref().is_none_or(|named| named.contains(&location_key(&d.path)))
+            })
+        })
+        .collect()
 }
 
 impl Rewrite for IcebergRewrite<'_> {
     type Written = Written;
+    const APPLIES_DELETES: bool = true;
 
     fn files(&self) -> &[DataFile] {
         &self.files
     }
 
     fn copy_sql(&self, conn: &Nested, group: &[usize], target: &str) -> Result<String> {
-        let inputs: Vec<&IcebergDataFile> = group.iter().map(|&i| self.source(i)).collect();
-        copy_sql(conn, self.table, &inputs, target)
+        let (inputs, deletes) = self.inputs(group);
+        Ok(copy_sql(conn, self.table, &inputs, &deletes, target)?.0)
     }
 
     fn skip_unsafe(&self, conn: &Nested, plans: &mut [PartitionPlan]) -> Result<()> {
+        for p in plans.iter_mut().filter(|p| p.verdict == Verdict::Compact && p.delete_files > 0) {
+            let members: Vec<usize> = p.groups.iter().flatten().copied().collect();
+            if let Some(why) = self.unappliable_deletes(&members) {
+                p.skip(&format!("has {} delete files; {why}", p.delete_files));
+            }
+        }
         let sources: Vec<&IcebergDataFile> = (0..self.files.len()).map(|i| self.source(i)).collect();
         skip_misread_nested_fields(conn, self.table.metadata.current_schema(), plans, &sources)
     }
@@ -245,8 +444,13 @@ impl Rewrite for IcebergRewrite<'_> {
     }
 
     fn rewrite(&self, conn: &Nested, plan: &PartitionPlan, group: &[usize]) -> Result<Written> {
-        let inputs: Vec<&IcebergDataFile> = group.iter().map(|&i| self.source(i)).collect();
-        rewrite_group(conn, self.table, &inputs, plan.spec_id)
+        let (inputs, deletes) = self.inputs(group);
+        let written = rewrite_group(conn, self.table, &inputs, &deletes, plan.spec_id)?;
+        if let Err(e) = self.record_named_paths(conn, group) {
+            crate::store::remove_quietly([written.local_path.as_str()]);
+            return Err(e);
+        }
+        Ok(written)
     }
 
     fn local_path(written: &Written) -> &Path {
@@ -255,9 +459,51 @@ impl Rewrite for IcebergRewrite<'_> {
 
     fn commit(&self, written: &[Written]) -> Result<(i64, String, Vec<String>)> {
         let base = Base { located: self.located.clone(), table: self.table.clone(), manifests: self.manifests.clone() };
-        let (snapshot_id, location) = commit_with_retries(base, self.starting_sequence_number, written)?;
-        Ok((snapshot_id, location, written.iter().map(|w| w.data_file.file_path().to_string()).collect()))
+        let replaced: HashSet<&str> = written.iter().flat_map(|w| w.replaces.iter().map(String::as_str)).collect();
+        let candidates = self.removal_candidates(&replaced);
+        let (snapshot_id, location, removed) =
+            commit_with_retries(base, self.starting_sequence_number, written, &candidates)?;
+        let mut by_partition: HashMap<PartitionKey, u64> = HashMap::new();
+        for c in removed {
+            for key in &c.partitions {
+                *by_partition.entry(key.clone()).or_default() += 1;
+            }
+        }
+        *self.removed.borrow_mut() = by_partition;
+        Ok((
+            snapshot_id,
+            location,
+            written.iter().filter_map(|w| w.data_file.as_ref()).map(|f| f.file_path().to_string()).collect(),
+        ))
     }
+
+    fn deletes_removed(&self) -> HashMap<PartitionKey, u64> {
+        self.removed.borrow().clone()
+    }
+}
+
+/// The `SELECT` of the live data files `paths` of `table` with the delete files that apply to
+/// them applied ([`DeleteSet`]), as the current schema's columns; `None` when no delete applies.
+/// What the gate's measured scan reads, so that it reads the rows a reader of the table sees.
+pub(crate) fn merge_on_read_select(
+    conn: &Nested,
+    located: &Located,
+    table: &IcebergTable,
+    paths: &[String],
+) -> Result<Option<String>> {
+    let rewrite = IcebergRewrite::new(located, table)?;
+    let wanted: HashSet<&str> = paths.iter().map(String::as_str).collect();
+    let group: Vec<usize> = (0..rewrite.files.len())
+        .filter(|&i| rewrite.files[i].content == FileContent::Data && wanted.contains(rewrite.files[i].path.as_str()))
+        .collect();
+    let (inputs, deletes) = rewrite.inputs(&group);
+    if deletes.is_empty() || inputs.is_empty() {
+        return Ok(None);
+    }
+    let schema = table.metadata.current_schema();
+    let local: Vec<String> = inputs.iter().map(|i| strip_file_scheme(i.file.file_path()).to_string()).collect();
+    let ids = files_have_field_ids(conn, &local)?;
+    Ok(Some(DeleteSet::new(conn, schema, &inputs, &deletes, ids)?.select_sql(schema, &[])))
 }
 
 /// DuckDB's name for an Iceberg primitive type.
@@ -364,9 +610,16 @@ fn field_ids(field: &NestedField) -> String {
 /// e.g. pyiceberg `add_files`, are read through their column names, as Iceberg's name mapping
 /// does).
 pub(crate) fn select_sql(schema: &Schema, inputs: &[String], sort: &[String], files_have_ids: bool) -> String {
+    let columns = schema.as_struct().fields().iter().map(|f| quote_ident(&f.name)).collect::<Vec<_>>().join(", ");
+    let source = parquet_source(schema, inputs, files_have_ids, "");
+    let order = if sort.is_empty() { String::new() } else { format!(" ORDER BY {}", sort.join(", ")) };
+    format!("SELECT {columns} FROM {source}{order}")
+}
+
+/// The `read_parquet(…)` of [`select_sql`], with `extra` options appended (`, filename = …`).
+fn parquet_source(schema: &Schema, inputs: &[String], files_have_ids: bool, extra: &str) -> String {
     let files = format!("[{}]", inputs.iter().map(|p| quote_literal(p)).collect::<Vec<_>>().join(", "));
     let fields = schema.as_struct().fields();
-    let columns = fields.iter().map(|f| quote_ident(&f.name)).collect::<Vec<_>>().join(", ");
     let by_id: Option<Vec<String>> = fields
         .iter()
         .map(|f| {
@@ -380,12 +633,10 @@ pub(crate) fn select_sql(schema: &Schema, inputs: &[String], sort: &[String], fi
             })
         })
         .collect();
-    let source = match by_id.filter(|_| files_have_ids) {
-        Some(entries) => format!("read_parquet({files}, schema = MAP {{{}}})", entries.join(", ")),
-        None => format!("read_parquet({files}, union_by_name = true)"),
-    };
-    let order = if sort.is_empty() { String::new() } else { format!(" ORDER BY {}", sort.join(", ")) };
-    format!("SELECT {columns} FROM {source}{order}")
+    match by_id.filter(|_| files_have_ids) {
+        Some(entries) => format!("read_parquet({files}, schema = MAP {{{}}}{extra})", entries.join(", ")),
+        None => format!("read_parquet({files}, union_by_name = true{extra})"),
+    }
 }
 
 /// `ORDER BY` terms for the table's default sort order (identity transforms only).
@@ -418,11 +669,19 @@ fn compression(table: &IcebergTable) -> &'static str {
 }
 
 /// The `COPY … TO target (FORMAT parquet, …, RETURN_STATS)` that rewrites `inputs` as one file:
-/// read as the current schema (by field id or by name, see [`select_sql`]), in the table's sort
-/// order, with its codec and the current schema's field ids.
-fn copy_sql(conn: &Nested, table: &IcebergTable, inputs: &[&IcebergDataFile], target: &str) -> Result<String> {
+/// read as the current schema (by field id or by name, see [`select_sql`]), the rows `deletes`
+/// delete left out ([`DeleteSet`]), in the table's sort order, with its codec and the current
+/// schema's field ids. Also, when there are deletes, the query counting the deleted rows and
+/// their non-null values per checked leaf column ([`DeleteSet::deleted_counts_sql`]).
+fn copy_sql(
+    conn: &Nested,
+    table: &IcebergTable,
+    inputs: &[Input<'_>],
+    deletes: &[Input<'_>],
+    target: &str,
+) -> Result<(String, Option<String>)> {
     let schema = table.metadata.current_schema();
-    let local_inputs: Vec<String> = inputs.iter().map(|f| strip_file_scheme(f.file_path()).to_string()).collect();
+    let local_inputs: Vec<String> = inputs.iter().map(|f| strip_file_scheme(f.file.file_path()).to_string()).collect();
     let ids = schema
         .as_struct()
         .fields()
@@ -432,14 +691,196 @@ fn copy_sql(conn: &Nested, table: &IcebergTable, inputs: &[&IcebergDataFile], ta
         .join(", ");
     // With the manifests' value/null counts on every input, the non-null check after the rewrite
     // catches any file read the wrong way, so one footer decides; otherwise every footer does.
-    let probe = if has_column_counts(inputs, schema) { &local_inputs[..1] } else { &local_inputs[..] };
+    let files: Vec<&IcebergDataFile> = inputs.iter().map(|i| i.file).collect();
+    let probe = if has_column_counts(&files, schema) { &local_inputs[..1] } else { &local_inputs[..] };
     let files_have_ids = files_have_field_ids(conn, probe)?;
-    Ok(format!(
-        "COPY ({}) TO {} (FORMAT parquet, COMPRESSION {}, FIELD_IDS {{{ids}}}, RETURN_STATS)",
-        select_sql(schema, &local_inputs, &sort_terms(table), files_have_ids),
-        quote_literal(target),
-        compression(table),
+    let sort = sort_terms(table);
+    let (select, deleted) = if deletes.is_empty() {
+        (select_sql(schema, &local_inputs, &sort, files_have_ids), None)
+    } else {
+        let set = DeleteSet::new(conn, schema, inputs, deletes, files_have_ids)?;
+        (set.select_sql(schema, &sort), Some(set.deleted_counts_sql()))
+    };
+    Ok((
+        format!(
+            "COPY ({select}) TO {} (FORMAT parquet, COMPRESSION {}, FIELD_IDS {{{ids}}}, RETURN_STATS)",
+            quote_literal(target),
+            compression(table),
+        ),
+        deleted,
     ))
+}
+
+/// A rewrite group's data files with the delete files that apply to them, as SQL. The rows kept
+/// are the spec's: a row is deleted by a position delete whose `file_path` is the data file's
+/// path as the manifest writes it and whose `pos` is the row's position in the file, when the
+/// data file's data sequence number is at most the delete file's; and by an equality delete whose
+/// values equal the row's in every equality column (null equal to null), when the data file's
+/// data sequence number is below the delete file's. Partition scope was settled when the delete
+/// files were chosen ([`DataFile::applies_to`]).
+struct DeleteSet {
+    /// The data files with file name and row position: `__d`, joined to their manifest path and
+    /// sequence number, `__f`.
+    data: String,
+    /// (subquery, join condition) per delete source.
+    sources: Vec<(String, String)>,
+    /// The leaf columns checked after the rewrite, as SQL expressions over `__d`, by field id.
+    leaves: Vec<(i32, String)>,
+}
+
+impl DeleteSet {
+    fn new(
+        conn: &Nested,
+        schema: &Schema,
+        inputs: &[Input<'_>],
+        deletes: &[Input<'_>],
+        files_have_ids: bool,
+    ) -> Result<Self> {
+        let local = |f: &IcebergDataFile| strip_file_scheme(f.file_path()).to_string();
+        let list =
+            |files: &[String]| format!("[{}]", files.iter().map(|p| quote_literal(p)).collect::<Vec<_>>().join(", "));
+        let sequence_table = |files: &[&Input<'_>], with_path: bool| {
+            let rows: Vec<String> = files
+                .iter()
+                .map(|i| {
+                    let path =
+                        if with_path { format!(", {}", quote_literal(i.file.file_path())) } else { String::new() };
+                    format!("({}{path}, {}::BIGINT)", quote_literal(&local(i.file)), i.sequence_number)
+                })
+                .collect();
+            format!("(VALUES {})", rows.join(", "))
+        };
+        let local_inputs: Vec<String> = inputs.iter().map(|i| local(i.file)).collect();
+        let source = parquet_source(
+            schema,
+            &local_inputs,
+            files_have_ids,
+            ", filename = '__lakehouse_file', file_row_number = true",
+        );
+        let all: Vec<&Input<'_>> = inputs.iter().collect();
+        let data = format!(
+            "{source} AS __d JOIN {} AS __f(__file, __path, __seq) ON __d.__lakehouse_file = __f.__file",
+            sequence_table(&all, true)
+        );
+        let mut sources = Vec::new();
+        let position: Vec<&Input<'_>> =
+            deletes.iter().filter(|d| d.file.content_type() == DataContentType::PositionDeletes).collect();
+        if !position.is_empty() {
+            let files: Vec<String> = position.iter().map(|d| local(d.file)).collect();
+            sources.push((
+                format!(
+                    "(SELECT __r.file_path AS __path, __r.pos AS __pos, __s.__seq FROM read_parquet({}, union_by_name = true, \
+                     filename = '__lakehouse_delete') AS __r JOIN {} AS __s(__file, __seq) ON __r.__lakehouse_delete = __s.__file)",
+                    list(&files),
+                    sequence_table(&position, false)
+                ),
+                "__x.__path = __f.__path AND __x.__pos = __d.file_row_number AND __f.__seq <= __x.__seq".to_string(),
+            ));
+        }
+        // Equality deletes, one source per set of equality fields.
+        let mut by_fields: std::collections::BTreeMap<Vec<i32>, Vec<&Input<'_>>> = Default::default();
+        for d in deletes.iter().filter(|d| d.file.content_type() == DataContentType::EqualityDeletes) {
+            let mut ids = d.file.equality_ids().unwrap_or_default();
+            ids.sort_unstable();
+            ids.dedup();
+            by_fields.entry(ids).or_default().push(d);
+        }
+        for (ids, files) in by_fields {
+            let paths: Vec<String> = files.iter().map(|d| local(d.file)).collect();
+            let fields: Vec<(&NestedField, String)> = ids
+                .iter()
+                .map(|id| {
+                    let field = schema.field_by_id(*id).filter(|f| f.field_type.is_primitive());
+                    let ty = field.and_then(|f| f.field_type.as_primitive_type().and_then(duckdb_type));
+                    match (field, ty) {
+                        (Some(f), Some(t)) => Ok((f.as_ref(), t)),
+                        _ => Err(Error::new(
+                            ErrorKind::Unsupported,
+                            format!("equality deletes on field id {id} cannot be applied; nothing was committed"),
+                        )),
+                    }
+                })
+                .collect::<Result<_>>()?;
+            let by_id = files_have_field_ids(conn, &paths)?;
+            let reader = if by_id {
+                let entries: Vec<String> = fields
+                    .iter()
+                    .enumerate()
+                    .map(|(k, (f, t))| {
+                        format!("{}: {{name: '__k{k}', type: {}, default_value: NULL}}", f.id, quote_literal(t))
+                    })
+                    .collect();
+                format!(
+                    "(SELECT __r.* EXCLUDE (__lakehouse_delete), __s.__seq FROM read_parquet({}, schema = MAP {{{}}}, \
+                     filename = '__lakehouse_delete') AS __r",
+                    list(&paths),
+                    entries.join(", ")
+                )
+            } else {
+                let columns: Vec<String> = fields
+                    .iter()
+                    .enumerate()
+                    .map(|(k, (f, t))| format!("CAST(__r.{} AS {t}) AS __k{k}", quote_ident(&f.name)))
+                    .collect();
+                format!(
+                    "(SELECT {}, __s.__seq FROM read_parquet({}, union_by_name = true, filename = '__lakehouse_delete') AS __r",
+                    columns.join(", "),
+                    list(&paths)
+                )
+            };
+            let condition: Vec<String> = std::iter::once("__f.__seq < __x.__seq".to_string())
+                .chain(
+                    fields
+                        .iter()
+                        .enumerate()
+                        .map(|(k, (f, _))| format!("__d.{} IS NOT DISTINCT FROM __x.__k{k}", quote_ident(&f.name))),
+                )
+                .collect();
+            sources.push((
+                format!(
+                    "{reader} JOIN {} AS __s(__file, __seq) ON __r.__lakehouse_delete = __s.__file)",
+                    sequence_table(&files, false)
+                ),
+                condition.join(" AND "),
+            ));
+        }
+        let mut leaves: Vec<(String, i32)> =
+            leaves(schema).into_values().filter(|l| !l.repeated).map(|l| (l.name, l.id)).collect();
+        leaves.sort();
+        let leaves = leaves
+            .into_iter()
+            .map(|(name, id)| (id, format!("__d.{}", name.split(", ").map(quote_ident).collect::<Vec<_>>().join("."))))
+            .collect();
+        Ok(Self { data, sources, leaves })
+    }
+
+    /// The rows kept, as the current schema's columns, in `sort` order.
+    fn select_sql(&self, schema: &Schema, sort: &[String]) -> String {
+        let mut kept = format!("SELECT __d.* FROM {}", self.data);
+        for (k, (source, condition)) in self.sources.iter().enumerate() {
+            kept.push_str(&format!(
+                " ANTI JOIN {source} AS __x{k} ON {}",
+                condition.replace("__x.", &format!("__x{k}."))
+            ));
+        }
+        let columns = schema.as_struct().fields().iter().map(|f| quote_ident(&f.name)).collect::<Vec<_>>().join(", ");
+        let order = if sort.is_empty() { String::new() } else { format!(" ORDER BY {}", sort.join(", ")) };
+        format!("SELECT {columns} FROM ({kept}){order}")
+    }
+
+    /// Counts of the deleted rows: `count(*)`, then `count(leaf)` for each of [`Self::leaves`],
+    /// by a mark join (`EXISTS`), not the anti join the rewrite uses.
+    fn deleted_counts_sql(&self) -> String {
+        let exists: Vec<String> = self
+            .sources
+            .iter()
+            .map(|(source, condition)| format!("EXISTS (SELECT 1 FROM {source} AS __x WHERE {condition})"))
+            .collect();
+        let counts: Vec<String> = std::iter::once("count(*)".to_string())
+            .chain(self.leaves.iter().map(|(_, e)| format!("count({e})")))
+            .collect();
+        format!("SELECT {} FROM {} WHERE {}", counts.join(", "), self.data, exists.join(" OR "))
+    }
 }
 
 /// Input bytes rewritten to `/dev/null` to measure how the rewrite changes sizes.
@@ -483,9 +924,18 @@ pub(crate) fn measured_output_ratio(
 const MIN_OUTPUT_RATIO: f64 = 1.0 / 32.0;
 const MAX_OUTPUT_RATIO: f64 = 32.0;
 
-/// Rewrites one group into one file next to its first input; checks the row count.
-fn rewrite_group(conn: &Nested, table: &IcebergTable, inputs: &[&IcebergDataFile], spec_id: i32) -> Result<Written> {
-    let dir = output_dir(table, inputs[0], spec_id);
+/// Rewrites one group into one file next to its first input, with `deletes` applied; checks the
+/// rows and per-column non-null counts written, plus those deleted, against the manifests. A group
+/// whose every row was deleted writes no file (its inputs are only removed).
+fn rewrite_group(
+    conn: &Nested,
+    table: &IcebergTable,
+    inputs: &[Input<'_>],
+    deletes: &[Input<'_>],
+    spec_id: i32,
+) -> Result<Written> {
+    let first = inputs[0].file;
+    let dir = output_dir(table, first, spec_id);
     let file_path = format!("{dir}/{}-compacted.parquet", uuid::Uuid::new_v4());
     let local_path = strip_file_scheme(&file_path).to_string();
     if !crate::store::is_remote(&local_path)
@@ -493,33 +943,45 @@ fn rewrite_group(conn: &Nested, table: &IcebergTable, inputs: &[&IcebergDataFile
     {
         std::fs::create_dir_all(parent)?;
     }
-    if inputs.iter().any(|f| f.partition() != inputs[0].partition()) {
+    if inputs.iter().any(|f| f.file.partition() != first.partition()) {
         return Err(Error::new(
             ErrorKind::CorruptMetadata,
             "a rewrite group mixes partitions; nothing was committed (this is a bug, please report it)",
         ));
     }
     let schema = table.metadata.current_schema();
-    let sql = copy_sql(conn, table, inputs, &local_path)?;
+    let files: Vec<&IcebergDataFile> = inputs.iter().map(|i| i.file).collect();
+    let (sql, deleted_sql) = copy_sql(conn, table, inputs, deletes, &local_path)?;
     let written = (|| {
+        // What the deletes remove, counted by a query of its own before the rewrite.
+        let deleted = match &deleted_sql {
+            None => Deleted::default(),
+            Some(sql) => Deleted::read(conn, sql, schema)?,
+        };
         let (rows, bytes) = conn.query(&sql)?.copy_stats()?;
-        let expected: u64 = inputs.iter().map(|f| f.record_count()).sum();
-        if rows != expected {
+        let listed: u64 = files.iter().map(|f| f.record_count()).sum();
+        if rows + deleted.rows != listed {
             return Err(Error::new(
                 ErrorKind::CorruptMetadata,
                 format!(
-                    "rewrite of {} files produced {rows} rows, the manifests list {expected}; nothing was committed",
-                    inputs.len()
+                    "rewrite of {} files produced {rows} rows and the deletes removed {}, the manifests list {listed}; \
+                     nothing was committed",
+                    inputs.len(),
+                    deleted.rows
                 ),
             ));
         }
         let stats = column_stats(conn, &local_path, schema)?;
-        check_non_null_counts(inputs, &stats, schema)?;
+        check_non_null_counts(&files, &stats, &deleted.non_null, schema)?;
+        if rows == 0 {
+            crate::store::remove_quietly([local_path.as_str()]);
+            return Ok(None);
+        }
         DataFileBuilder::default()
             .content(DataContentType::Data)
             .file_path(file_path.clone())
             .file_format(DataFileFormat::Parquet)
-            .partition(inputs[0].partition().clone())
+            .partition(first.partition().clone())
             .partition_spec_id(spec_id)
             .record_count(rows)
             .file_size_in_bytes(bytes)
@@ -529,13 +991,14 @@ fn rewrite_group(conn: &Nested, table: &IcebergTable, inputs: &[&IcebergDataFile
             .lower_bounds(stats.lower)
             .upper_bounds(stats.upper)
             .build()
+            .map(Some)
             .map_err(|e| Error::new(ErrorKind::CorruptMetadata, format!("data file entry: {e}")))
     })();
     match written {
         Ok(data_file) => Ok(Written {
             local_path,
             data_file,
-            replaces: inputs.iter().map(|f| f.file_path().to_string()).collect(),
+            replaces: files.iter().map(|f| f.file_path().to_string()).collect(),
             spec_id,
         }),
         Err(e) => {
@@ -543,6 +1006,36 @@ fn rewrite_group(conn: &Nested, table: &IcebergTable, inputs: &[&IcebergDataFile
             Err(e)
         }
     }
+}
+
+/// The rows, and the non-null values per leaf column (by field id), that a group's deletes
+/// remove ([`DeleteSet::deleted_counts_sql`]).
+#[derive(Default)]
+struct Deleted {
+    rows: u64,
+    non_null: HashMap<i32, u64>,
+}
+
+impl Deleted {
+    fn read(conn: &Nested, sql: &str, schema: &Schema) -> Result<Self> {
+        let result = conn.query(sql)?;
+        let row = result.first("the count of deleted rows")?;
+        let ids: Vec<i32> = leaf_order(schema);
+        let mut non_null = HashMap::new();
+        for (k, id) in ids.iter().enumerate() {
+            non_null.insert(*id, row[k + 1].int()?.max(0) as u64);
+        }
+        Ok(Self { rows: row[0].int()?.max(0) as u64, non_null })
+    }
+}
+
+/// The field ids of the leaf columns outside lists and maps, in the order
+/// [`DeleteSet::deleted_counts_sql`] counts them.
+fn leaf_order(schema: &Schema) -> Vec<i32> {
+    let mut ids: Vec<(String, i32)> =
+        leaves(schema).into_values().filter(|l| !l.repeated).map(|l| (l.name, l.id)).collect();
+    ids.sort();
+    ids.into_iter().map(|(_, id)| id).collect()
 }
 
 /// Where a group's output goes: beside its first input when that lies inside the table location
@@ -684,21 +1177,28 @@ fn has_column_counts(inputs: &[&IcebergDataFile], schema: &Schema) -> bool {
 /// Every leaf column outside lists and maps (top-level and struct fields) must hold as many
 /// non-null values as its inputs did, per the manifests' own value and null counts (checked
 /// where every input has them). Catches a column read as NULL.
-fn check_non_null_counts(inputs: &[&IcebergDataFile], stats: &ColumnStats, schema: &Schema) -> Result<()> {
+fn check_non_null_counts(
+    inputs: &[&IcebergDataFile],
+    stats: &ColumnStats,
+    deleted: &HashMap<i32, u64>,
+    schema: &Schema,
+) -> Result<()> {
     for field in leaves(schema).into_values().filter(|l| !l.repeated) {
         let id = field.id;
         let expected: Option<u64> = inputs
             .iter()
             .map(|f| Some(f.value_counts().get(&id)?.saturating_sub(*f.null_value_counts().get(&id)?)))
             .sum();
+        let removed = deleted.get(&id).copied().unwrap_or(0);
         let written = stats.values.get(&id).zip(stats.nulls.get(&id)).map(|(v, n)| v.saturating_sub(*n));
         if let (Some(expected), Some(written)) = (expected, written)
-            && expected != written
+            && expected != written + removed
         {
             return Err(Error::new(
                 ErrorKind::CorruptMetadata,
                 format!(
-                    "rewrite check failed: column '{}' has {written} non-null values, its inputs {expected}; nothing was committed",
+                    "rewrite check failed: column '{}' has {written} non-null values and the deletes removed {removed}, \
+                     its inputs {expected}; nothing was committed",
                     field.name.replace(", ", ".")
                 ),
             ));
@@ -860,25 +1360,37 @@ struct Base {
 
 /// Commits, retrying on a moved head while the rewrite is still valid there ([`check_rebase`]).
 /// New files take `starting_sequence_number`, the data sequence number of the snapshot the
-/// rewrite read.
-fn commit_with_retries(mut base: Base, starting_sequence_number: i64, written: &[Written]) -> Result<(i64, String)> {
+/// rewrite read. Of the delete `candidates`, those dangling on the head committed to
+/// ([`dangling_deletes`]) are removed by the same snapshot; they are returned.
+fn commit_with_retries<'c>(
+    mut base: Base,
+    starting_sequence_number: i64,
+    written: &[Written],
+    candidates: &'c [Candidate],
+) -> Result<(i64, String, Vec<&'c Candidate>)> {
     let replaced: HashSet<&str> = written.iter().flat_map(|w| w.replaces.iter().map(String::as_str)).collect();
     // The new data files are on disk before any metadata names them (each attempt's manifests
     // and list are flushed before its commit).
-    sync_files(written.iter().map(|w| w.local_path.as_str()))?;
+    sync_files(written.iter().filter(|w| w.data_file.is_some()).map(|w| w.local_path.as_str()))?;
     pause_for_tests();
     for _attempt in 0..MAX_COMMIT_ATTEMPTS {
         interrupt::check("nothing was committed")?;
+        let head: Vec<DataFile> = base.manifests.iter().flat_map(|m| base.table.model_files(m)).collect();
+        let removed = dangling_deletes(&head, &replaced, candidates);
+        let removing: HashSet<&str> = removed.iter().map(|c| c.file.path.as_str()).collect();
         let mut scratch = Vec::new();
         let attempt = (|| {
             let (metadata, snapshot_id) =
-                build_snapshot(&base, starting_sequence_number, &replaced, written, &mut scratch)?;
+                build_snapshot(&base, starting_sequence_number, &replaced, &removing, written, &mut scratch)?;
             sync_files(scratch.iter().map(String::as_str))?;
             Ok::<_, Error>((commit_table(&base.located, &base.table, &metadata)?, snapshot_id))
         })();
         match attempt {
-            Ok((CommitOutcome::Committed(location), snapshot_id)) => return Ok((snapshot_id, location)),
-            Ok((CommitOutcome::Unknown(why), snapshot_id)) => return settle_unknown(&base.located, snapshot_id, &why),
+            Ok((CommitOutcome::Committed(location), snapshot_id)) => return Ok((snapshot_id, location, removed)),
+            Ok((CommitOutcome::Unknown(why), snapshot_id)) => {
+                let (snapshot_id, location) = settle_unknown(&base.located, snapshot_id, &why)?;
+                return Ok((snapshot_id, location, removed));
+            }
             Ok((CommitOutcome::Conflict, _)) => {
                 remove_all(&scratch);
                 let located = relocate(&base.located)?;
@@ -971,20 +1483,60 @@ fn manifest_writer(
     schema: SchemaRef,
     spec: PartitionSpec,
     version: FormatVersion,
+    content: ManifestContentType,
 ) -> Result<ManifestWriter> {
     let builder = ManifestWriterBuilder::new(file_io.new_output(path)?, Some(snapshot_id), schema, spec);
-    Ok(match version {
-        FormatVersion::V1 => builder.build_v1(),
+    Ok(match (version, content) {
+        (FormatVersion::V1, _) => builder.build_v1(),
+        (_, ManifestContentType::Deletes) => builder.build_v2_deletes(),
         _ => builder.build_v2_data(),
     })
 }
 
-/// Writes the manifests and manifest list of the replace snapshot on `table`; returns the new
-/// metadata. Every file written is recorded in `scratch` for cleanup.
+/// Writes `loaded` again as a new manifest at `path` for snapshot `snapshot_id`: its live entries
+/// in `drop` as DELETED, the others as EXISTING, each with its data and file sequence numbers and
+/// the snapshot that added it; `seen` is told of every live entry and whether it was dropped.
+async fn rewrite_manifest(
+    file_io: &FileIO,
+    path: &str,
+    snapshot_id: i64,
+    version: FormatVersion,
+    loaded: &LoadedManifest,
+    drop: &HashSet<&str>,
+    mut seen: impl FnMut(&iceberg::spec::ManifestEntry, bool),
+) -> Result<ManifestFile> {
+    let mut writer = manifest_writer(
+        file_io,
+        path,
+        snapshot_id,
+        loaded.manifest.metadata().schema().clone(),
+        loaded.manifest.metadata().partition_spec().clone(),
+        version,
+        loaded.file.content,
+    )?;
+    for e in loaded.manifest.entries().iter().filter(|e| e.is_alive()) {
+        let seq = e.sequence_number().unwrap_or(0);
+        let file_seq = e.file_sequence_number.or(Some(seq));
+        let dropped = drop.contains(e.file_path());
+        seen(e, dropped);
+        if dropped {
+            writer.add_delete_file(e.data_file().clone(), seq, file_seq)?;
+        } else {
+            let added_by = e.snapshot_id().unwrap_or(loaded.file.added_snapshot_id);
+            writer.add_existing_file(e.data_file().clone(), added_by, seq, file_seq)?;
+        }
+    }
+    Ok(writer.write_manifest_file().await?)
+}
+
+/// Writes the manifests and manifest list of the replace snapshot on `table` (replacing the
+/// `replaced` data files by the `written` ones and removing the `removing` delete files);
+/// returns the new metadata. Every file written is recorded in `scratch` for cleanup.
 fn build_snapshot(
     base: &Base,
     starting_sequence_number: i64,
     replaced: &HashSet<&str>,
+    removing: &HashSet<&str>,
     written: &[Written],
     scratch: &mut Vec<String>,
 ) -> Result<(TableMetadata, i64)> {
@@ -995,23 +1547,42 @@ fn build_snapshot(
     let snapshot_id = new_snapshot_id();
     let sequence_number = metadata.next_sequence_number();
     let parent = metadata.current_snapshot_id();
-    let metadata_dir = {
-        let loc = &table.metadata_location;
-        loc.rsplit_once('/').map(|(d, _)| d.to_string()).unwrap_or_else(|| format!("{}/metadata", metadata.location()))
-    };
+    let metadata_dir = table.metadata_dir();
     let new_manifest_path = |suffix: &str| format!("{metadata_dir}/{}-{suffix}.avro", uuid::Uuid::new_v4());
 
     let mut new_manifests: Vec<ManifestFile> = Vec::new();
     let mut found = 0usize;
     let (mut deleted_files, mut deleted_records, mut removed_bytes) = (0u64, 0u64, 0u64);
     let (mut total_files, mut total_records, mut total_bytes, mut total_deletes) = (0u64, 0u64, 0u64, 0u64);
+    // Removed delete files: (files, deletes in them) per kind.
+    let (mut removed_position, mut removed_equality, mut removed_deletes_found) = ((0u64, 0u64), (0u64, 0u64), 0usize);
     runtime::block_on(async {
         // Carry over or rewrite the existing manifests.
         for loaded in manifests {
             let alive: Vec<_> = loaded.manifest.entries().iter().filter(|e| e.is_alive()).collect();
             if loaded.file.content == ManifestContentType::Deletes {
-                total_deletes += alive.len() as u64;
-                new_manifests.push(loaded.file.clone());
+                if !alive.iter().any(|e| removing.contains(e.file_path())) {
+                    total_deletes += alive.len() as u64;
+                    new_manifests.push(loaded.file.clone());
+                    continue;
+                }
+                let path = new_manifest_path("m2");
+                scratch.push(path.clone());
+                let file = rewrite_manifest(file_io, &path, snapshot_id, version, loaded, removing, |e, dropped| {
+                    if dropped {
+                        removed_deletes_found += 1;
+                        let slot = match e.content_type() {
+                            DataContentType::EqualityDeletes => &mut removed_equality,
+                            _ => &mut removed_position,
+                        };
+                        slot.0 += 1;
+                        slot.1 += e.record_count();
+                    } else {
+                        total_deletes += 1;
+                    }
+                })
+                .await?;
+                new_manifests.push(file);
                 continue;
             }
             let touched = alive.iter().any(|e| replaced.contains(e.file_path()));
@@ -1026,42 +1597,33 @@ fn build_snapshot(
             }
             let path = new_manifest_path("m0");
             scratch.push(path.clone());
-            let mut writer = manifest_writer(
-                file_io,
-                &path,
-                snapshot_id,
-                loaded.manifest.metadata().schema().clone(),
-                loaded.manifest.metadata().partition_spec().clone(),
-                version,
-            )?;
-            for e in alive {
-                let seq = e.sequence_number().unwrap_or(0);
-                let file_seq = e.file_sequence_number.or(Some(seq));
-                if replaced.contains(e.file_path()) {
+            let file = rewrite_manifest(file_io, &path, snapshot_id, version, loaded, replaced, |e, dropped| {
+                if dropped {
                     found += 1;
                     deleted_files += 1;
                     deleted_records += e.record_count();
                     removed_bytes += e.file_size_in_bytes();
-                    writer.add_delete_file(e.data_file().clone(), seq, file_seq)?;
                 } else {
                     total_files += 1;
                     total_records += e.record_count();
                     total_bytes += e.file_size_in_bytes();
-                    let added_by = e.snapshot_id().unwrap_or(loaded.file.added_snapshot_id);
-                    writer.add_existing_file(e.data_file().clone(), added_by, seq, file_seq)?;
                 }
-            }
-            new_manifests.push(writer.write_manifest_file().await?);
+            })
+            .await?;
+            new_manifests.push(file);
         }
-        if found != replaced.len() {
+        if found != replaced.len() || removed_deletes_found != removing.len() {
             return Err(Error::new(
                 ErrorKind::CorruptMetadata,
-                format!("{} of the files to replace are not live in the base snapshot", replaced.len() - found),
+                format!(
+                    "{} of the files to replace or remove are not live in the base snapshot",
+                    replaced.len() + removing.len() - found - removed_deletes_found
+                ),
             ));
         }
         // One manifest of added files per partition spec.
         let mut by_spec: HashMap<i32, Vec<&Written>> = HashMap::new();
-        for w in written {
+        for w in written.iter().filter(|w| w.data_file.is_some()) {
             by_spec.entry(w.spec_id).or_default().push(w);
         }
         let mut added_manifests = Vec::new();
@@ -1079,15 +1641,17 @@ fn build_snapshot(
                 metadata.current_schema().clone(),
                 spec.as_ref().clone(),
                 version,
+                ManifestContentType::Data,
             )?;
-            for w in files {
-                added_records += w.data_file.record_count();
-                added_bytes += w.data_file.file_size_in_bytes();
-                writer.add_file(w.data_file.clone(), starting_sequence_number)?;
+            for file in files.iter().filter_map(|w| w.data_file.as_ref()) {
+                added_records += file.record_count();
+                added_bytes += file.file_size_in_bytes();
+                writer.add_file(file.clone(), starting_sequence_number)?;
             }
             added_manifests.push(writer.write_manifest_file().await?);
         }
-        total_files += written.len() as u64;
+        let added_files = written.iter().filter(|w| w.data_file.is_some()).count();
+        total_files += added_files as u64;
         total_records += added_records;
         total_bytes += added_bytes;
 
@@ -1101,36 +1665,30 @@ fn build_snapshot(
         list.add_manifests(added_manifests.into_iter().chain(new_manifests))?;
         list.close().await?;
 
-        let summary = Summary {
-            operation: Operation::Replace,
-            additional_properties: HashMap::from([
-                ("added-data-files".to_string(), written.len().to_string()),
-                ("deleted-data-files".to_string(), deleted_files.to_string()),
-                ("added-records".to_string(), added_records.to_string()),
-                ("deleted-records".to_string(), deleted_records.to_string()),
-                ("added-files-size".to_string(), added_bytes.to_string()),
-                ("removed-files-size".to_string(), removed_bytes.to_string()),
-                ("total-data-files".to_string(), total_files.to_string()),
-                ("total-records".to_string(), total_records.to_string()),
-                ("total-files-size".to_string(), total_bytes.to_string()),
-                ("total-delete-files".to_string(), total_deletes.to_string()),
-                ("engine-name".to_string(), "lakehouse".to_string()),
-            ]),
-        };
-        let builder =
-            TableMetadataBuilder::new_from_metadata(metadata.as_ref().clone(), Some(table.metadata_location.clone()));
-        let next = add_to_main(
-            builder,
-            NewSnapshot {
-                snapshot_id,
-                parent,
-                sequence_number,
-                timestamp_ms: chrono::Utc::now().timestamp_millis(),
-                manifest_list: list_path,
-                summary,
-                schema_id: metadata.current_schema_id(),
-            },
-        )?;
+        let mut properties = HashMap::from([
+            ("added-data-files".to_string(), added_files.to_string()),
+            ("deleted-data-files".to_string(), deleted_files.to_string()),
+            ("added-records".to_string(), added_records.to_string()),
+            ("deleted-records".to_string(), deleted_records.to_string()),
+            ("added-files-size".to_string(), added_bytes.to_string()),
+            ("removed-files-size".to_string(), removed_bytes.to_string()),
+            ("total-data-files".to_string(), total_files.to_string()),
+            ("total-records".to_string(), total_records.to_string()),
+            ("total-files-size".to_string(), total_bytes.to_string()),
+            ("total-delete-files".to_string(), total_deletes.to_string()),
+            ("engine-name".to_string(), "lakehouse".to_string()),
+        ]);
+        if !removing.is_empty() {
+            properties.extend([
+                ("removed-delete-files".to_string(), (removed_position.0 + removed_equality.0).to_string()),
+                ("removed-position-delete-files".to_string(), removed_position.0.to_string()),
+                ("removed-equality-delete-files".to_string(), removed_equality.0.to_string()),
+                ("removed-position-deletes".to_string(), removed_position.1.to_string()),
+                ("removed-equality-deletes".to_string(), removed_equality.1.to_string()),
+            ]);
+        }
+        let summary = Summary { operation: Operation::Replace, additional_properties: properties };
+        let next = with_main_snapshot(table, snapshot_id, list_path, summary)?;
         Ok((next, snapshot_id))
     })?
 }
@@ -1174,6 +1732,41 @@ mod tests {
         for (ty, text, upper, want) in cases {
             assert_eq!(bound(&ty, text, upper), want, "{ty:?} {text:.10} upper={upper}");
         }
+    }
+
+    #[test]
+    fn dangling_deletes_are_those_no_live_file_needs() {
+        let data =
+            |seq: i64| DataFile { data_sequence_number: seq, ..DataFile::for_tests("a=1", 1, FileContent::Data) };
+        let (old, kept_old, newer) = (data(1), data(1), data(5));
+        let equality =
+            DataFile { data_sequence_number: 3, ..DataFile::for_tests("a=1", 1, FileContent::EqualityDeletes) };
+        let position =
+            DataFile { data_sequence_number: 3, ..DataFile::for_tests("a=1", 1, FileContent::PositionDeletes) };
+        let candidate = |file: &DataFile, targets: Option<Vec<&DataFile>>| Candidate {
+            file: file.clone(),
+            targets: targets.map(|t| t.iter().map(|f| location_key(&f.path)).collect()),
+            partitions: HashSet::new(),
+        };
+        let removed = |head: &[DataFile], replaced: &[&DataFile], candidates: &[Candidate]| -> Vec<String> {
+            let replaced: HashSet<&str> = replaced.iter().map(|f| f.path.as_str()).collect();
+            dangling_deletes(head, &replaced, candidates).into_iter().map(|c| c.file.path.clone()).collect()
+        };
+        let head = vec![old.clone(), kept_old.clone(), newer.clone(), equality.clone(), position.clone()];
+        // The equality delete still applies to `kept_old` (seq 1 < 3), not to `newer` (5).
+        let eq = [candidate(&equality, None)];
+        assert!(removed(&head, &[&old], &eq).is_empty());
+        assert_eq!(removed(&head, &[&old, &kept_old], &eq), vec![equality.path.clone()]);
+        // The position delete names `old` only: dangling once `old` is replaced, whatever else lives.
+        let pos = [candidate(&position, Some(vec![&old]))];
+        assert_eq!(removed(&head, &[&old], &pos), vec![position.path.clone()]);
+        let pos_both = [candidate(&position, Some(vec![&old, &kept_old]))];
+        assert!(removed(&head, &[&old], &pos_both).is_empty());
+        // Unknown targets: any live file of its scope and sequence range keeps it.
+        assert!(removed(&head, &[&old], &[candidate(&position, None)]).is_empty());
+        // A candidate no longer live on the head is not removed again.
+        let without: Vec<DataFile> = head.iter().filter(|f| f.path != equality.path).cloned().collect();
+        assert!(removed(&without, &[&old, &kept_old], &eq).is_empty());
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! give the measured speedup, and equal counts and checksums prove the rewrite kept every row.
 //! Files are read as the table's current schema, exactly as the compaction reads them (Iceberg:
 //! by field id where files carry ids, by name otherwise; Delta: by name, without the partition
-//! columns, which the files do not hold).
+//! columns, which the files do not hold). Delete files that apply to the scanned Iceberg files are
+//! applied, as a reader of the table applies them: a merge-on-read partition is timed with the
+//! cost of its deletes, and compared by the rows a reader sees.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -39,7 +41,15 @@ pub fn scan(conn: &crate::duck::Nested, table: &Table, paths: &[String], runs: u
     }
     crate::duck::prepare_remote(conn, &local[0])?;
     let (columns, source) = match table {
-        Table::Iceberg { table, .. } => iceberg_source(conn, table, &local)?,
+        Table::Iceberg { located, table } => {
+            match crate::action::compact::merge_on_read_select(conn, located, table, paths)? {
+                Some(sql) => {
+                    let schema = table.metadata.current_schema();
+                    (schema.as_struct().fields().iter().map(|f| quote_ident(&f.name)).collect(), sql)
+                }
+                None => iceberg_source(conn, table, &local)?,
+            }
+        }
         Table::Delta(table) => {
             let columns = DeltaColumns::of(table);
             let names = columns.names().into_iter().map(quote_ident).collect();

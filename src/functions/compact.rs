@@ -1,6 +1,7 @@
 //! `lakehouse_compact(table, small_file_threshold_mb := 64, fragmentation_ratio_threshold := 0.35,
-//! target_file_size_mb := 128, min_input_files := 2, partitions := NULL, dry_run := false, …)`:
-//! bin-pack compaction of degraded partitions, one row per partition considered.
+//! target_file_size_mb := 128, min_input_files := 2, partitions := NULL, apply_deletes := true,
+//! dry_run := false, …)`: bin-pack compaction of degraded partitions (merge-on-read ones with
+//! their delete files applied), one row per partition considered.
 
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
@@ -24,7 +25,7 @@ pub struct CompactInput {
 pub struct Compact;
 
 /// The compaction's named parameters besides the thresholds, `dry_run` and the table ones.
-pub const COMPACTION_PARAMETERS: [&str; 3] = ["target_file_size_mb", "min_input_files", "partitions"];
+pub const COMPACTION_PARAMETERS: [&str; 4] = ["target_file_size_mb", "min_input_files", "partitions", "apply_deletes"];
 
 /// Reads the thresholds and [`COMPACTION_PARAMETERS`], validated.
 pub fn compaction_options(args: &Args) -> Result<CompactionOptions> {
@@ -33,6 +34,7 @@ pub fn compaction_options(args: &Args) -> Result<CompactionOptions> {
         target_file_size_mb: args.f64("target_file_size_mb", 128.0)?,
         min_input_files: args.i64_in("min_input_files", 2, 2, i64::from(u32::MAX))? as u64,
         partitions: args.opt_string_list("partitions")?,
+        apply_deletes: args.bool("apply_deletes", true)?,
     };
     options.validate()?;
     Ok(options)
@@ -66,6 +68,8 @@ impl RowFunction for Compact {
             ("dry_run", Boolean),
             ("snapshot_id", Bigint),
             ("metadata_location", Varchar),
+            ("delete_files", Bigint),
+            ("delete_files_removed", Bigint),
         ]
     }
 
@@ -108,6 +112,8 @@ impl RowFunction for Compact {
                     Cell::Bool(report.dry_run),
                     report.snapshot_id.map_or(Cell::Null, Cell::BigInt),
                     report.metadata_location.clone().map_or(Cell::Null, Cell::Text),
+                    Cell::BigInt(p.delete_files as i64),
+                    Cell::BigInt(p.delete_files_removed as i64),
                 ]
             })
             .collect())

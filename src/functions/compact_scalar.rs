@@ -18,12 +18,13 @@ use crate::profile::Thresholds;
 use crate::table::LocateOptions;
 
 const NAME: &str = "lakehouse_compact";
-const KEYS: [&str; 10] = [
+const KEYS: [&str; 11] = [
     "small_file_threshold_mb",
     "fragmentation_ratio_threshold",
     "target_file_size_mb",
     "min_input_files",
     "partitions",
+    "apply_deletes",
     "dry_run",
     TABLE_KEYS[0],
     TABLE_KEYS[1],
@@ -57,6 +58,7 @@ pub fn parse_options(options: Option<&str>) -> Result<(LocateOptions, Compaction
         target_file_size_mb: map.number("target_file_size_mb", 128.0)?,
         min_input_files,
         partitions,
+        apply_deletes: map.boolean("apply_deletes", true)?,
     };
     options.validate()?;
     Ok((map.locate_options()?, options, map.boolean("dry_run", false)?))

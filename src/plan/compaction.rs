@@ -6,7 +6,9 @@
 //! of even size ([`bin_pack`]); each group becomes one output file, so output sizes are
 //! controlled here and not by the writer. A group of
 //! one file would rewrite a file into itself and is dropped. Partitions with delete files are
-//! skipped until deletes are applied during rewrite, so no deleted row can come back.
+//! compacted with the deletes applied (`apply_deletes`, the default; the format's rewrite applies
+//! them, see [`crate::action::compact`]) or, with `apply_deletes := false`, skipped, so no deleted
+//! row can come back either way.
 
 use std::collections::BTreeMap;
 
@@ -25,11 +27,19 @@ pub struct CompactionOptions {
     pub min_input_files: u64,
     /// Only these partition labels (as the profile prints them), when given.
     pub partitions: Option<Vec<String>>,
+    /// Rewrite partitions that delete files apply to, with the deletes applied (else skip them).
+    pub apply_deletes: bool,
 }
 
 impl Default for CompactionOptions {
     fn default() -> Self {
-        Self { thresholds: Thresholds::default(), target_file_size_mb: 128.0, min_input_files: 2, partitions: None }
+        Self {
+            thresholds: Thresholds::default(),
+            target_file_size_mb: 128.0,
+            min_input_files: 2,
+            partitions: None,
+            apply_deletes: true,
+        }
     }
 }
 
@@ -94,6 +104,12 @@ pub struct PartitionPlan {
     pub groups: Vec<Vec<usize>>,
     /// Bytes of the files that will be rewritten (0 unless the verdict is `Compact`).
     pub bytes_to_rewrite: u64,
+    /// Live delete files that can delete rows of the partition's data files (applied by the
+    /// rewrite when it compacts).
+    pub delete_files: u64,
+    /// Delete files the committed rewrite removed because they no longer apply to any live
+    /// data file (they applied to this partition's rewritten files).
+    pub delete_files_removed: u64,
 }
 
 impl PartitionPlan {
@@ -156,6 +172,8 @@ pub fn plan_naming_deletes(
                 small_files_before: p.small_files,
                 groups: Vec::new(),
                 bytes_to_rewrite: 0,
+                delete_files: p.delete_files,
+                delete_files_removed: 0,
             };
             let selected = options.partitions.as_ref().is_none_or(|list| list.iter().any(|l| l == &p.partition));
             if !selected {
@@ -163,7 +181,7 @@ pub fn plan_naming_deletes(
             } else if !p.requires_compaction {
                 plan.verdict = Verdict::Healthy;
                 plan.reason = format!("healthy: ratio {:.2} < {threshold}", p.fragmentation_ratio);
-            } else if p.delete_files > 0 {
+            } else if p.delete_files > 0 && !options.apply_deletes {
                 plan.reason = format!("skipped: has {} {deletes}", p.delete_files);
             } else if p.small_files < options.min_input_files {
                 plan.reason =
@@ -184,10 +202,14 @@ pub fn plan_naming_deletes(
                     plan.verdict = Verdict::Compact;
                     let outputs = plan.groups.len();
                     plan.reason = format!(
-                        "compact: ratio {:.2} >= {threshold}, {} small files -> {outputs} {}",
+                        "compact: ratio {:.2} >= {threshold}, {} small files -> {outputs} {}{}",
                         p.fragmentation_ratio,
                         plan.input_files(),
-                        if outputs == 1 { "file" } else { "files" }
+                        if outputs == 1 { "file" } else { "files" },
+                        match p.delete_files {
+                            0 => String::new(),
+                            n => format!(", applying {n} {deletes}"),
+                        }
                     );
                 }
             }
@@ -292,10 +314,13 @@ mod tests {
         files.push(file("a=1", 1, FileContent::PositionDeletes));
         files.push(file("a=2", 1, FileContent::Data));
         files.extend((0..3).map(|_| file("a=3", 1, FileContent::Data)));
-        let mut opts = options(100.0, 1000.0);
+        let mut opts = CompactionOptions { apply_deletes: false, ..options(100.0, 1000.0) };
         let plans = plan(&files, &opts, 1.0);
         let reasons: Vec<&str> = plans.iter().map(|p| p.reason.as_str()).collect();
         assert_eq!(reasons[0], "skipped: has 1 delete files");
+        let applied = plan(&files, &options(100.0, 1000.0), 1.0);
+        assert_eq!(applied[0].reason, "compact: ratio 1.00 >= 0.35, 2 small files -> 1 file, applying 1 delete files");
+        assert_eq!((applied[0].delete_files, applied[0].groups.len()), (1, 1));
         assert_eq!(reasons[1], "skipped: 1 small files < min_input_files 2");
         assert!(reasons[2].starts_with("compact:"), "{}", reasons[2]);
         opts.partitions = Some(vec!["a=1".into()]);
@@ -343,8 +368,11 @@ mod tests {
         let mut global = file("(unpartitioned)", 1, FileContent::EqualityDeletes);
         (global.global, global.data_sequence_number, global.key.spec_id) = (true, 1, 1);
         files.push(global);
-        let plans = plan(&files, &options(100.0, 1000.0), 1.0);
+        let no_apply = CompactionOptions { apply_deletes: false, ..options(100.0, 1000.0) };
+        let plans = plan(&files, &no_apply, 1.0);
         assert!(plans.iter().all(|p| p.reason == "skipped: has 1 delete files"), "{plans:?}");
+        let plans = plan(&files, &options(100.0, 1000.0), 1.0);
+        assert!(plans.iter().all(|p| p.verdict == Verdict::Compact && p.delete_files == 1), "{plans:?}");
     }
 
     #[test]

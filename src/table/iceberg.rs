@@ -124,6 +124,15 @@ impl IcebergTable {
         })?
     }
 
+    /// The directory new metadata files go to: the current metadata file's, else
+    /// `{location}/metadata`.
+    pub fn metadata_dir(&self) -> String {
+        match self.metadata_location.rsplit_once('/') {
+            Some((dir, _)) => dir.to_string(),
+            None => format!("{}/metadata", self.metadata.location()),
+        }
+    }
+
     /// Every live (added or existing) data and delete file of the current snapshot.
     pub fn live_files(&self) -> Result<Vec<DataFile>> {
         let manifests = self.load_manifests()?;
@@ -318,6 +327,33 @@ pub struct NewSnapshot {
     pub summary: iceberg::spec::Summary,
     /// The schema it was written with.
     pub schema_id: i32,
+}
+
+/// `table`'s metadata with a new snapshot on `main` after the current one: the next sequence
+/// number, the current schema, taken now ([`add_to_main`]).
+pub fn with_main_snapshot(
+    table: &IcebergTable,
+    snapshot_id: i64,
+    manifest_list: String,
+    summary: iceberg::spec::Summary,
+) -> Result<TableMetadata> {
+    let metadata = &table.metadata;
+    let builder = iceberg::spec::TableMetadataBuilder::new_from_metadata(
+        metadata.as_ref().clone(),
+        Some(table.metadata_location.clone()),
+    );
+    add_to_main(
+        builder,
+        NewSnapshot {
+            snapshot_id,
+            parent: metadata.current_snapshot_id(),
+            sequence_number: metadata.next_sequence_number(),
+            timestamp_ms: chrono::Utc::now().timestamp_millis(),
+            manifest_list,
+            summary,
+            schema_id: metadata.current_schema_id(),
+        },
+    )
 }
 
 /// Adds `new` to `builder` as the head of the `main` branch and builds the metadata. The

@@ -154,11 +154,11 @@ def test_dry_run_changes_nothing(con, catalog):
     assert sorted(str(p) for p in root.rglob("*")) == listing
 
 
-def test_partitions_with_delete_files_are_skipped(con, iceberg_con, catalog):
+def test_partitions_with_delete_files_are_skipped_when_deletes_are_not_applied(con, iceberg_con, catalog):
     table, _ = c.build_with_deletes(catalog)
     before = duckdb_rows(iceberg_con, table.metadata_location)
     result = compact(con, f"{c.NAMESPACE}.with_deletes", catalog_uri=catalog.test_uri,
-                     small_file_threshold_mb=1.0, target_file_size_mb=8.0)
+                     small_file_threshold_mb=1.0, target_file_size_mb=8.0, apply_deletes=False)
     skipped = [r for r in result if r["reason"].startswith("skipped: has")]
     assert skipped, result
     assert all(r["files_after"] == r["files_before"] for r in skipped)

@@ -84,10 +84,19 @@ def test_global_equality_deletes_keep_applying_after_partition_evolution(con, ic
         f"catalog_uri := '{catalog.test_uri}', small_file_threshold_mb := 1.0)"
     ).fetchall()
     assert sorted(profile) == [("cat=a", 1), ("cat=b", 1)]
-    result = compact(con, f"{c.NAMESPACE}.evolving", catalog_uri=catalog.test_uri, **SMALL)
+    result = compact(con, f"{c.NAMESPACE}.evolving", catalog_uri=catalog.test_uri, apply_deletes=False, **SMALL)
     assert [r["reason"] for r in result] == ["skipped: has 1 delete files"] * 2, result
     table = catalog.load_table(f"{c.NAMESPACE}.evolving")
     assert duckdb_rows(iceberg_con, table.metadata_location) == before
+    # Applied (the default): both partitions rewritten without the deleted rows; the global
+    # delete then applies to no live file (the new files take the starting sequence number) and
+    # is removed.
+    result = compact(con, f"{c.NAMESPACE}.evolving", catalog_uri=catalog.test_uri, **SMALL)
+    assert [(r["verdict"], r["delete_files"], r["delete_files_removed"]) for r in result] == [("compacted", 1, 1)] * 2
+    table = catalog.load_table(f"{c.NAMESPACE}.evolving")
+    assert duckdb_rows(iceberg_con, table.metadata_location) == before
+    assert pyiceberg_rows(table) == before
+    assert [f["content"] for f in table.inspect.files().to_pylist()] == [0, 0]
 
 
 def test_equality_delete_committed_during_the_rewrite_still_applies(con, iceberg_con, catalog, monkeypatch):
@@ -410,7 +419,10 @@ def test_delete_files_written_by_java_are_counted_where_they_apply(con, iceberg_
     assert len(rows) == info["rows_after_deletes_relocated"]
     profile = con.execute(f"SELECT partition, delete_files FROM lakehouse_fragmentation('{metadata}')").fetchall()
     assert {p: n for p, n in profile if n} == deletes
-    # Every partition is tiny: with a ratio of 1 each is degraded; none with deletes is touched.
-    result = con.execute(f"SELECT partition, reason FROM lakehouse_compact('{metadata}', min_input_files := 2)").fetchall()
+    # Every partition is tiny: with a ratio of 1 each is degraded; with apply_deletes := false
+    # none with deletes is touched (test_foreign_tables applies them).
+    result = con.execute(
+        f"SELECT partition, reason FROM lakehouse_compact('{metadata}', min_input_files := 2, apply_deletes := false)"
+    ).fetchall()
     assert all(reason == f"skipped: has {deletes[p]} delete files" for p, reason in result if p in deletes), result
     assert duckdb_rows(iceberg_con, str(metadata)) == rows

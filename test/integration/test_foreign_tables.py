@@ -198,12 +198,13 @@ def test_compaction_and_expiry_keep_every_row(con, iceberg_con, spark, tmp_path,
         deletes = {p: n for p, n in con.execute(f"SELECT partition, delete_files FROM lakehouse_fragmentation('{metadata}')").fetchall()}
         plans = as_dicts(con.execute(f"SELECT * FROM lakehouse_compact('{metadata}', {force})"))
         compacted = [p for p in plans if p["verdict"] == "compacted"]
-        # A partition that deletes apply to is never rewritten; every other partition of two or
-        # more files is compacted into one file.
-        assert all(p["reason"] == f"skipped: has {deletes[p['partition']]} delete files" for p in plans if deletes[p["partition"]]), plans
-        want = [p["files_before"] for p in plans if not deletes[p["partition"]] and p["files_before"] >= 2]
+        # Every partition of two or more files is compacted into one file, the deletes that
+        # apply to it applied (merge-on-read); the rows every reader sees are checked below.
+        assert all(p["delete_files"] == deletes[p["partition"]] for p in plans), plans
+        want = [p["files_before"] for p in plans if p["files_before"] >= 2]
         assert sorted(p["files_before"] for p in compacted) == sorted(want), plans
         assert all(p["files_after"] == 1 for p in compacted), plans
+        assert all(p["reason"].endswith(f", applying {p['delete_files']} delete files") for p in compacted if p["delete_files"]), plans
     expiry = as_dicts(con.execute(f"SELECT * FROM lakehouse_expire_snapshots('{metadata.parent}/{newest(metadata)}', snapshot_retention_days := 0)"))
     assert not any(r["action"].startswith("delete failed") for r in expiry), expiry
     latest = metadata.parent / newest(metadata)
