@@ -132,6 +132,13 @@ pub struct Scorecard {
     pub scan_after: Option<ScanResult>,
     /// The compaction's snapshot.
     pub compaction_snapshot_id: Option<i64>,
+    /// Small manifests merged by the manifest rewrite (or that would be), and the manifests
+    /// they became.
+    pub manifests_merged: u64,
+    /// See `manifests_merged`.
+    pub manifests_written: u64,
+    /// The manifest rewrite's snapshot.
+    pub manifest_snapshot_id: Option<i64>,
     /// Snapshots expired (or that would be).
     pub snapshots_expired: u64,
     /// Files deleted by the expiry (or that would be).

@@ -1,5 +1,5 @@
-//! The maintenance gate: profile → verdict → compact only the degraded partitions → expire
-//! snapshots past retention → re-profile → measured scorecard → Slack.
+//! The maintenance gate: profile → verdict → compact only the degraded partitions → merge
+//! bloated manifests → expire snapshots past retention → re-profile → measured scorecard → Slack.
 //!
 //! Nothing half-done: compaction and expiry each commit atomically (or not at all); a failure
 //! anywhere posts the failure alert (table and execution id) and raises. A failed Slack post
@@ -10,6 +10,9 @@ use std::time::Instant;
 
 use crate::action::compact::{CompactionReport, compact};
 use crate::action::expire::{ExpiryOptions, ExpiryReport, expire, retention_days_in_force};
+use crate::action::rewrite_manifests::{
+    ManifestsToMerge, RewriteManifestsOptions, RewriteManifestsReport, rewrite_manifests,
+};
 use crate::action::scan::scan;
 use crate::action::vacuum::{VacuumOptions, vacuum};
 use crate::duck::HostDb;
@@ -165,6 +168,25 @@ fn retire_history(table: &Table, options: &GateOptions, host: &HostDb) -> Result
     }
 }
 
+/// Merges the small manifests of an Iceberg table (format v1 or v2) whose manifests are bloated:
+/// a content and spec group of at least `commit.manifest.min-count-to-merge` manifests (Iceberg's
+/// default 100, the count at which Java writers merge on commit), small ones making up at least
+/// the fragmentation ratio threshold of them. `None` for Delta and for tables this version does
+/// not rewrite.
+fn merge_manifests(table: &Table, options: &GateOptions) -> Result<Option<RewriteManifestsReport>> {
+    let Table::Iceberg { located, table } = table else { return Ok(None) };
+    if table.require_rewritable().is_err() {
+        return Ok(None);
+    }
+    let merge_options = RewriteManifestsOptions {
+        target_bytes: None,
+        dry_run: options.dry_run,
+        min_small_share: Some(options.compaction.thresholds.fragmentation_ratio_threshold),
+        min_manifests: ManifestsToMerge::TableSetting,
+    };
+    Ok(Some(rewrite_manifests(located, &merge_options)?))
+}
+
 /// The data files of `files` in `partitions`.
 fn data_paths_in(files: &[DataFile], partitions: &HashSet<PartitionKey>) -> Vec<String> {
     files
@@ -268,6 +290,21 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         Some(id) => format!("the compaction committed snapshot {id} (which stands); nothing was expired"),
         None => "nothing was committed".to_string(),
     })?;
+    // Small manifests merged when they are bloated as data files are degraded (Iceberg; Delta's
+    // log is compacted by its checkpoints).
+    let manifests = merge_manifests(after_table, options).map_err(|e| match report.snapshot_id {
+        Some(id) => Error::new(
+            e.kind(),
+            format!("the manifest rewrite failed after the compaction committed snapshot {id} (which stands): {e}"),
+        ),
+        None => e,
+    })?;
+    let remerged = match manifests.as_ref().and_then(|m| m.metadata_location.as_ref()) {
+        Some(_) => Some(Table::open(&options.table, &options.locate)?),
+        None => None,
+    };
+    let after_table = remerged.as_ref().unwrap_or(after_table);
+    crate::interrupt::check("the maintenance committed so far stands; nothing was expired")?;
     let retired = retire_history(after_table, options, host).map_err(|e| match report.snapshot_id {
         Some(id) => {
             let (step, commit) = match after_table.format() {
@@ -331,7 +368,9 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         });
     }
     let compacted_lines: Vec<&PartitionLine> = lines.iter().filter(|l| l.bytes_consolidated > 0).collect();
-    let changed = report.snapshot_id.is_some() || retired.changed;
+    let manifest_snapshot_id = manifests.as_ref().and_then(|m| m.snapshot_id);
+    let changed = report.snapshot_id.is_some() || manifest_snapshot_id.is_some() || retired.changed;
+    let merged_groups = manifests.iter().flat_map(|m| &m.groups).filter(|g| g.merges());
     let status = if options.dry_run {
         RunStatus::DryRun
     } else if changed {
@@ -368,6 +407,9 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         scan_before,
         scan_after,
         compaction_snapshot_id: report.snapshot_id,
+        manifests_merged: merged_groups.clone().map(|g| g.small_manifests).sum(),
+        manifests_written: merged_groups.map(|g| g.outputs()).sum(),
+        manifest_snapshot_id,
         snapshots_expired: retired.snapshots_expired,
         files_deleted: retired.files_deleted,
         bytes_reclaimed: retired.bytes_reclaimed,

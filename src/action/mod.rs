@@ -5,5 +5,6 @@ pub mod compact_delta;
 pub mod expire;
 pub mod gate;
 pub mod orphans;
+pub mod rewrite_manifests;
 pub mod scan;
 pub mod vacuum;

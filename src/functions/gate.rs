@@ -115,7 +115,7 @@ impl RowFunction for Gate {
 }
 
 /// The scorecard's columns (also the history table's).
-pub const COLUMNS: [(&str, LogicalTypeId); 34] = {
+pub const COLUMNS: [(&str, LogicalTypeId); 36] = {
     use LogicalTypeId::*;
     [
         ("execution_id", Varchar),
@@ -152,6 +152,8 @@ pub const COLUMNS: [(&str, LogicalTypeId); 34] = {
         ("started_at", Timestamp),
         ("duration_ms", Bigint),
         ("avg_fragmentation_ratio_after", Double),
+        ("manifests_merged", Bigint),
+        ("manifest_snapshot_id", Bigint),
     ]
 };
 
@@ -185,6 +187,8 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
             Cell::Timestamp(card.started_ms.saturating_mul(1000)),
             big(card.duration_ms),
             Cell::Double(card.avg_ratio_after),
+            big(card.manifests_merged),
+            card.manifest_snapshot_id.map_or(Cell::Null, Cell::BigInt),
         ]);
     };
     let head = || {
@@ -243,6 +247,10 @@ pub(crate) fn append_history(host: &HostDb, table: &str, rows: &[Vec<Cell>]) -> 
     let columns: Vec<String> =
         COLUMNS.iter().map(|(name, ty)| format!("{} {}", quote_ident(name), sql_type(*ty))).collect();
     conn.execute(&format!("CREATE TABLE IF NOT EXISTS {table} ({})", columns.join(", ")))?;
+    // A history table an earlier version created lacks the newer columns.
+    for column in &columns {
+        conn.execute(&format!("ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column}"))?;
+    }
     let names: Vec<String> = COLUMNS.iter().map(|(name, _)| quote_ident(name)).collect();
     for row in rows {
         let values: Vec<String> = row.iter().map(sql_literal).collect();

@@ -19,6 +19,7 @@ pub mod json_options;
 pub mod metadata_health;
 pub mod notify_slack;
 pub mod remove_orphan_files;
+pub mod rewrite_manifests;
 pub mod serve;
 pub mod vacuum;
 
@@ -187,6 +188,10 @@ pub fn register(connection: &duckdb::Connection, host: HostDb) -> duckdb::Result
         &host,
     )?;
     connection.register_table_function_with_extra_info::<Table<vacuum::Vacuum>, _>(vacuum::Vacuum::NAME, &host)?;
+    connection.register_table_function_with_extra_info::<Table<rewrite_manifests::RewriteManifests>, _>(
+        rewrite_manifests::RewriteManifests::NAME,
+        &host,
+    )?;
     connection.register_table_function_with_extra_info::<Table<gate::Gate>, _>(gate::Gate::NAME, &host)?;
     connection.register_table_function_with_extra_info::<Table<serve::Serve>, _>(serve::Serve::NAME, &host)?;
     connection.register_scalar_function_with_state::<notify_slack::NotifySlack>("lakehouse_notify_slack", &host)?;

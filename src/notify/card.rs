@@ -51,6 +51,18 @@ pub fn speedup_text(card: &Scorecard) -> String {
 }
 
 fn retention_text(card: &Scorecard) -> String {
+    let expiry = expiry_text(card);
+    match card.manifests_merged {
+        0 => expiry,
+        n => format!(
+            "{expiry} {} {n} small manifests into {}.",
+            if card.dry_run { "Would merge" } else { "Merged" },
+            card.manifests_written
+        ),
+    }
+}
+
+fn expiry_text(card: &Scorecard) -> String {
     let days = trim_number(card.retention_days);
     let (verb, deleted) = if card.dry_run { ("Would purge", "would be deleted") } else { ("Purged", "deleted") };
     if card.snapshots_expired == 0 {
@@ -254,6 +266,9 @@ mod tests {
             scan_before: None,
             scan_after: None,
             compaction_snapshot_id: Some(1),
+            manifests_merged: 12,
+            manifests_written: 1,
+            manifest_snapshot_id: Some(2),
             snapshots_expired: 3,
             files_deleted: 4,
             bytes_reclaimed: 1024 * 1024,
@@ -272,6 +287,7 @@ mod tests {
             "Volume Consolidated:* 5.00 MB",
             "13.56x projected",
             "Purged 3 snapshots older than 7 days",
+            "Merged 12 small manifests into 1.",
             "e-1",
         ] {
             assert!(text.contains(want), "{want} not in {text}");

@@ -618,9 +618,10 @@ def test_compaction_other_readers_read_identical_rows(lab, con, iceberg_con, nam
 
 @pytest.mark.parametrize("name", COMPACTED)
 def test_compaction_verdicts_and_files_match_spark(lab, con, iceberg_con, name):
-    """Per partition (Spark's view): with delete files -> skipped and untouched; with >= 2 data
-    files and no deletes -> compacted into exactly the files Spark now lists, same record count;
-    every other partition keeps exactly its files."""
+    """Per partition (Spark's view): with >= 2 data files -> compacted into exactly the files
+    Spark now lists, same record count, or with delete files, the deletes applied (fewer records,
+    never more) and its delete files gone (every file they applied to was rewritten); every other
+    partition keeps exactly its files."""
     state = compacted(lab, con, iceberg_con, name)
     before = _by_partition(state.before_files, state.before_labels)
     after = _by_partition(state.after_files, state.after_labels)
@@ -630,13 +631,21 @@ def test_compaction_verdicts_and_files_match_spark(lab, con, iceberg_con, name):
         paths_before = {f["file_path"] for f in files["data"]}
         paths_after = {f["file_path"] for f in after[key]["data"]}
         records_before = sum(f["record_count"] for f in files["data"])
-        assert sum(f["record_count"] for f in after[key]["data"]) == records_before, key
-        assert {f["file_path"] for f in after[key]["deletes"]} == {f["file_path"] for f in files["deletes"]}, key
+        records_after = sum(f["record_count"] for f in after[key]["data"])
         row = ours.get(key)
         assert row is not None, f"no compaction row for {key}: {sorted(ours)}"
         assert row["files_before"] == len(files["data"]), key
+        if files["deletes"] and len(files["data"]) >= 2:
+            assert row["verdict"] == "compacted" and row["delete_files"] == len(files["deletes"]), (key, row)
+            assert not (paths_after & paths_before), key
+            assert len(paths_after) == row["files_after"] == 1, (key, row)
+            assert records_after <= records_before, key
+            assert after[key]["deletes"] == [] and row["delete_files_removed"] == len(files["deletes"]), (key, row)
+            continue
+        assert records_after == records_before, key
+        assert {f["file_path"] for f in after[key]["deletes"]} == {f["file_path"] for f in files["deletes"]}, key
         if files["deletes"]:
-            assert row["verdict"] == "skipped", (key, row)
+            assert row["verdict"] != "compacted", (key, row)
             assert paths_after == paths_before, key
         elif name.startswith("v2_nested_field_") and key[0] == "batch=old":
             assert row["verdict"] == "skipped" and row["reason"].endswith(NESTED_FIELD_SKIP), (key, row)
@@ -667,6 +676,37 @@ def test_compaction_dry_run_changes_nothing_spark_sees(lab, con, iceberg_con):
     assert sorted((r["partition"], r["spec_id"], verdict.get(r["verdict"], r["verdict"]), r["files_after"]) for r in plan) == sorted(
         (r["partition"], r["spec_id"], r["verdict"], r["files_after"]) for r in real
     )
+
+
+@pytest.mark.parametrize("name", ["v2_mor", "v2_spec_evolution"])
+def test_manifest_rewrite_spark_reads_identical_rows_and_keeps_writing(lab, con, iceberg_con, name):
+    """lakehouse_rewrite_manifests on a Spark-written table (merge-on-read deletes; two specs):
+    Spark lists the same live files with the same sequence numbers from fewer manifests, reads
+    the same rows, and runs the follow-up statements on top with the result it gets on the table
+    as it wrote it."""
+    table_dir = lab.table(name)
+    ident = lab.ident(name)
+    entries_sql = (
+        f"SELECT data_file.file_path, sequence_number, file_sequence_number, snapshot_id FROM {ident}.entries "
+        "WHERE status < 2 ORDER BY 1"
+    )
+    before_rows, before_entries = lab.rows(name), [tuple(r) for r in lab.spark.sql(entries_sql).collect()]
+    manifests_before = lab.spark.sql(f"SELECT count(*) FROM {ident}.manifests").collect()[0][0]
+    result = run(con, f"SELECT * FROM lakehouse_rewrite_manifests('{table_dir}')")
+    assert any(r["action"] == "merged" for r in result), result
+    lab.spark.sql(f"REFRESH TABLE {ident}")
+    manifests_after = lab.spark.sql(f"SELECT count(*) FROM {ident}.manifests").collect()[0][0]
+    assert manifests_after < manifests_before
+    assert manifests_after == sum(r["manifests_after"] for r in result)
+    assert [tuple(r) for r in lab.spark.sql(entries_sql).collect()] == before_entries
+    assert lab.rows(name) == before_rows
+    for statement in SPARK_FOLLOW_UP:
+        lab.sql(statement.format(t=ident))
+    on_ours = lab.rows(name)
+    lab.table(name, "pristine")
+    for statement in SPARK_FOLLOW_UP:
+        lab.sql(statement.format(t=ident))
+    assert on_ours == lab.rows(name)
 
 
 SPARK_FOLLOW_UP = (

@@ -1,0 +1,491 @@
+//! Manifest rewrite (Spark's `rewrite_manifests`): the current snapshot's small manifests are
+//! merged, per content (data or deletes) and partition spec, into manifests of about
+//! `commit.manifest.target-size-bytes`, their entries clustered by partition tuple so that a scan
+//! filtering on the partition opens few manifests. One `replace` snapshot; no data file is read,
+//! written or removed.
+//!
+//! Safety rules:
+//! - every live entry is carried over as EXISTING with its data and file sequence numbers and the
+//!   snapshot that added it (so equality deletes keep applying exactly as before and expiry keeps
+//!   attributing the file); deleted entries are dropped, as any commit drops them;
+//! - before the commit the written manifests are read back and must list exactly the live entries
+//!   of the manifests they replace (path, content, sequence numbers, record count, size);
+//! - the commit is exclusive (catalog or `vN.metadata.json`) and retried on a moved head by
+//!   planning again; on any failure the manifests and list we wrote are removed.
+
+use std::collections::{BTreeMap, HashMap};
+
+use iceberg::spec::{
+    DataFile as IcebergDataFile, FormatVersion, ManifestContentType, ManifestFile, ManifestListWriter,
+    ManifestWriterBuilder, Operation, PartitionSpec, Summary,
+};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::interrupt;
+use crate::runtime;
+use crate::table::Located;
+use crate::table::commit::{CommitOutcome, commit_table, pause_for_tests, relocate, require_exclusive};
+use crate::table::iceberg::{IcebergTable, LoadedManifest, new_snapshot_id, with_main_snapshot};
+
+/// Iceberg's default `commit.manifest.target-size-bytes`.
+pub const DEFAULT_TARGET_BYTES: u64 = 8 * 1024 * 1024;
+/// A manifest below this share of the target is small (as metadata health counts them).
+pub const SMALL_SHARE: f64 = 0.5;
+/// Commit attempts before giving up on a table that keeps moving.
+const MAX_COMMIT_ATTEMPTS: usize = 4;
+
+/// What the user asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RewriteManifestsOptions {
+    /// Target manifest size in bytes; `None`: the table's `commit.manifest.target-size-bytes`.
+    pub target_bytes: Option<u64>,
+    /// Plan only.
+    pub dry_run: bool,
+    /// Merge a group only when its small manifests are at least this share of its manifests (the
+    /// gate passes its fragmentation ratio threshold: manifests "bloated" as data files are
+    /// degraded); `None`: whenever it has two or more.
+    pub min_small_share: Option<f64>,
+    /// Merge a group only when it has at least this many manifests.
+    pub min_manifests: ManifestsToMerge,
+}
+
+/// How many manifests a group needs before it is merged.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ManifestsToMerge {
+    /// Two small ones (the SQL function: asked for, so done).
+    Two,
+    /// The table's `commit.manifest.min-count-to-merge` (Iceberg's default 100): the count at
+    /// which Java writers merge manifests on commit themselves (the gate).
+    TableSetting,
+}
+
+/// The plan and outcome for one (content, spec) group of manifests.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ManifestGroup {
+    /// `data` or `deletes`.
+    pub content: &'static str,
+    /// Partition spec id.
+    pub spec_id: i32,
+    /// Manifests of this group in the current snapshot.
+    pub manifests_before: u64,
+    /// Of those, small ones.
+    pub small_manifests: u64,
+    /// Manifests the group has afterwards (or would have).
+    pub manifests_after: u64,
+    /// Live entries in the manifests merged.
+    pub entries_rewritten: u64,
+    /// Bytes of the manifests merged.
+    pub bytes_before: u64,
+    /// Bytes of the manifests written (dry run: estimated as `bytes_before`).
+    pub bytes_after: u64,
+    /// `merge` or `keep`, and why.
+    pub reason: String,
+    /// Indices (into the loaded manifests) merged.
+    merged: Vec<usize>,
+}
+
+impl ManifestGroup {
+    /// Whether the group's small manifests are merged (or would be).
+    pub fn merges(&self) -> bool {
+        !self.merged.is_empty()
+    }
+
+    /// The manifests its merged ones become.
+    pub fn outputs(&self) -> u64 {
+        if self.merges() { self.manifests_after + self.small_manifests - self.manifests_before } else { 0 }
+    }
+}
+
+/// What a manifest rewrite did (or, dry, would do).
+#[derive(Debug, Clone)]
+pub struct RewriteManifestsReport {
+    /// One row per (content, spec) group of the current snapshot's manifests.
+    pub groups: Vec<ManifestGroup>,
+    /// The target used, bytes.
+    pub target_bytes: u64,
+    /// The committed snapshot.
+    pub snapshot_id: Option<i64>,
+    /// The metadata file now current.
+    pub metadata_location: Option<String>,
+    /// Whether nothing was written on purpose.
+    pub dry_run: bool,
+}
+
+impl RewriteManifestsReport {
+    /// Whether the plan merges anything.
+    pub fn merges(&self) -> bool {
+        self.groups.iter().any(|g| !g.merged.is_empty())
+    }
+}
+
+/// The table's manifest target: `commit.manifest.target-size-bytes`, else Iceberg's 8 MiB.
+pub fn table_target_bytes(table: &IcebergTable) -> u64 {
+    table
+        .metadata
+        .properties()
+        .get("commit.manifest.target-size-bytes")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|v| *v > 0)
+        .unwrap_or(DEFAULT_TARGET_BYTES)
+}
+
+/// Iceberg's default `commit.manifest.min-count-to-merge`.
+pub const DEFAULT_MIN_COUNT_TO_MERGE: u64 = 100;
+
+fn min_manifests(table: &IcebergTable, rule: ManifestsToMerge) -> u64 {
+    match rule {
+        ManifestsToMerge::Two => 2,
+        ManifestsToMerge::TableSetting => table
+            .metadata
+            .properties()
+            .get("commit.manifest.min-count-to-merge")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(DEFAULT_MIN_COUNT_TO_MERGE)
+            .max(2),
+    }
+}
+
+/// Plans which manifests merge: per content and spec, the small ones, when there are two or more.
+fn plan(
+    manifests: &[LoadedManifest],
+    target_bytes: u64,
+    min_small_share: Option<f64>,
+    min_manifests: u64,
+) -> Vec<ManifestGroup> {
+    let small_below = target_bytes as f64 * SMALL_SHARE;
+    let mut groups: BTreeMap<(u8, i32), Vec<usize>> = BTreeMap::new();
+    for (i, m) in manifests.iter().enumerate() {
+        let content = u8::from(m.file.content == ManifestContentType::Deletes);
+        groups.entry((content, m.file.partition_spec_id)).or_default().push(i);
+    }
+    groups
+        .into_iter()
+        .map(|((content, spec_id), members)| {
+            let small: Vec<usize> =
+                members.iter().copied().filter(|&i| (manifests[i].file.manifest_length as f64) < small_below).collect();
+            let live = |i: usize| manifests[i].manifest.entries().iter().filter(|e| e.is_alive()).count() as u64;
+            let bytes_before: u64 = small.iter().map(|&i| manifests[i].file.manifest_length as u64).sum();
+            let entries: u64 = small.iter().map(|&i| live(i)).sum();
+            let mut group = ManifestGroup {
+                content: if content == 1 { "deletes" } else { "data" },
+                spec_id,
+                manifests_before: members.len() as u64,
+                small_manifests: small.len() as u64,
+                manifests_after: members.len() as u64,
+                entries_rewritten: 0,
+                bytes_before: 0,
+                bytes_after: 0,
+                reason: String::new(),
+                merged: Vec::new(),
+            };
+            if small.len() < 2 {
+                group.reason = format!(
+                    "keep: {} small manifests (below {} bytes, half the {target_bytes}-byte target); merging needs 2",
+                    small.len(),
+                    small_below as u64
+                );
+                return group;
+            }
+            if (members.len() as u64) < min_manifests {
+                group.reason =
+                    format!("keep: {} manifests < commit.manifest.min-count-to-merge {min_manifests}", members.len());
+                return group;
+            }
+            let share = small.len() as f64 / members.len() as f64;
+            if let Some(min) = min_small_share
+                && share < min
+            {
+                group.reason = format!(
+                    "keep: {} of {} manifests are small (share {share:.2} < {min})",
+                    small.len(),
+                    members.len()
+                );
+                return group;
+            }
+            let outputs = outputs_for(bytes_before, target_bytes);
+            group.manifests_after = members.len() as u64 - small.len() as u64 + outputs as u64;
+            group.entries_rewritten = entries;
+            group.bytes_before = bytes_before;
+            group.bytes_after = bytes_before;
+            group.reason = format!(
+                "merge: {} small manifests ({entries} live entries) -> {outputs}, clustered by partition",
+                small.len()
+            );
+            group.merged = small;
+            group
+        })
+        .collect()
+}
+
+/// How many manifests `bytes` of small manifests become at `target` (at least one).
+fn outputs_for(bytes: u64, target: u64) -> usize {
+    (bytes.div_ceil(target.max(1)) as usize).max(1)
+}
+
+/// Plans, and unless `dry_run` rewrites and commits, the current snapshot's small manifests.
+pub fn rewrite_manifests(located: &Located, options: &RewriteManifestsOptions) -> Result<RewriteManifestsReport> {
+    if let Some(0) = options.target_bytes {
+        return Err(Error::invalid("target_manifest_size_mb must be positive"));
+    }
+    let mut located = located.clone();
+    for _attempt in 0..MAX_COMMIT_ATTEMPTS {
+        let table = IcebergTable::load(&located.metadata_location)?;
+        if table.metadata.format_version() > FormatVersion::V2 {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "this table is Iceberg format v3; manifests are rewritten for format v1 and v2 tables only (a v3 \
+                 manifest list carries row lineage — first_row_id — which this version does not write)",
+            ));
+        }
+        let manifests = table.load_manifests()?;
+        let target_bytes = options.target_bytes.unwrap_or_else(|| table_target_bytes(&table));
+        let mut report = RewriteManifestsReport {
+            groups: plan(
+                &manifests,
+                target_bytes,
+                options.min_small_share,
+                min_manifests(&table, options.min_manifests),
+            ),
+            target_bytes,
+            snapshot_id: None,
+            metadata_location: None,
+            dry_run: options.dry_run,
+        };
+        if options.dry_run || !report.merges() {
+            return Ok(report);
+        }
+        require_exclusive(&located)?;
+        interrupt::check("nothing was committed")?;
+        let mut scratch: Vec<String> = Vec::new();
+        let attempt = (|| {
+            let (metadata, snapshot_id, written) = build(&table, &manifests, &mut report, &mut scratch)?;
+            for (group, bytes) in report.groups.iter_mut().zip(written) {
+                group.bytes_after = bytes;
+            }
+            pause_for_tests();
+            interrupt::check("nothing was committed")?;
+            Ok::<_, Error>((commit_table(&located, &table, &metadata)?, snapshot_id))
+        })();
+        match attempt {
+            Ok((CommitOutcome::Committed(location), snapshot_id)) => {
+                report.snapshot_id = Some(snapshot_id);
+                report.metadata_location = Some(location);
+                return Ok(report);
+            }
+            Ok((CommitOutcome::Unknown(why), snapshot_id)) => {
+                let fresh = relocate(&located)?;
+                let reloaded = IcebergTable::load(&fresh.metadata_location)?;
+                if reloaded.metadata.snapshot_by_id(snapshot_id).is_some() {
+                    report.snapshot_id = Some(snapshot_id);
+                    report.metadata_location = Some(fresh.metadata_location);
+                    return Ok(report);
+                }
+                return Err(Error::new(
+                    ErrorKind::CommitUnknown,
+                    format!(
+                        "the catalog did not confirm the commit ({why}) and the reloaded table does not show it; the \
+                         new manifests were left in place (orphan removal deletes them once nothing references them)"
+                    ),
+                ));
+            }
+            Ok((CommitOutcome::Conflict, _)) => {
+                crate::store::remove_quietly(scratch.iter().map(String::as_str));
+                located = relocate(&located)?;
+            }
+            Err(e) => {
+                crate::store::remove_quietly(scratch.iter().map(String::as_str));
+                return Err(e);
+            }
+        }
+    }
+    Err(Error::conflict(format!(
+        "the table kept changing; gave up after {MAX_COMMIT_ATTEMPTS} attempts; nothing was committed"
+    )))
+}
+
+/// What identifies a live entry across a rewrite: path, content, data and file sequence numbers,
+/// record count and size.
+type EntryKey = (String, i32, Option<i64>, Option<i64>, u64, u64);
+
+fn entry_key(file: &IcebergDataFile, seq: Option<i64>, file_seq: Option<i64>) -> EntryKey {
+    (
+        file.file_path().to_string(),
+        file.content_type() as i32,
+        seq,
+        file_seq,
+        file.record_count(),
+        file.file_size_in_bytes(),
+    )
+}
+
+/// Writes the merged manifests and the manifest list; returns the new metadata, the snapshot id,
+/// and per group the bytes written. Files written are recorded in `scratch`.
+fn build(
+    table: &IcebergTable,
+    manifests: &[LoadedManifest],
+    report: &mut RewriteManifestsReport,
+    scratch: &mut Vec<String>,
+) -> Result<(iceberg::spec::TableMetadata, i64, Vec<u64>)> {
+    let metadata = &table.metadata;
+    let version = metadata.format_version();
+    let file_io = &table.file_io;
+    let snapshot_id = new_snapshot_id();
+    let sequence_number = metadata.next_sequence_number();
+    let parent = metadata.current_snapshot_id();
+    let metadata_dir = table.metadata_dir();
+    let target_bytes = report.target_bytes;
+    runtime::block_on(async {
+        let mut kept: Vec<ManifestFile> = Vec::new();
+        let merged_ids: std::collections::HashSet<usize> =
+            report.groups.iter().flat_map(|g| g.merged.iter().copied()).collect();
+        for (i, m) in manifests.iter().enumerate() {
+            if !merged_ids.contains(&i) {
+                kept.push(m.file.clone());
+            }
+        }
+        let mut created: Vec<ManifestFile> = Vec::new();
+        let mut bytes_per_group = Vec::new();
+        let (mut replaced_count, mut entries_total) = (0usize, 0u64);
+        for group in &report.groups {
+            if group.merged.is_empty() {
+                bytes_per_group.push(0);
+                continue;
+            }
+            replaced_count += group.merged.len();
+            // Live entries, clustered by partition tuple (then path, for a stable order).
+            let mut entries = Vec::new();
+            for &i in &group.merged {
+                let m = &manifests[i];
+                for e in m.manifest.entries().iter().filter(|e| e.is_alive()) {
+                    let added_by = e.snapshot_id().unwrap_or(m.file.added_snapshot_id);
+                    entries.push((e.clone(), added_by));
+                }
+            }
+            entries.sort_by(|(a, _), (b, _)| {
+                crate::table::partition::canonical(a.data_file().partition())
+                    .cmp(&crate::table::partition::canonical(b.data_file().partition()))
+                    .then_with(|| a.file_path().cmp(b.file_path()))
+            });
+            entries_total += entries.len() as u64;
+            let outputs = outputs_for(group.bytes_before, target_bytes);
+            let per_output = entries.len().div_ceil(outputs).max(1);
+            // The spec as the manifests carry it; the schema the newest merged manifest was
+            // written with (its partition type is the one every entry's tuple has).
+            let newest = group.merged.iter().copied().max_by_key(|&i| manifests[i].file.added_snapshot_id);
+            let source = &manifests[newest.expect("a merged group has manifests")].manifest;
+            let spec: PartitionSpec = source.metadata().partition_spec().clone();
+            let schema = source.metadata().schema().clone();
+            let deletes = group.content == "deletes";
+            let mut written_bytes = 0u64;
+            let mut expected: Vec<EntryKey> = Vec::new();
+            let mut written: Vec<ManifestFile> = Vec::new();
+            for chunk in entries.chunks(per_output) {
+                let path = format!("{metadata_dir}/{}-m0.avro", uuid::Uuid::new_v4());
+                scratch.push(path.clone());
+                let builder = ManifestWriterBuilder::new(
+                    file_io.new_output(&path)?,
+                    Some(snapshot_id),
+                    schema.clone(),
+                    spec.clone(),
+                );
+                let mut writer = match (version, deletes) {
+                    (FormatVersion::V1, _) => builder.build_v1(),
+                    (_, true) => builder.build_v2_deletes(),
+                    _ => builder.build_v2_data(),
+                };
+                for (e, added_by) in chunk {
+                    let seq = e.sequence_number();
+                    let file_seq = e.file_sequence_number.or(seq);
+                    expected.push(entry_key(e.data_file(), seq, file_seq));
+                    writer.add_existing_file(e.data_file().clone(), *added_by, seq.unwrap_or(0), file_seq)?;
+                }
+                let file = writer.write_manifest_file().await?;
+                written_bytes += file.manifest_length as u64;
+                written.push(file);
+            }
+            // Read back what was written: exactly the live entries of the manifests it replaces.
+            let mut read_back: Vec<EntryKey> = Vec::new();
+            for file in &written {
+                let manifest = file.load_manifest(file_io).await?;
+                for e in manifest.entries() {
+                    if e.status() != iceberg::spec::ManifestStatus::Existing {
+                        return Err(Error::new(
+                            ErrorKind::CorruptMetadata,
+                            format!(
+                                "a merged manifest has an entry that is not EXISTING ({:?}); nothing was committed",
+                                e.status()
+                            ),
+                        ));
+                    }
+                    read_back.push(entry_key(e.data_file(), e.sequence_number(), e.file_sequence_number));
+                }
+            }
+            let (mut want, mut got) = (expected, read_back);
+            if version == FormatVersion::V1 {
+                // v1 manifests carry no sequence numbers.
+                for k in want.iter_mut().chain(got.iter_mut()) {
+                    (k.2, k.3) = (None, None);
+                }
+            }
+            want.sort();
+            got.sort();
+            if want != got {
+                return Err(Error::new(
+                    ErrorKind::CorruptMetadata,
+                    "the merged manifests do not list exactly the entries of the manifests they replace; nothing was \
+                     committed (this is a bug, please report it)",
+                ));
+            }
+            bytes_per_group.push(written_bytes);
+            created.extend(written);
+        }
+
+        let list_path = format!("{metadata_dir}/snap-{snapshot_id}-1-{}.avro", uuid::Uuid::new_v4());
+        scratch.push(list_path.clone());
+        let output = file_io.new_output(&list_path)?.writer().await?;
+        let mut list = match version {
+            FormatVersion::V1 => ManifestListWriter::v1(output, snapshot_id, parent),
+            _ => ManifestListWriter::v2(output, snapshot_id, parent, sequence_number),
+        };
+        let created_count = created.len();
+        let kept_count = kept.len();
+        list.add_manifests(created.into_iter().chain(kept))?;
+        list.close().await?;
+
+        // The totals stay what they were: carried over from the current snapshot's summary.
+        let mut properties: HashMap<String, String> = metadata
+            .current_snapshot()
+            .map(|s| {
+                s.summary()
+                    .additional_properties
+                    .iter()
+                    .filter(|(k, _)| k.starts_with("total-"))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        properties.extend([
+            ("manifests-created".to_string(), created_count.to_string()),
+            ("manifests-replaced".to_string(), replaced_count.to_string()),
+            ("manifests-kept".to_string(), kept_count.to_string()),
+            ("entries-processed".to_string(), entries_total.to_string()),
+            ("engine-name".to_string(), "lakehouse".to_string()),
+        ]);
+        let summary = Summary { operation: Operation::Replace, additional_properties: properties };
+        let next = with_main_snapshot(table, snapshot_id, list_path, summary)?;
+        Ok((next, snapshot_id, bytes_per_group))
+    })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outputs_round_up_to_the_target() {
+        assert_eq!(outputs_for(0, 100), 1);
+        assert_eq!(outputs_for(100, 100), 1);
+        assert_eq!(outputs_for(101, 100), 2);
+        assert_eq!(outputs_for(5, 0), 5);
+    }
+}
