@@ -126,7 +126,11 @@ pub struct Scorecard {
     pub avg_ratio_after: f64,
     /// The reference flow's projected speedup (files / target-sized files in degraded partitions).
     pub projected_speedup: f64,
-    /// Scan of the compacted partitions before and after, when measured.
+    /// Share of the rewritten bytes the measured scans covered (a bounded sample of the rewrite
+    /// groups; 0: not measured).
+    pub scan_share: f64,
+    /// Scan of the sampled rewrite groups before (inputs, deletes applied) and after (outputs),
+    /// when measured.
     pub scan_before: Option<ScanResult>,
     /// See `scan_before`.
     pub scan_after: Option<ScanResult>,

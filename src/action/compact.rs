@@ -66,6 +66,21 @@ pub struct CompactionReport {
     pub output_ratio: Option<f64>,
     /// The data files the committed snapshot added.
     pub written: Vec<String>,
+    /// Every planned rewrite group, in plan order: its input files (as the table names them),
+    /// their bytes, and after a commit the file it became (`None`: not committed, or every row
+    /// deleted).
+    pub groups: Vec<GroupFiles>,
+}
+
+/// One rewrite group's inputs and output ([`CompactionReport::groups`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupFiles {
+    /// Input files, as the table names them.
+    pub inputs: Vec<String>,
+    /// Their bytes.
+    pub input_bytes: u64,
+    /// The file written, once committed.
+    pub output: Option<String>,
 }
 
 /// A file written by the rewrite, ready for a manifest.
@@ -127,6 +142,8 @@ pub(crate) trait Rewrite {
     fn rewrite(&self, conn: &Nested, plan: &PartitionPlan, group: &[usize]) -> Result<Self::Written>;
     /// Where a written file is on disk.
     fn local_path(written: &Self::Written) -> &Path;
+    /// The written file as the table names it once committed (`None`: nothing was added).
+    fn output(written: &Self::Written) -> Option<String>;
     /// Commits everything written: (snapshot id or version, metadata location, new data files).
     fn commit(&self, written: &[Self::Written]) -> Result<(i64, String, Vec<String>)>;
     /// After a commit: per partition, the delete files it removed as dangling.
@@ -159,6 +176,7 @@ pub(crate) fn run<R: Rewrite>(
         dry_run,
         output_ratio: None,
         written: Vec::new(),
+        groups: Vec::new(),
     };
     if report.plans.iter().all(|p| p.groups.is_empty()) {
         return Ok(report);
@@ -181,6 +199,17 @@ pub(crate) fn run<R: Rewrite>(
     }
     report.output_ratio = ratio;
     rewrite.skip_unsafe(&conn, &mut report.plans)?;
+    report.groups = report
+        .plans
+        .iter()
+        .filter(|p| p.verdict == Verdict::Compact)
+        .flat_map(|p| &p.groups)
+        .map(|g| GroupFiles {
+            inputs: g.iter().map(|&i| files[i].path.clone()).collect(),
+            input_bytes: g.iter().map(|&i| files[i].size_bytes).sum(),
+            output: None,
+        })
+        .collect();
     if dry_run || report.plans.iter().all(|p| p.groups.is_empty()) {
         return Ok(report);
     }
@@ -205,6 +234,9 @@ pub(crate) fn run<R: Rewrite>(
             report.snapshot_id = Some(snapshot_id);
             report.metadata_location = Some(location);
             report.written = paths;
+            for (group, w) in report.groups.iter_mut().zip(&written) {
+                group.output = R::output(w);
+            }
             Ok(report)
         }
         Err(e) if e.kind() == ErrorKind::CommitUnknown => Err(e),
@@ -455,6 +487,10 @@ impl Rewrite for IcebergRewrite<'_> {
 
     fn local_path(written: &Written) -> &Path {
         Path::new(&written.local_path)
+    }
+
+    fn output(written: &Written) -> Option<String> {
+        written.data_file.as_ref().map(|f| f.file_path().to_string())
     }
 
     fn commit(&self, written: &[Written]) -> Result<(i64, String, Vec<String>)> {

@@ -159,6 +159,10 @@ impl Rewrite for DeltaRewrite<'_> {
         &written.local_path
     }
 
+    fn output(written: &Written) -> Option<String> {
+        Some(written.local_path.to_string_lossy().into_owned())
+    }
+
     fn commit(&self, written: &[Written]) -> Result<(i64, String, Vec<String>)> {
         // An object store's PUT is durable once it returns; only local files need flushing.
         for w in written.iter().filter(|w| !crate::store::is_remote(&w.local_path.to_string_lossy())) {

@@ -8,7 +8,7 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use crate::action::compact::{CompactionReport, compact};
+use crate::action::compact::{CompactionReport, GroupFiles, compact};
 use crate::action::expire::{ExpiryOptions, ExpiryReport, expire, retention_days_in_force};
 use crate::action::rewrite_manifests::{
     ManifestsToMerge, RewriteManifestsOptions, RewriteManifestsReport, rewrite_manifests,
@@ -22,7 +22,7 @@ use crate::notify::slack::{Delivery, RetryPolicy, Webhook, post};
 use crate::plan::compaction::{CompactionOptions, Verdict};
 use crate::profile::{profile, summarize};
 use crate::report::{LineVerdict, PartitionLine, RunStatus, Scorecard};
-use crate::table::{DataFile, FileContent, LocateOptions, PartitionKey, Table, TableFormat};
+use crate::table::{LocateOptions, PartitionKey, Table, TableFormat};
 
 /// Everything a gate run takes.
 #[derive(Debug, Clone)]
@@ -187,17 +187,39 @@ fn merge_manifests(table: &Table, options: &GateOptions) -> Result<Option<Rewrit
     Ok(Some(rewrite_manifests(located, &merge_options)?))
 }
 
-/// The data files of `files` in `partitions`.
-fn data_paths_in(files: &[DataFile], partitions: &HashSet<PartitionKey>) -> Vec<String> {
-    files
-        .iter()
-        .filter(|f| f.content == FileContent::Data && partitions.contains(&f.key))
-        .map(|f| f.path.clone())
-        .collect()
-}
-
 /// Scans per measured speedup: one to warm the cache, one timed (the best counts).
 const SCAN_RUNS: u32 = 2;
+
+/// The measured scans cover rewrite groups making up at most this share of the bytes the
+/// compaction rewrites, and at most [`SCAN_SAMPLE_BYTES`] (but always at least one group), so
+/// that they cost the gate a bounded amount whatever the table's size.
+pub const SCAN_SAMPLE_SHARE: f64 = 0.1;
+/// See [`SCAN_SAMPLE_SHARE`].
+pub const SCAN_SAMPLE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// The planned rewrite groups the measured scans cover (indexes into `groups`): in plan order,
+/// each that still fits the budget ([`SCAN_SAMPLE_SHARE`] of all their bytes, at most `cap`),
+/// else the smallest one. A group is the unit that reads the same rows before (its inputs, with
+/// the deletes that apply to them) and after (its one output). Groups outside the sample are
+/// verified by the compaction's own checks (rows and non-null counts per output file).
+fn scan_sample(groups: &[GroupFiles], cap: u64) -> Vec<usize> {
+    let total: u64 = groups.iter().map(|g| g.input_bytes).sum();
+    let budget = ((total as f64 * SCAN_SAMPLE_SHARE) as u64).min(cap);
+    let mut used = 0u64;
+    let mut sample = Vec::new();
+    for (i, g) in groups.iter().enumerate() {
+        if used + g.input_bytes <= budget {
+            used += g.input_bytes;
+            sample.push(i);
+        }
+    }
+    if sample.is_empty()
+        && let Some((i, _)) = groups.iter().enumerate().min_by_key(|(_, g)| g.input_bytes)
+    {
+        sample.push(i);
+    }
+    sample
+}
 
 fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Instant) -> Result<Scorecard> {
     options.compaction.validate()?;
@@ -229,13 +251,20 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
                 dry_run: true,
                 output_ratio: None,
                 written: Vec::new(),
+                groups: Vec::new(),
             }
         }
     };
     let compacting: HashSet<PartitionKey> =
         plan.plans.iter().filter(|p| p.verdict == Verdict::Compact).map(|p| p.key.clone()).collect();
-    let measure = options.measure_speedup && !options.dry_run && !compacting.is_empty();
-    let before_paths = if measure { data_paths_in(&before_files, &compacting) } else { Vec::new() };
+    // The measured scans cover a bounded sample of the rewrite groups ([`scan_sample`]).
+    let sampled = scan_sample(&plan.groups, SCAN_SAMPLE_BYTES);
+    let measure = options.measure_speedup && !options.dry_run && !sampled.is_empty();
+    let before_paths: Vec<String> =
+        if measure { sampled.iter().flat_map(|&g| plan.groups[g].inputs.clone()).collect() } else { Vec::new() };
+    let sampled_bytes: u64 = sampled.iter().map(|&g| plan.groups[g].input_bytes).sum();
+    let planned_bytes: u64 = plan.groups.iter().map(|g| g.input_bytes).sum();
+    let planned_groups = plan.groups.clone();
     let scan_before = if measure {
         let conn = host.connect()?;
         Some(scan(&conn, &table, &before_paths, SCAN_RUNS)?)
@@ -258,20 +287,30 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         Some(t) => t.live_files()?,
         None => before_files.clone(),
     };
-    let scan_after = match &scan_before {
-        Some(before_scan) => {
-            // The same rows after: the files scanned before that are still live, and the files
-            // the compaction wrote (not files a concurrent writer added meanwhile).
-            let kept: HashSet<&String> = before_paths.iter().chain(&report.written).collect();
-            let after_paths: Vec<String> =
-                data_paths_in(&after_files, &compacting).into_iter().filter(|p| kept.contains(p)).collect();
+    // The same rows after: the file each sampled group became (none for a group whose every row
+    // was deleted). A sampled group the real run did not rewrite as planned leaves the speedup
+    // unmeasured rather than compared on different rows.
+    let after_paths: Option<Vec<String>> = sampled
+        .iter()
+        .map(|&g| {
+            let wanted: HashSet<&String> = planned_groups[g].inputs.iter().collect();
+            report
+                .groups
+                .iter()
+                .find(|r| r.inputs.len() == wanted.len() && r.inputs.iter().all(|p| wanted.contains(p)))
+                .map(|r| r.output.clone())
+        })
+        .collect::<Option<Vec<Option<String>>>>()
+        .map(|outputs| outputs.into_iter().flatten().collect());
+    let (scan_before, scan_after) = match (scan_before, after_paths) {
+        (Some(before_scan), Some(after_paths)) if report.snapshot_id.is_some() => {
             let conn = host.connect()?;
             let after_scan = scan(&conn, after_table, &after_paths, SCAN_RUNS)?;
             if (after_scan.rows, &after_scan.checksum) != (before_scan.rows, &before_scan.checksum) {
                 return Err(Error::new(
                     ErrorKind::CorruptMetadata,
                     format!(
-                        "verification failed: the compacted partitions read {} rows (checksum {}) before and {} \
+                        "verification failed: the sampled rewrite groups read {} rows (checksum {}) before and {} \
                          (checksum {}) after; the compaction snapshot is {:?}",
                         before_scan.rows,
                         before_scan.checksum,
@@ -281,9 +320,9 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
                     ),
                 ));
             }
-            Some(after_scan)
+            (Some(before_scan), Some(after_scan))
         }
-        None => None,
+        _ => (None, None),
     };
 
     crate::interrupt::check(&match report.snapshot_id {
@@ -404,6 +443,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
             summary_after.avg_fragmentation_ratio
         },
         projected_speedup: summary_before.projected_speedup_factor,
+        scan_share: if scan_after.is_some() { sampled_bytes as f64 / planned_bytes.max(1) as f64 } else { 0.0 },
         scan_before,
         scan_after,
         compaction_snapshot_id: report.snapshot_id,
@@ -416,4 +456,25 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         notification: String::new(),
         partitions: lines,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scan_sample_is_a_tenth_of_the_groups_bytes_within_the_cap_and_at_least_one_group() {
+        let groups = |mib: &[u64]| -> Vec<GroupFiles> {
+            mib.iter()
+                .map(|m| GroupFiles { inputs: vec![format!("{m}")], input_bytes: m << 20, output: None })
+                .collect()
+        };
+        // 1,000 MiB in ten groups of 100: the budget (100 MiB) takes the first group.
+        assert_eq!(scan_sample(&groups(&[100; 10]), 256 << 20), vec![0]);
+        // 2,000 MiB: budget 200 MiB, but the cap of 150 MiB holds: the first group, then the 50.
+        assert_eq!(scan_sample(&groups(&[100, 900, 50, 950]), 150 << 20), vec![0, 2]);
+        // Nothing fits the budget: the smallest group.
+        assert_eq!(scan_sample(&groups(&[300, 200, 400]), 256 << 20), vec![1]);
+        assert!(scan_sample(&[], 256 << 20).is_empty());
+    }
 }

@@ -115,7 +115,7 @@ impl RowFunction for Gate {
 }
 
 /// The scorecard's columns (also the history table's).
-pub const COLUMNS: [(&str, LogicalTypeId); 36] = {
+pub const COLUMNS: [(&str, LogicalTypeId); 37] = {
     use LogicalTypeId::*;
     [
         ("execution_id", Varchar),
@@ -154,6 +154,7 @@ pub const COLUMNS: [(&str, LogicalTypeId); 36] = {
         ("avg_fragmentation_ratio_after", Double),
         ("manifests_merged", Bigint),
         ("manifest_snapshot_id", Bigint),
+        ("scan_sample_share", Double),
     ]
 };
 
@@ -189,6 +190,7 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
             Cell::Double(card.avg_ratio_after),
             big(card.manifests_merged),
             card.manifest_snapshot_id.map_or(Cell::Null, Cell::BigInt),
+            Cell::Double(card.scan_share),
         ]);
     };
     let head = || {

@@ -45,6 +45,11 @@ fn truncate(text: &str, max_chars: usize) -> String {
 /// `3.21x measured (projected 13.56x)`, or the projection alone when nothing was measured.
 pub fn speedup_text(card: &Scorecard) -> String {
     match card.measured_speedup() {
+        Some(x) if card.scan_share < 0.995 => format!(
+            "{x:.2}x measured on {:.0}% of the rewritten data (projected {:.2}x)",
+            card.scan_share * 100.0,
+            card.projected_speedup
+        ),
         Some(x) => format!("{x:.2}x measured (projected {:.2}x)", card.projected_speedup),
         None => format!("{:.2}x projected (not measured)", card.projected_speedup),
     }
@@ -263,6 +268,7 @@ mod tests {
             avg_ratio_before: 0.5,
             avg_ratio_after: 0.2,
             projected_speedup: 13.56,
+            scan_share: 0.0,
             scan_before: None,
             scan_after: None,
             compaction_snapshot_id: Some(1),
