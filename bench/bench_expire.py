@@ -141,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", default=DEFAULT_DIR)
     parser.add_argument("--snapshots", type=int, default=2000)
     parser.add_argument("--rebuild", action="store_true")
+    parser.add_argument("--repeat", type=int, default=5, help="runs per method (alternating); the median counts")
     parser.add_argument("--extension")
     parser.add_argument("--output", default=str(DEFAULT_OUTPUT))
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -154,18 +155,27 @@ def main(argv: list[str] | None = None) -> int:
     bench_dir = Path(args.dir)
     bench_dir.mkdir(parents=True, exist_ok=True)
     facts = build(bench_dir, args.snapshots, extension, args.rebuild)
-    results, remaining = {}, {}
-    for method in METHODS:
-        workdir = bench_dir / f"expire-work-{method}"
-        restore(facts, workdir)
-        proc = subprocess.run([sys.executable, __file__, "--child", method, "--workdir", str(workdir),
-                               "--extension", extension], capture_output=True, text=True)
-        if proc.returncode != 0:
-            print(proc.stdout, proc.stderr, file=sys.stderr)
-            raise SystemExit(f"{method} failed")
-        results[method] = json.loads(proc.stdout.strip().splitlines()[-1])
-        remaining[method] = remaining_snapshots(workdir)
-        print(f"{method}: {results[method]['seconds']:.2f} s, {results[method]['counts']}", file=sys.stderr)
+    runs: dict[str, list[dict]] = {m: [] for m in METHODS}
+    remaining = {}
+    for _ in range(max(1, args.repeat)):
+        for method in METHODS:
+            workdir = bench_dir / f"expire-work-{method}"
+            restore(facts, workdir)
+            proc = subprocess.run([sys.executable, __file__, "--child", method, "--workdir", str(workdir),
+                                   "--extension", extension], capture_output=True, text=True)
+            if proc.returncode != 0:
+                print(proc.stdout, proc.stderr, file=sys.stderr)
+                raise SystemExit(f"{method} failed")
+            runs[method].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            remaining[method] = remaining_snapshots(workdir)
+            print(f"{method}: {runs[method][-1]['seconds']:.2f} s, {runs[method][-1]['counts']}", file=sys.stderr)
+    import statistics
+
+    results = {}
+    for method, rs in runs.items():
+        median = statistics.median(r["seconds"] for r in rs)
+        results[method] = {**min(rs, key=lambda r: abs(r["seconds"] - median)), "seconds": median,
+                           "all": [r["seconds"] for r in rs]}
     problems = []
     if remaining["lakehouse"] != remaining["pyiceberg"]:
         problems.append("lakehouse and pyiceberg keep different snapshots")
@@ -184,18 +194,20 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.snapshots} snapshots over 14 days, {facts['metadata_files']} metadata files "
         f"({facts['metadata_bytes'] / 1024 / 1024:.0f} MiB); retention {RETENTION_DAYS} days.",
         "",
-        f"One run per method, each in its own process on a fresh copy; {dt.date.today().isoformat()}; "
+        f"{args.repeat} runs per method (alternating), each in its own process on a fresh copy, median shown; "
+        f"{dt.date.today().isoformat()}; "
         f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
         f"duckdb {duckdb.__version__}, pyiceberg {pyiceberg.__version__}; extension `{Path(extension).relative_to(REPO_ROOT) if Path(extension).is_relative_to(REPO_ROOT) else extension}`.",
         "",
-        "| method | seconds | ratio to lakehouse | peak RSS MiB | snapshots expired | files deleted |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| method | seconds (median) | ratio to lakehouse | peak RSS MiB | snapshots expired | files deleted | all runs |",
+        "|---|---:|---:|---:|---:|---:|---|",
     ]
     for method in METHODS:
         r = results[method]
         files = sum(v for k, v in r["counts"].items() if k != "snapshot")
         lines.append(f"| {method} | {r['seconds']:.2f} | {r['seconds'] / ours:.2f}× | {r['peak_rss_mib']:.0f} | "
-                     f"{r['counts'].get('snapshot', 0)} | {files if method != 'pyiceberg' else 'none (metadata only)'} |")
+                     f"{r['counts'].get('snapshot', 0)} | {files if method != 'pyiceberg' else 'none (metadata only)'} | "
+                     + ", ".join(f"{s:.2f}" for s in r["all"]) + " |")
     lines += ["", "Both leave the same snapshots: " + ("yes" if not problems else "NO — " + "; ".join(problems))]
     text = "\n".join(lines) + "\n"
     print(text)

@@ -98,7 +98,41 @@ impl IcebergTable {
     /// The entries of the manifest list at `list_path`.
     pub async fn manifest_list(&self, list_path: &str) -> Result<Vec<ManifestFile>> {
         let bytes = read_file(&self.file_io, list_path, "manifest list").await?;
-        let list = ManifestList::parse_with_version(&bytes, self.metadata.format_version()).map_err(|e| {
+        self.parse_manifest_list(&bytes, list_path)
+    }
+
+    /// The entries of a manifest list for reachability: read by the lean reader
+    /// ([`super::list_reader`]), else by iceberg-rust's. Entries carry no partition summaries:
+    /// never write them into a new manifest list (use [`IcebergTable::manifest_list`]). Test
+    /// builds read every list both ways and fail on any difference.
+    pub async fn manifest_list_for_reach(&self, list_path: &str) -> Result<Vec<ManifestFile>> {
+        let bytes = read_file(&self.file_io, list_path, "manifest list").await?;
+        let version = self.metadata.format_version();
+        let Some(lean) = super::list_reader::read(&bytes, version) else {
+            return self.parse_manifest_list(&bytes, list_path);
+        };
+        #[cfg(feature = "test-hooks")]
+        {
+            let full: Vec<ManifestFile> = self
+                .parse_manifest_list(&bytes, list_path)?
+                .into_iter()
+                .map(|mut f| {
+                    f.partitions = None;
+                    f
+                })
+                .collect();
+            if full != lean {
+                return Err(Error::new(
+                    ErrorKind::CorruptMetadata,
+                    format!("the lean manifest-list reader disagrees with iceberg-rust's on '{list_path}'"),
+                ));
+            }
+        }
+        Ok(lean)
+    }
+
+    fn parse_manifest_list(&self, bytes: &[u8], list_path: &str) -> Result<Vec<ManifestFile>> {
+        let list = ManifestList::parse_with_version(bytes, self.metadata.format_version()).map_err(|e| {
             Error::new(ErrorKind::CorruptMetadata, format!("manifest list '{list_path}' is corrupt"))
                 .with_context("cause", Error::from(e).to_string())
         })?;

@@ -12,6 +12,7 @@ pub mod commit;
 pub mod delta;
 pub mod delta_commit;
 pub mod iceberg;
+pub mod list_reader;
 pub mod manifest;
 pub mod partition;
 pub mod reach;

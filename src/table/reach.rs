@@ -58,7 +58,7 @@ pub struct Reach {
     /// millions of list entries but only thousands of distinct manifests.
     paths: Vec<String>,
     entries: Vec<Option<ManifestFile>>,
-    index: HashMap<String, u32>,
+    index: HashMap<String, u32, foldhash::fast::RandomState>,
     /// Whether reading stopped before every snapshot asked for was read (see
     /// [`Reach::lists_until_covered`]).
     pub partial: bool,
@@ -114,7 +114,7 @@ impl Reach {
             let mut pending = Vec::with_capacity(chunk.len());
             for (id, path) in chunk {
                 let (table, path) = (table.clone(), path.clone());
-                pending.push((*id, runtime::spawn(async move { (table.manifest_list(&path).await, path) })?));
+                pending.push((*id, runtime::spawn(async move { (table.manifest_list_for_reach(&path).await, path) })?));
             }
             runtime::block_on(async {
                 for (id, handle) in pending {
