@@ -315,6 +315,11 @@ pub fn quote_literal(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
 }
 
+/// `['a', 'b']`: a DuckDB list literal of `texts` (file lists for `read_parquet` and friends).
+pub fn quote_list<S: AsRef<str>>(texts: &[S]) -> String {
+    format!("[{}]", texts.iter().map(|t| quote_literal(t.as_ref())).collect::<Vec<_>>().join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

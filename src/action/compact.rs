@@ -34,17 +34,18 @@ use std::path::Path;
 use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFile as IcebergDataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion,
-    ManifestContentType, ManifestFile, ManifestListWriter, ManifestWriter, ManifestWriterBuilder, NestedField,
-    Operation, PartitionSpec, PrimitiveType, Schema, SchemaRef, Summary, TableMetadata, Type,
+    ManifestContentType, ManifestFile, NestedField, Operation, PrimitiveType, Schema, Summary, TableMetadata, Type,
 };
 
-use crate::duck::{HostDb, Nested, quote_ident, quote_literal};
+use crate::duck::{HostDb, Nested, quote_ident, quote_list, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt;
 use crate::plan::compaction::{CompactionOptions, PartitionPlan, Verdict, plan_naming_deletes};
 use crate::runtime;
 use crate::table::commit::{CommitOutcome, commit_table, pause_for_tests, relocate, require_exclusive};
-use crate::table::iceberg::{IcebergTable, LoadedManifest, new_snapshot_id, with_main_snapshot};
+use crate::table::iceberg::{
+    IcebergTable, LoadedManifest, manifest_writer, new_snapshot_id, with_main_snapshot, write_manifest_list,
+};
 use crate::table::{self, DataFile, FileContent, Located, PartitionKey, Table, location_key, strip_file_scheme};
 
 /// Commit attempts before giving up on a table that keeps moving.
@@ -360,7 +361,7 @@ impl<'a> IcebergRewrite<'a> {
             return Ok(());
         }
         let local: Vec<String> = wanted.iter().map(|&d| strip_file_scheme(&self.files[d].path).to_string()).collect();
-        let list = format!("[{}]", local.iter().map(|p| quote_literal(p)).collect::<Vec<_>>().join(", "));
+        let list = quote_list(&local);
         let result = conn.query(&format!(
             "SELECT DISTINCT __lakehouse_delete, file_path FROM read_parquet({list}, union_by_name = true, \
              filename = '__lakehouse_delete')"
@@ -654,7 +655,7 @@ pub(crate) fn select_sql(schema: &Schema, inputs: &[String], sort: &[String], fi
 
 /// The `read_parquet(…)` of [`select_sql`], with `extra` options appended (`, filename = …`).
 fn parquet_source(schema: &Schema, inputs: &[String], files_have_ids: bool, extra: &str) -> String {
-    let files = format!("[{}]", inputs.iter().map(|p| quote_literal(p)).collect::<Vec<_>>().join(", "));
+    let files = quote_list(inputs);
     let fields = schema.as_struct().fields();
     let by_id: Option<Vec<String>> = fields
         .iter()
@@ -715,7 +716,7 @@ fn copy_sql(
     inputs: &[Input<'_>],
     deletes: &[Input<'_>],
     target: &str,
-) -> Result<(String, Option<String>)> {
+) -> Result<(String, Option<DeletedCounts>)> {
     let schema = table.metadata.current_schema();
     let local_inputs: Vec<String> = inputs.iter().map(|f| strip_file_scheme(f.file.file_path()).to_string()).collect();
     let ids = schema
@@ -747,6 +748,10 @@ fn copy_sql(
     ))
 }
 
+/// The query counting a group's deleted rows and their non-null values, with the field ids of
+/// the counted leaves in order ([`DeleteSet::deleted_counts_sql`]).
+type DeletedCounts = (String, Vec<i32>);
+
 /// A rewrite group's data files with the delete files that apply to them, as SQL. The rows kept
 /// are the spec's: a row is deleted by a position delete whose `file_path` is the data file's
 /// path as the manifest writes it and whose `pos` is the row's position in the file, when the
@@ -773,8 +778,6 @@ impl DeleteSet {
         files_have_ids: bool,
     ) -> Result<Self> {
         let local = |f: &IcebergDataFile| strip_file_scheme(f.file_path()).to_string();
-        let list =
-            |files: &[String]| format!("[{}]", files.iter().map(|p| quote_literal(p)).collect::<Vec<_>>().join(", "));
         let sequence_table = |files: &[&Input<'_>], with_path: bool| {
             let rows: Vec<String> = files
                 .iter()
@@ -807,7 +810,7 @@ impl DeleteSet {
                 format!(
                     "(SELECT __r.file_path AS __path, __r.pos AS __pos, __s.__seq FROM read_parquet({}, union_by_name = true, \
                      filename = '__lakehouse_delete') AS __r JOIN {} AS __s(__file, __seq) ON __r.__lakehouse_delete = __s.__file)",
-                    list(&files),
+                    quote_list(&files),
                     sequence_table(&position, false)
                 ),
                 "__x.__path = __f.__path AND __x.__pos = __d.file_row_number AND __f.__seq <= __x.__seq".to_string(),
@@ -849,7 +852,7 @@ impl DeleteSet {
                 format!(
                     "(SELECT __r.* EXCLUDE (__lakehouse_delete), __s.__seq FROM read_parquet({}, schema = MAP {{{}}}, \
                      filename = '__lakehouse_delete') AS __r",
-                    list(&paths),
+                    quote_list(&paths),
                     entries.join(", ")
                 )
             } else {
@@ -861,7 +864,7 @@ impl DeleteSet {
                 format!(
                     "(SELECT {}, __s.__seq FROM read_parquet({}, union_by_name = true, filename = '__lakehouse_delete') AS __r",
                     columns.join(", "),
-                    list(&paths)
+                    quote_list(&paths)
                 )
             };
             let condition: Vec<String> = std::iter::once("__f.__seq < __x.__seq".to_string())
@@ -880,12 +883,10 @@ impl DeleteSet {
                 condition.join(" AND "),
             ));
         }
-        let mut leaves: Vec<(String, i32)> =
-            leaves(schema).into_values().filter(|l| !l.repeated).map(|l| (l.name, l.id)).collect();
-        leaves.sort();
-        let leaves = leaves
-            .into_iter()
-            .map(|(name, id)| (id, format!("__d.{}", name.split(", ").map(quote_ident).collect::<Vec<_>>().join("."))))
+        let leaves = leaves(schema)
+            .into_values()
+            .filter(|l| !l.repeated)
+            .map(|l| (l.id, format!("__d.{}", l.name.split(", ").map(quote_ident).collect::<Vec<_>>().join("."))))
             .collect();
         Ok(Self { data, sources, leaves })
     }
@@ -905,8 +906,9 @@ impl DeleteSet {
     }
 
     /// Counts of the deleted rows: `count(*)`, then `count(leaf)` for each of [`Self::leaves`],
-    /// by a mark join (`EXISTS`), not the anti join the rewrite uses.
-    fn deleted_counts_sql(&self) -> String {
+    /// by a mark join (`EXISTS`), not the anti join the rewrite uses; with the leaves' field ids,
+    /// in the order of their counts.
+    fn deleted_counts_sql(&self) -> DeletedCounts {
         let exists: Vec<String> = self
             .sources
             .iter()
@@ -915,7 +917,8 @@ impl DeleteSet {
         let counts: Vec<String> = std::iter::once("count(*)".to_string())
             .chain(self.leaves.iter().map(|(_, e)| format!("count({e})")))
             .collect();
-        format!("SELECT {} FROM {} WHERE {}", counts.join(", "), self.data, exists.join(" OR "))
+        let sql = format!("SELECT {} FROM {} WHERE {}", counts.join(", "), self.data, exists.join(" OR "));
+        (sql, self.leaves.iter().map(|(id, _)| *id).collect())
     }
 }
 
@@ -992,7 +995,7 @@ fn rewrite_group(
         // What the deletes remove, counted by a query of its own before the rewrite.
         let deleted = match &deleted_sql {
             None => Deleted::default(),
-            Some(sql) => Deleted::read(conn, sql, schema)?,
+            Some((sql, ids)) => Deleted::read(conn, sql, ids)?,
         };
         let (rows, bytes) = conn.query(&sql)?.copy_stats()?;
         let listed: u64 = files.iter().map(|f| f.record_count()).sum();
@@ -1053,25 +1056,15 @@ struct Deleted {
 }
 
 impl Deleted {
-    fn read(conn: &Nested, sql: &str, schema: &Schema) -> Result<Self> {
+    fn read(conn: &Nested, sql: &str, ids: &[i32]) -> Result<Self> {
         let result = conn.query(sql)?;
         let row = result.first("the count of deleted rows")?;
-        let ids: Vec<i32> = leaf_order(schema);
         let mut non_null = HashMap::new();
         for (k, id) in ids.iter().enumerate() {
             non_null.insert(*id, row[k + 1].int()?.max(0) as u64);
         }
         Ok(Self { rows: row[0].int()?.max(0) as u64, non_null })
     }
-}
-
-/// The field ids of the leaf columns outside lists and maps, in the order
-/// [`DeleteSet::deleted_counts_sql`] counts them.
-fn leaf_order(schema: &Schema) -> Vec<i32> {
-    let mut ids: Vec<(String, i32)> =
-        leaves(schema).into_values().filter(|l| !l.repeated).map(|l| (l.name, l.id)).collect();
-    ids.sort();
-    ids.into_iter().map(|(_, id)| id).collect()
 }
 
 /// Where a group's output goes: beside its first input when that lies inside the table location
@@ -1100,7 +1093,7 @@ fn output_dir(table: &IcebergTable, first: &IcebergDataFile, spec_id: i32) -> St
 
 /// Whether every input file carries Parquet field ids (all or none; a mix is refused).
 fn files_have_field_ids(conn: &Nested, inputs: &[String]) -> Result<bool> {
-    let list = format!("[{}]", inputs.iter().map(|p| quote_literal(p)).collect::<Vec<_>>().join(", "));
+    let list = quote_list(inputs);
     let sql = format!(
         "SELECT count(*) FILTER (WHERE ids > 0), count(*) FROM \
          (SELECT file_name, count(field_id) AS ids FROM parquet_schema({list}) GROUP BY file_name)"
@@ -1176,7 +1169,7 @@ fn misread_nested_field(conn: &Nested, inputs: &[String], schema: &Schema) -> Re
         return Ok(None);
     }
     let names: HashSet<&str> = current.values().map(String::as_str).collect();
-    let list = format!("[{}]", inputs.iter().map(|p| quote_literal(p)).collect::<Vec<_>>().join(", "));
+    let list = quote_list(inputs);
     let result = conn.query(&format!(
         "SELECT DISTINCT name, field_id::BIGINT FROM parquet_schema({list}) WHERE field_id IS NOT NULL ORDER BY ALL"
     ))?;
@@ -1512,23 +1505,6 @@ fn remove_all(paths: &[String]) {
     crate::store::remove_quietly(paths.iter().map(String::as_str));
 }
 
-fn manifest_writer(
-    file_io: &FileIO,
-    path: &str,
-    snapshot_id: i64,
-    schema: SchemaRef,
-    spec: PartitionSpec,
-    version: FormatVersion,
-    content: ManifestContentType,
-) -> Result<ManifestWriter> {
-    let builder = ManifestWriterBuilder::new(file_io.new_output(path)?, Some(snapshot_id), schema, spec);
-    Ok(match (version, content) {
-        (FormatVersion::V1, _) => builder.build_v1(),
-        (_, ManifestContentType::Deletes) => builder.build_v2_deletes(),
-        _ => builder.build_v2_data(),
-    })
-}
-
 /// Writes `loaded` again as a new manifest at `path` for snapshot `snapshot_id`: its live entries
 /// in `drop` as DELETED, the others as EXISTING, each with its data and file sequence numbers and
 /// the snapshot that added it; `seen` is told of every live entry and whether it was dropped.
@@ -1581,8 +1557,6 @@ fn build_snapshot(
     let version = metadata.format_version();
     let file_io = &table.file_io;
     let snapshot_id = new_snapshot_id();
-    let sequence_number = metadata.next_sequence_number();
-    let parent = metadata.current_snapshot_id();
     let metadata_dir = table.metadata_dir();
     let new_manifest_path = |suffix: &str| format!("{metadata_dir}/{}-{suffix}.avro", uuid::Uuid::new_v4());
 
@@ -1691,15 +1665,8 @@ fn build_snapshot(
         total_records += added_records;
         total_bytes += added_bytes;
 
-        let list_path = format!("{metadata_dir}/snap-{snapshot_id}-1-{}.avro", uuid::Uuid::new_v4());
-        scratch.push(list_path.clone());
-        let output = file_io.new_output(&list_path)?.writer().await?;
-        let mut list = match version {
-            FormatVersion::V1 => ManifestListWriter::v1(output, snapshot_id, parent),
-            _ => ManifestListWriter::v2(output, snapshot_id, parent, sequence_number),
-        };
-        list.add_manifests(added_manifests.into_iter().chain(new_manifests))?;
-        list.close().await?;
+        let list_path =
+            write_manifest_list(table, snapshot_id, added_manifests.into_iter().chain(new_manifests), scratch).await?;
 
         let mut properties = HashMap::from([
             ("added-data-files".to_string(), added_files.to_string()),

@@ -258,13 +258,13 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     let compacting: HashSet<PartitionKey> =
         plan.plans.iter().filter(|p| p.verdict == Verdict::Compact).map(|p| p.key.clone()).collect();
     // The measured scans cover a bounded sample of the rewrite groups ([`scan_sample`]).
-    let sampled = scan_sample(&plan.groups, SCAN_SAMPLE_BYTES);
+    let sampled: Vec<GroupFiles> =
+        scan_sample(&plan.groups, SCAN_SAMPLE_BYTES).into_iter().map(|g| plan.groups[g].clone()).collect();
     let measure = options.measure_speedup && !options.dry_run && !sampled.is_empty();
     let before_paths: Vec<String> =
-        if measure { sampled.iter().flat_map(|&g| plan.groups[g].inputs.clone()).collect() } else { Vec::new() };
-    let sampled_bytes: u64 = sampled.iter().map(|&g| plan.groups[g].input_bytes).sum();
+        if measure { sampled.iter().flat_map(|g| g.inputs.clone()).collect() } else { Vec::new() };
+    let sampled_bytes: u64 = sampled.iter().map(|g| g.input_bytes).sum();
     let planned_bytes: u64 = plan.groups.iter().map(|g| g.input_bytes).sum();
-    let planned_groups = plan.groups.clone();
     let scan_before = if measure {
         let conn = host.connect()?;
         Some(scan(&conn, &table, &before_paths, SCAN_RUNS)?)
@@ -292,8 +292,8 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     // unmeasured rather than compared on different rows.
     let after_paths: Option<Vec<String>> = sampled
         .iter()
-        .map(|&g| {
-            let wanted: HashSet<&String> = planned_groups[g].inputs.iter().collect();
+        .map(|g| {
+            let wanted: HashSet<&String> = g.inputs.iter().collect();
             report
                 .groups
                 .iter()

@@ -16,8 +16,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use iceberg::spec::{
-    DataFile as IcebergDataFile, FormatVersion, ManifestContentType, ManifestFile, ManifestListWriter,
-    ManifestWriterBuilder, Operation, PartitionSpec, Summary,
+    DataFile as IcebergDataFile, FormatVersion, ManifestContentType, ManifestFile, Operation, PartitionSpec, Summary,
 };
 
 use crate::error::{Error, ErrorKind, Result};
@@ -25,7 +24,9 @@ use crate::interrupt;
 use crate::runtime;
 use crate::table::Located;
 use crate::table::commit::{CommitOutcome, commit_table, pause_for_tests, relocate, require_exclusive};
-use crate::table::iceberg::{IcebergTable, LoadedManifest, new_snapshot_id, with_main_snapshot};
+use crate::table::iceberg::{
+    IcebergTable, LoadedManifest, manifest_writer, new_snapshot_id, with_main_snapshot, write_manifest_list,
+};
 
 /// Iceberg's default `commit.manifest.target-size-bytes`.
 pub const DEFAULT_TARGET_BYTES: u64 = 8 * 1024 * 1024;
@@ -330,8 +331,6 @@ fn build(
     let version = metadata.format_version();
     let file_io = &table.file_io;
     let snapshot_id = new_snapshot_id();
-    let sequence_number = metadata.next_sequence_number();
-    let parent = metadata.current_snapshot_id();
     let metadata_dir = table.metadata_dir();
     let target_bytes = report.target_bytes;
     runtime::block_on(async {
@@ -375,24 +374,15 @@ fn build(
             let source = &manifests[newest.expect("a merged group has manifests")].manifest;
             let spec: PartitionSpec = source.metadata().partition_spec().clone();
             let schema = source.metadata().schema().clone();
-            let deletes = group.content == "deletes";
+            let content = manifests[group.merged[0]].file.content;
             let mut written_bytes = 0u64;
             let mut expected: Vec<EntryKey> = Vec::new();
             let mut written: Vec<ManifestFile> = Vec::new();
             for chunk in entries.chunks(per_output) {
                 let path = format!("{metadata_dir}/{}-m0.avro", uuid::Uuid::new_v4());
                 scratch.push(path.clone());
-                let builder = ManifestWriterBuilder::new(
-                    file_io.new_output(&path)?,
-                    Some(snapshot_id),
-                    schema.clone(),
-                    spec.clone(),
-                );
-                let mut writer = match (version, deletes) {
-                    (FormatVersion::V1, _) => builder.build_v1(),
-                    (_, true) => builder.build_v2_deletes(),
-                    _ => builder.build_v2_data(),
-                };
+                let mut writer =
+                    manifest_writer(file_io, &path, snapshot_id, schema.clone(), spec.clone(), version, content)?;
                 for (e, added_by) in chunk {
                     let seq = e.sequence_number();
                     let file_seq = e.file_sequence_number.or(seq);
@@ -440,17 +430,8 @@ fn build(
             created.extend(written);
         }
 
-        let list_path = format!("{metadata_dir}/snap-{snapshot_id}-1-{}.avro", uuid::Uuid::new_v4());
-        scratch.push(list_path.clone());
-        let output = file_io.new_output(&list_path)?.writer().await?;
-        let mut list = match version {
-            FormatVersion::V1 => ManifestListWriter::v1(output, snapshot_id, parent),
-            _ => ManifestListWriter::v2(output, snapshot_id, parent, sequence_number),
-        };
-        let created_count = created.len();
-        let kept_count = kept.len();
-        list.add_manifests(created.into_iter().chain(kept))?;
-        list.close().await?;
+        let (created_count, kept_count) = (created.len(), kept.len());
+        let list_path = write_manifest_list(table, snapshot_id, created.into_iter().chain(kept), scratch).await?;
 
         // The totals stay what they were: carried over from the current snapshot's summary.
         let mut properties: HashMap<String, String> = metadata

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::action::compact::select_sql;
 use crate::action::compact_delta::DeltaColumns;
-use crate::duck::{quote_ident, quote_literal};
+use crate::duck::{quote_ident, quote_list};
 use crate::error::{Error, ErrorKind, Result};
 use crate::table::iceberg::IcebergTable;
 use crate::table::{Table, strip_file_scheme};
@@ -68,7 +68,7 @@ fn iceberg_source(conn: &crate::duck::Nested, table: &IcebergTable, local: &[Str
     let schema = table.metadata.current_schema();
     let columns: Vec<String> = schema.as_struct().fields().iter().map(|f| quote_ident(&f.name)).collect();
     // Files with and without field ids are read apart (each the way compaction reads it).
-    let list = format!("[{}]", local.iter().map(|p| quote_literal(p)).collect::<Vec<_>>().join(", "));
+    let list = quote_list(local);
     let mut with_ids: HashMap<String, bool> = HashMap::new();
     let probe = conn.query(&format!(
         "SELECT file_name::VARCHAR, count(field_id) > 0 FROM parquet_schema({list}) GROUP BY file_name"

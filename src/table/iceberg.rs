@@ -363,6 +363,48 @@ pub struct NewSnapshot {
     pub schema_id: i32,
 }
 
+/// A manifest writer for `content` at `path`, of `table`'s format version (v1 has no delete
+/// manifests), its entries added by `snapshot_id`.
+pub fn manifest_writer(
+    file_io: &FileIO,
+    path: &str,
+    snapshot_id: i64,
+    schema: iceberg::spec::SchemaRef,
+    spec: iceberg::spec::PartitionSpec,
+    version: FormatVersion,
+    content: iceberg::spec::ManifestContentType,
+) -> Result<iceberg::spec::ManifestWriter> {
+    let builder = iceberg::spec::ManifestWriterBuilder::new(file_io.new_output(path)?, Some(snapshot_id), schema, spec);
+    Ok(match (version, content) {
+        (FormatVersion::V1, _) => builder.build_v1(),
+        (_, iceberg::spec::ManifestContentType::Deletes) => builder.build_v2_deletes(),
+        _ => builder.build_v2_data(),
+    })
+}
+
+/// Writes the manifest list of `table`'s next snapshot `snapshot_id` (after the current one, at
+/// the next sequence number) naming `manifests`, beside the current metadata file; returns its
+/// path, which is recorded in `scratch` before anything is written.
+pub async fn write_manifest_list(
+    table: &IcebergTable,
+    snapshot_id: i64,
+    manifests: impl IntoIterator<Item = ManifestFile>,
+    scratch: &mut Vec<String>,
+) -> Result<String> {
+    let metadata = &table.metadata;
+    let (parent, sequence_number) = (metadata.current_snapshot_id(), metadata.next_sequence_number());
+    let path = format!("{}/snap-{snapshot_id}-1-{}.avro", table.metadata_dir(), uuid::Uuid::new_v4());
+    scratch.push(path.clone());
+    let output = table.file_io.new_output(&path)?.writer().await?;
+    let mut list = match metadata.format_version() {
+        FormatVersion::V1 => iceberg::spec::ManifestListWriter::v1(output, snapshot_id, parent),
+        _ => iceberg::spec::ManifestListWriter::v2(output, snapshot_id, parent, sequence_number),
+    };
+    list.add_manifests(manifests.into_iter())?;
+    list.close().await?;
+    Ok(path)
+}
+
 /// `table`'s metadata with a new snapshot on `main` after the current one: the next sequence
 /// number, the current schema, taken now ([`add_to_main`]).
 pub fn with_main_snapshot(
