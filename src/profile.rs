@@ -4,7 +4,7 @@
 //! fragmentation ratio is small data files / data files, and it requires compaction when the
 //! ratio reaches `fragmentation_ratio_threshold` — the reference flow's definitions.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
@@ -103,40 +103,15 @@ impl PartitionProfile {
 /// One row per partition (spec and value tuple) that has live data files, sorted by label,
 /// then spec, then tuple.
 pub fn profile(files: &[DataFile], thresholds: &Thresholds) -> Vec<PartitionProfile> {
-    let small_limit = thresholds.small_file_threshold_bytes();
-    let mut groups: BTreeMap<(&str, &PartitionKey), PartitionProfile> = BTreeMap::new();
-    for file in files.iter().filter(|f| f.content == FileContent::Data) {
-        let entry = groups.entry((file.partition.as_str(), &file.key)).or_insert_with(|| PartitionProfile {
-            partition: file.partition.clone(),
-            spec_id: file.spec_id,
-            key: file.key.clone(),
-            total_files: 0,
-            small_files: 0,
-            total_size_bytes: 0,
-            small_size_bytes: 0,
-            record_count: 0,
-            delete_files: 0,
-            fragmentation_ratio: 0.0,
-            requires_compaction: false,
-        });
-        entry.total_files += 1;
-        entry.total_size_bytes += file.size_bytes;
-        entry.record_count += file.record_count;
-        if (file.size_bytes as f64) < small_limit {
-            entry.small_files += 1;
-            entry.small_size_bytes += file.size_bytes;
-        }
-    }
-    let deletes = applicable_deletes(files);
-    groups
-        .into_values()
-        .map(|mut p| {
-            p.delete_files = deletes.get(&p.key).copied().unwrap_or(0);
-            p.fragmentation_ratio = p.small_files as f64 / p.total_files as f64;
-            p.requires_compaction = p.fragmentation_ratio >= thresholds.fragmentation_ratio_threshold;
-            p
-        })
-        .collect()
+    let mut tally = Tally::new(thresholds);
+    tally.add(ManifestTally::from_files(files, tally.small_limit, &referenced_paths(files)));
+    tally.finish()
+}
+
+/// The data files that position deletes among `files` name ([`DataFile::referenced_data_file`]),
+/// as [`location_key`]s.
+fn referenced_paths(files: &[DataFile]) -> HashSet<PathBuf> {
+    files.iter().filter_map(|f| f.referenced_data_file.as_deref()).map(location_key).collect()
 }
 
 /// For each partition, how many live delete files can delete rows of at least one of its data
@@ -144,39 +119,214 @@ pub fn profile(files: &[DataFile], thresholds: &Thresholds) -> Vec<PartitionProf
 /// name one of its files. A partition missing from the map has none: only then may it be
 /// rewritten without applying deletes.
 pub fn applicable_deletes(files: &[DataFile]) -> HashMap<PartitionKey, u64> {
-    let data: Vec<&DataFile> = files.iter().filter(|f| f.content == FileContent::Data).collect();
-    // The oldest data file of each partition: a delete applies to some file of the partition
-    // exactly when it applies to that one (scope is per partition, the sequence rule monotone).
-    let mut oldest: HashMap<&PartitionKey, &DataFile> = HashMap::new();
-    for f in &data {
-        let slot = oldest.entry(&f.key).or_insert(f);
-        if f.data_sequence_number < slot.data_sequence_number {
-            *slot = f;
+    let mut tally = Tally::new(&Thresholds::default());
+    tally.add(ManifestTally::from_files(files, tally.small_limit, &referenced_paths(files)));
+    tally.applicable_deletes()
+}
+
+/// One partition's figures over some of its live data files: what a manifest contributes, and,
+/// merged, the whole partition.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionTally {
+    /// Readable label.
+    pub partition: String,
+    /// Spec and value tuple.
+    pub key: PartitionKey,
+    /// Data files.
+    pub files: u64,
+    /// Data files below the small-file threshold.
+    pub small_files: u64,
+    /// Bytes of the data files.
+    pub bytes: u64,
+    /// Bytes of the small ones.
+    pub small_bytes: u64,
+    /// Rows (before deletes).
+    pub records: u64,
+    /// The lowest data sequence number among the files: a delete applies to some file of the
+    /// partition exactly when it applies to that one (scope is per partition, the sequence rule
+    /// monotone).
+    pub oldest_sequence_number: i64,
+}
+
+impl PartitionTally {
+    /// An empty tally of the partition `key` labelled `partition`.
+    pub fn new(partition: String, key: PartitionKey) -> Self {
+        PartitionTally {
+            partition,
+            key,
+            files: 0,
+            small_files: 0,
+            bytes: 0,
+            small_bytes: 0,
+            records: 0,
+            oldest_sequence_number: i64::MAX,
         }
     }
-    let mut by_path: Option<HashMap<PathBuf, &DataFile>> = None;
-    let mut counts: HashMap<PartitionKey, u64> = HashMap::new();
-    for delete in files.iter().filter(|f| f.content != FileContent::Data) {
-        if let Some(target) = &delete.referenced_data_file {
-            let by_path = by_path.get_or_insert_with(|| data.iter().map(|f| (location_key(&f.path), *f)).collect());
-            if let Some(f) = by_path.get(&location_key(target))
-                && delete.applies_to(f)
-            {
-                *counts.entry(f.key.clone()).or_default() += 1;
+
+    /// Counts one data file; `small_limit` is the small-file threshold in bytes.
+    pub fn add_file(&mut self, size_bytes: u64, record_count: u64, data_sequence_number: i64, small_limit: f64) {
+        self.files += 1;
+        self.bytes += size_bytes;
+        self.records += record_count;
+        if (size_bytes as f64) < small_limit {
+            self.small_files += 1;
+            self.small_bytes += size_bytes;
+        }
+        self.oldest_sequence_number = self.oldest_sequence_number.min(data_sequence_number);
+    }
+
+    fn merge(&mut self, other: &PartitionTally) {
+        self.files += other.files;
+        self.small_files += other.small_files;
+        self.bytes += other.bytes;
+        self.small_bytes += other.small_bytes;
+        self.records += other.records;
+        self.oldest_sequence_number = self.oldest_sequence_number.min(other.oldest_sequence_number);
+    }
+}
+
+/// What one manifest (or any batch of live files) contributes to a profile: per-partition
+/// figures of its data files, its delete files whole, and the data files position deletes name.
+/// Holding this instead of every file keeps a profile's memory to the partitions, not the files.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ManifestTally {
+    /// One per partition, in the order first seen.
+    pub partitions: Vec<PartitionTally>,
+    /// Live delete files.
+    pub deletes: Vec<DataFile>,
+    /// Data files named by a position delete's `referenced_data_file`: location key, partition,
+    /// data sequence number.
+    pub named: Vec<(PathBuf, PartitionKey, i64)>,
+}
+
+impl ManifestTally {
+    /// The tally of `files`; `referenced` are the location keys of the data files position
+    /// deletes name.
+    pub fn from_files(files: &[DataFile], small_limit: f64, referenced: &HashSet<PathBuf>) -> Self {
+        let mut out = ManifestTally::default();
+        let mut index: HashMap<(&str, &PartitionKey), usize> = HashMap::new();
+        for file in files {
+            if file.content != FileContent::Data {
+                out.deletes.push(file.clone());
+                continue;
             }
-        } else if delete.global {
-            for (key, f) in &oldest {
-                if delete.applies_to(f) {
-                    *counts.entry((*key).clone()).or_default() += 1;
+            let slot = *index.entry((file.partition.as_str(), &file.key)).or_insert_with(|| {
+                out.partitions.push(PartitionTally::new(file.partition.clone(), file.key.clone()));
+                out.partitions.len() - 1
+            });
+            out.partitions[slot].add_file(file.size_bytes, file.record_count, file.data_sequence_number, small_limit);
+            if !referenced.is_empty() {
+                let path = location_key(&file.path);
+                if referenced.contains(&path) {
+                    out.named.push((path, file.key.clone(), file.data_sequence_number));
                 }
             }
-        } else if let Some(f) = oldest.get(&delete.key)
-            && delete.applies_to(f)
-        {
-            *counts.entry(delete.key.clone()).or_default() += 1;
+        }
+        out
+    }
+}
+
+/// A profile built up from [`ManifestTally`]s, manifest by manifest.
+#[derive(Debug)]
+pub struct Tally {
+    /// The small-file threshold in bytes.
+    pub small_limit: f64,
+    ratio_threshold: f64,
+    partitions: HashMap<(String, PartitionKey), PartitionTally>,
+    deletes: Vec<DataFile>,
+    named: HashMap<PathBuf, (PartitionKey, i64)>,
+}
+
+impl Tally {
+    /// An empty profile with `thresholds`.
+    pub fn new(thresholds: &Thresholds) -> Self {
+        Tally {
+            small_limit: thresholds.small_file_threshold_bytes(),
+            ratio_threshold: thresholds.fragmentation_ratio_threshold,
+            partitions: HashMap::new(),
+            deletes: Vec::new(),
+            named: HashMap::new(),
         }
     }
-    counts
+
+    /// Adds what a manifest contributes.
+    pub fn add(&mut self, tally: ManifestTally) {
+        for p in tally.partitions {
+            match self.partitions.get_mut(&(p.partition.clone(), p.key.clone())) {
+                Some(existing) => existing.merge(&p),
+                None => {
+                    self.partitions.insert((p.partition.clone(), p.key.clone()), p);
+                }
+            }
+        }
+        self.deletes.extend(tally.deletes);
+        for (path, key, seq) in tally.named {
+            self.named.insert(path, (key, seq));
+        }
+    }
+
+    /// The location keys of the data files the delete files added so far name.
+    pub fn referenced(&self) -> HashSet<PathBuf> {
+        referenced_paths(&self.deletes)
+    }
+
+    /// Per partition, the live delete files that can delete rows of its data files.
+    fn applicable_deletes(&self) -> HashMap<PartitionKey, u64> {
+        let mut oldest: HashMap<&PartitionKey, i64> = HashMap::new();
+        for p in self.partitions.values() {
+            let slot = oldest.entry(&p.key).or_insert(i64::MAX);
+            *slot = (*slot).min(p.oldest_sequence_number);
+        }
+        let mut counts: HashMap<PartitionKey, u64> = HashMap::new();
+        for delete in &self.deletes {
+            if let Some(target) = &delete.referenced_data_file {
+                if let Some((key, seq)) = self.named.get(&location_key(target))
+                    && delete.applies_to_partition(key, *seq)
+                {
+                    *counts.entry(key.clone()).or_default() += 1;
+                }
+            } else if delete.global {
+                for (key, seq) in &oldest {
+                    if delete.applies_to_partition(key, *seq) {
+                        *counts.entry((*key).clone()).or_default() += 1;
+                    }
+                }
+            } else if let Some(seq) = oldest.get(&delete.key)
+                && delete.applies_to_partition(&delete.key, *seq)
+            {
+                *counts.entry(delete.key.clone()).or_default() += 1;
+            }
+        }
+        counts
+    }
+
+    /// The profile: one row per partition with live data files, sorted by label, then spec,
+    /// then tuple.
+    pub fn finish(self) -> Vec<PartitionProfile> {
+        let deletes = self.applicable_deletes();
+        let mut rows: Vec<PartitionProfile> = self
+            .partitions
+            .into_values()
+            .map(|p| {
+                let fragmentation_ratio = p.small_files as f64 / p.files as f64;
+                PartitionProfile {
+                    spec_id: p.key.spec_id,
+                    delete_files: deletes.get(&p.key).copied().unwrap_or(0),
+                    partition: p.partition,
+                    key: p.key,
+                    total_files: p.files,
+                    small_files: p.small_files,
+                    total_size_bytes: p.bytes,
+                    small_size_bytes: p.small_bytes,
+                    record_count: p.records,
+                    fragmentation_ratio,
+                    requires_compaction: fragmentation_ratio >= self.ratio_threshold,
+                }
+            })
+            .collect();
+        rows.sort_by(|a, b| (a.partition.as_str(), &a.key).cmp(&(b.partition.as_str(), &b.key)));
+        rows
+    }
 }
 
 /// The reference flow's single summary row.

@@ -7,7 +7,7 @@ use super::args::{Args, TABLE_PARAMETERS, THRESHOLD_PARAMETERS, named};
 use super::{Cell, RowFunction};
 use crate::duck::HostDb;
 use crate::error::Result;
-use crate::profile::{self, PartitionProfile, Thresholds};
+use crate::profile::{PartitionProfile, Thresholds};
 use crate::table::{LocateOptions, Table};
 
 /// The arguments shared by the profile functions.
@@ -29,8 +29,7 @@ pub fn parse_profile_input(args: &Args) -> Result<ProfileInput> {
 
 /// Opens and profiles the table (Iceberg or Delta).
 pub fn profile_table(input: &ProfileInput) -> Result<Vec<PartitionProfile>> {
-    let files = Table::open(&input.table, &input.locate)?.live_files()?;
-    Ok(profile::profile(&files, &input.thresholds))
+    Table::open(&input.table, &input.locate)?.profile(&input.thresholds)
 }
 
 /// The per-partition profile function.

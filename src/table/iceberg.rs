@@ -1,18 +1,22 @@
 //! Reading an Iceberg table's current state through iceberg-rust: metadata, manifest list,
 //! manifests, and the live files of the current snapshot.
 
+use std::collections::HashSet;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures::StreamExt;
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFileFormat, FormatVersion, Manifest, ManifestFile, ManifestList, PartitionSpec, TableMetadata,
-    Type,
+    DataContentType, DataFileFormat, FormatVersion, Manifest, ManifestContentType, ManifestFile, ManifestList,
+    PartitionSpec, TableMetadata, Type,
 };
 
+use super::manifest_reader::Views;
 use super::stand_in::StandIns;
 use super::{DataFile, FileContent, PartitionKey, partition};
 use crate::error::{Error, ErrorKind, Result};
+use crate::profile::{ManifestTally, PartitionProfile, Tally, Thresholds};
 use crate::runtime;
 
 /// Manifests decoded at once; decoding is CPU-bound and spread over the runtime's workers.
@@ -179,43 +183,124 @@ impl IcebergTable {
 
     /// The live files of one manifest in the format-neutral model.
     pub fn model_files(&self, loaded: &LoadedManifest) -> Vec<DataFile> {
-        let spec_id = loaded.file.partition_spec_id;
-        let spec: PartitionSpec = match self.metadata.partition_spec_by_id(spec_id) {
-            Some(spec) => spec.as_ref().clone(),
-            None => loaded.manifest.metadata().partition_spec().clone(),
-        };
-        let field_types: Option<Vec<Type>> = spec
-            .partition_type(loaded.manifest.metadata().schema())
-            .ok()
-            .map(|t| t.fields().iter().map(|f| f.field_type.as_ref().clone()).collect());
-        let global = partition::is_unpartitioned(&spec);
-        loaded
-            .manifest
-            .entries()
-            .iter()
-            .filter(|e| e.is_alive())
-            .map(|entry| {
-                let file = entry.data_file();
-                DataFile {
-                    path: file.file_path().to_string(),
-                    size_bytes: file.file_size_in_bytes(),
-                    record_count: file.record_count(),
-                    partition: partition::label(&spec, field_types.as_deref(), file.partition()),
-                    spec_id,
-                    key: PartitionKey { spec_id, values: partition::canonical(file.partition()) },
-                    global,
-                    data_sequence_number: entry.sequence_number().unwrap_or(0),
-                    referenced_data_file: file.referenced_data_file(),
-                    parquet: file.file_format() == DataFileFormat::Parquet,
-                    content: match file.content_type() {
-                        DataContentType::Data => FileContent::Data,
-                        DataContentType::PositionDeletes => FileContent::PositionDeletes,
-                        DataContentType::EqualityDeletes => FileContent::EqualityDeletes,
-                    },
-                }
-            })
-            .collect()
+        model_files(&self.metadata, loaded)
     }
+
+    /// The profile of the current snapshot, streamed: each manifest is read (by the lean reader,
+    /// [`super::manifest_reader`], else by iceberg-rust's) and counted into per-partition figures
+    /// at once, at most [`MANIFEST_CONCURRENCY`] at a time, so memory holds partitions, not files.
+    /// Delete manifests go first: the data files their position deletes name must be known
+    /// before the data manifests stream by.
+    pub fn profile(&self, thresholds: &Thresholds) -> Result<Vec<PartitionProfile>> {
+        let manifests = self.current_manifests()?;
+        let (deletes, data): (Vec<ManifestFile>, Vec<ManifestFile>) =
+            manifests.into_iter().partition(|m| m.content == ManifestContentType::Deletes);
+        let mut tally = Tally::new(thresholds);
+        let views = Arc::new(Views::default());
+        for batch in [deletes, data] {
+            let referenced = Arc::new(tally.referenced());
+            let small_limit = tally.small_limit;
+            runtime::block_on(async {
+                let mut results = futures::stream::iter(batch)
+                    .map(|file| {
+                        let (file_io, metadata) = (self.file_io.clone(), self.metadata.clone());
+                        let (views, referenced) = (views.clone(), referenced.clone());
+                        async move {
+                            runtime::spawn(async move {
+                                let bytes = super::manifest::fetch(&file_io, &file).await?;
+                                tally_manifest(&bytes, &metadata, file, &views, small_limit, &referenced)
+                            })?
+                            .await
+                            .map_err(|e| Error::new(ErrorKind::Io, format!("manifest reader failed: {e}")))?
+                        }
+                    })
+                    .buffer_unordered(MANIFEST_CONCURRENCY);
+                while let Some(result) = results.next().await {
+                    tally.add(result?);
+                }
+                Ok::<(), Error>(())
+            })??;
+        }
+        Ok(tally.finish())
+    }
+}
+
+/// The figures of one manifest: by the lean reader, else from iceberg-rust's decoding. Test
+/// builds do both and fail on any difference.
+fn tally_manifest(
+    bytes: &[u8],
+    metadata: &TableMetadata,
+    file: ManifestFile,
+    views: &Views,
+    small_limit: f64,
+    referenced: &HashSet<PathBuf>,
+) -> Result<ManifestTally> {
+    let full = |file: ManifestFile| -> Result<ManifestTally> {
+        let manifest = super::manifest::decode_bytes(bytes, metadata, &file)?;
+        let files = model_files(metadata, &LoadedManifest { file, manifest });
+        Ok(ManifestTally::from_files(&files, small_limit, referenced))
+    };
+    let Some(lean) = super::manifest_reader::tally(bytes, metadata, &file, views, small_limit, referenced) else {
+        return full(file);
+    };
+    #[cfg(feature = "test-hooks")]
+    {
+        let path = file.manifest_path.clone();
+        if normalized(full(file)?) != normalized(lean.clone()) {
+            return Err(Error::new(
+                ErrorKind::CorruptMetadata,
+                format!("the lean manifest reader disagrees with iceberg-rust's on '{path}'"),
+            ));
+        }
+    }
+    Ok(lean)
+}
+
+/// A tally with its partitions in a fixed order, for comparing two readers' tallies.
+#[cfg(feature = "test-hooks")]
+fn normalized(mut tally: ManifestTally) -> ManifestTally {
+    tally.partitions.sort_by(|a, b| (&a.partition, &a.key).cmp(&(&b.partition, &b.key)));
+    tally
+}
+
+/// The live files of one manifest of `metadata`'s table in the format-neutral model.
+fn model_files(metadata: &TableMetadata, loaded: &LoadedManifest) -> Vec<DataFile> {
+    let spec_id = loaded.file.partition_spec_id;
+    let spec: PartitionSpec = match metadata.partition_spec_by_id(spec_id) {
+        Some(spec) => spec.as_ref().clone(),
+        None => loaded.manifest.metadata().partition_spec().clone(),
+    };
+    let field_types: Option<Vec<Type>> = spec
+        .partition_type(loaded.manifest.metadata().schema())
+        .ok()
+        .map(|t| t.fields().iter().map(|f| f.field_type.as_ref().clone()).collect());
+    let global = partition::is_unpartitioned(&spec);
+    loaded
+        .manifest
+        .entries()
+        .iter()
+        .filter(|e| e.is_alive())
+        .map(|entry| {
+            let file = entry.data_file();
+            DataFile {
+                path: file.file_path().to_string(),
+                size_bytes: file.file_size_in_bytes(),
+                record_count: file.record_count(),
+                partition: partition::label(&spec, field_types.as_deref(), file.partition()),
+                spec_id,
+                key: PartitionKey { spec_id, values: partition::canonical(file.partition()) },
+                global,
+                data_sequence_number: entry.sequence_number().unwrap_or(0),
+                referenced_data_file: file.referenced_data_file(),
+                parquet: file.file_format() == DataFileFormat::Parquet,
+                content: match file.content_type() {
+                    DataContentType::Data => FileContent::Data,
+                    DataContentType::PositionDeletes => FileContent::PositionDeletes,
+                    DataContentType::EqualityDeletes => FileContent::EqualityDeletes,
+                },
+            }
+        })
+        .collect()
 }
 
 /// Parses metadata that serde refused directly (`first`): with stand-ins for column types

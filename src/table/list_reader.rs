@@ -13,256 +13,25 @@
 //! carry no partition summaries, so they are never written back into a new manifest list (the
 //! commit paths read lists with iceberg-rust's reader).
 
-use std::collections::HashMap;
-
 use iceberg::spec::{FormatVersion, ManifestContentType, ManifestFile};
-use serde_json::Value;
 
-/// An Avro schema, as far as skipping and reading scalars needs.
-#[derive(Debug, Clone)]
-enum Shape {
-    Null,
-    Boolean,
-    Int,
-    Long,
-    Float,
-    Double,
-    Bytes,
-    String,
-    Fixed(usize),
-    Enum,
-    Array(Box<Shape>),
-    Map(Box<Shape>),
-    Union(Vec<Shape>),
-    Record(Vec<(String, Shape)>),
-}
-
-fn parse_shape(value: &Value, named: &mut HashMap<String, Shape>) -> Option<Shape> {
-    Some(match value {
-        Value::String(name) => match name.as_str() {
-            "null" => Shape::Null,
-            "boolean" => Shape::Boolean,
-            "int" => Shape::Int,
-            "long" => Shape::Long,
-            "float" => Shape::Float,
-            "double" => Shape::Double,
-            "bytes" => Shape::Bytes,
-            "string" => Shape::String,
-            other => named.get(other).or_else(|| named.get(other.rsplit('.').next()?))?.clone(),
-        },
-        Value::Array(branches) => {
-            Shape::Union(branches.iter().map(|b| parse_shape(b, named)).collect::<Option<Vec<_>>>()?)
-        }
-        Value::Object(map) => {
-            let ty = map.get("type")?;
-            let shape = match ty.as_str() {
-                Some("record") | Some("error") => {
-                    let fields = map.get("fields")?.as_array()?;
-                    let mut out = Vec::with_capacity(fields.len());
-                    for f in fields {
-                        out.push((f.get("name")?.as_str()?.to_string(), parse_shape(f.get("type")?, named)?));
-                    }
-                    Shape::Record(out)
-                }
-                Some("array") => Shape::Array(Box::new(parse_shape(map.get("items")?, named)?)),
-                Some("map") => Shape::Map(Box::new(parse_shape(map.get("values")?, named)?)),
-                Some("fixed") => Shape::Fixed(usize::try_from(map.get("size")?.as_u64()?).ok()?),
-                Some("enum") => Shape::Enum,
-                // A primitive with attributes (`{"type": "long", "logicalType": …}`) or a nested type.
-                _ => parse_shape(ty, named)?,
-            };
-            if let Some(name) = map.get("name").and_then(Value::as_str)
-                && matches!(shape, Shape::Record(_) | Shape::Fixed(_) | Shape::Enum)
-            {
-                named.insert(name.to_string(), shape.clone());
-                if let Some(short) = name.rsplit('.').next() {
-                    named.insert(short.to_string(), shape.clone());
-                }
-            }
-            shape
-        }
-        _ => return None,
-    })
-}
-
-/// A cursor over Avro binary data.
-struct Cursor<'a> {
-    data: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn long(&mut self) -> Option<i64> {
-        let mut value: u64 = 0;
-        let mut shift = 0;
-        loop {
-            let byte = *self.data.get(self.pos)?;
-            self.pos += 1;
-            value |= u64::from(byte & 0x7f) << shift;
-            if byte & 0x80 == 0 {
-                break;
-            }
-            shift += 7;
-            if shift > 63 {
-                return None;
-            }
-        }
-        Some(((value >> 1) as i64) ^ -((value & 1) as i64))
-    }
-
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let end = self.pos.checked_add(n)?;
-        let out = self.data.get(self.pos..end)?;
-        self.pos = end;
-        Some(out)
-    }
-
-    fn bytes(&mut self) -> Option<&'a [u8]> {
-        let n = usize::try_from(self.long()?).ok()?;
-        self.take(n)
-    }
-
-    fn skip(&mut self, shape: &Shape) -> Option<()> {
-        match shape {
-            Shape::Null => {}
-            Shape::Boolean => {
-                self.take(1)?;
-            }
-            Shape::Int | Shape::Long | Shape::Enum => {
-                self.long()?;
-            }
-            Shape::Float => {
-                self.take(4)?;
-            }
-            Shape::Double => {
-                self.take(8)?;
-            }
-            Shape::Bytes | Shape::String => {
-                self.bytes()?;
-            }
-            Shape::Fixed(n) => {
-                self.take(*n)?;
-            }
-            Shape::Union(branches) => {
-                let i = usize::try_from(self.long()?).ok()?;
-                self.skip(branches.get(i)?)?;
-            }
-            Shape::Record(fields) => {
-                for (_, f) in fields {
-                    self.skip(f)?;
-                }
-            }
-            Shape::Array(items) => self.skip_blocks(|c| c.skip(items))?,
-            Shape::Map(values) => self.skip_blocks(|c| {
-                c.bytes()?;
-                c.skip(values)
-            })?,
-        }
-        Some(())
-    }
-
-    /// Skips array or map blocks; a block with a negative count carries its byte size.
-    fn skip_blocks(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
-        loop {
-            let count = self.long()?;
-            if count == 0 {
-                return Some(());
-            }
-            if count < 0 {
-                let size = usize::try_from(self.long()?).ok()?;
-                self.take(size)?;
-            } else {
-                for _ in 0..count {
-                    item(self)?;
-                }
-            }
-        }
-    }
-
-    /// A scalar field's value: `Some(None)` for a null union branch.
-    fn scalar(&mut self, shape: &Shape) -> Option<Option<Scalar>> {
-        Some(match shape {
-            Shape::Null => None,
-            Shape::Int | Shape::Long | Shape::Enum => Some(Scalar::Long(self.long()?)),
-            Shape::String | Shape::Bytes => Some(Scalar::Bytes(self.bytes()?.to_vec())),
-            Shape::Union(branches) => {
-                let i = usize::try_from(self.long()?).ok()?;
-                return self.scalar(branches.get(i)?);
-            }
-            _ => return None,
-        })
-    }
-}
-
-enum Scalar {
-    Long(i64),
-    Bytes(Vec<u8>),
-}
+use super::avro::{Container, Cursor, Shape};
 
 /// The entries of the manifest list `bytes` (an Avro object container), or `None` when this
 /// reader does not handle it (the caller falls back to iceberg-rust's reader).
 pub fn read(bytes: &[u8], version: FormatVersion) -> Option<Vec<ManifestFile>> {
-    let mut c = Cursor { data: bytes, pos: 0 };
-    if c.take(4)? != b"Obj\x01" {
-        return None;
-    }
-    let mut meta: HashMap<String, Vec<u8>> = HashMap::new();
-    loop {
-        let count = c.long()?;
-        if count == 0 {
-            break;
-        }
-        if count < 0 {
-            c.long()?;
-        }
-        for _ in 0..count.unsigned_abs() {
-            let key = String::from_utf8(c.bytes()?.to_vec()).ok()?;
-            meta.insert(key, c.bytes()?.to_vec());
-        }
-    }
-    let sync = c.take(16)?;
-    let schema: Value = serde_json::from_slice(meta.get("avro.schema")?).ok()?;
-    let Shape::Record(fields) = parse_shape(&schema, &mut HashMap::new())? else { return None };
+    let mut container = Container::open(bytes)?;
+    let fields = container.fields.clone();
     let roles = roles(&fields)?;
-    let codec = meta.get("avro.codec").map(|v| String::from_utf8_lossy(v).into_owned()).unwrap_or_default();
     let mut out = Vec::new();
-    while c.pos < c.data.len() {
-        let count = usize::try_from(c.long()?).ok()?;
-        let size = usize::try_from(c.long()?).ok()?;
-        let block = c.take(size)?;
-        if c.take(16)? != sync {
-            return None;
-        }
-        let data = decompress(&codec, block)?;
-        let mut r = Cursor { data: &data, pos: 0 };
+    container.for_each_block(|count, data| {
+        let mut r = Cursor::new(data);
         for _ in 0..count {
             out.push(entry(&mut r, &roles, version)?);
         }
-        if r.pos != data.len() {
-            return None;
-        }
-    }
+        (r.pos == data.len()).then_some(())
+    })?;
     Some(out)
-}
-
-fn decompress(codec: &str, block: &[u8]) -> Option<Vec<u8>> {
-    use std::io::Read;
-    match codec {
-        "" | "null" => Some(block.to_vec()),
-        "deflate" => {
-            let mut out = Vec::with_capacity(block.len() * 4);
-            flate2::read::DeflateDecoder::new(block).read_to_end(&mut out).ok()?;
-            Some(out)
-        }
-        "snappy" => {
-            // Snappy blocks end with the CRC32 of the uncompressed data (big-endian).
-            let (data, crc) = block.split_at(block.len().checked_sub(4)?);
-            let out = snap::raw::Decoder::new().decompress_vec(data).ok()?;
-            (crc32fast::hash(&out).to_be_bytes() == crc).then_some(out)
-        }
-        "zstandard" => zstd::stream::decode_all(block).ok(),
-        _ => None,
-    }
 }
 
 /// What an entry field is to this reader, decided once per list from its name.
@@ -313,21 +82,10 @@ fn entry(c: &mut Cursor<'_>, roles: &[(Role, &Shape)], version: FormatVersion) -
     let mut key_metadata: Option<Vec<u8>> = None;
     for (role, shape) in roles {
         match role {
-            Role::Path => match c.scalar(shape)? {
-                Some(Scalar::Bytes(b)) => path = Some(String::from_utf8(b).ok()?),
-                _ => return None,
-            },
-            Role::KeyMetadata => match c.scalar(shape)? {
-                Some(Scalar::Bytes(b)) => key_metadata = Some(b),
-                None => {}
-                _ => return None,
-            },
+            Role::Path => path = Some(String::from_utf8(c.text(shape)??.to_vec()).ok()?),
+            Role::KeyMetadata => key_metadata = c.text(shape)?.map(<[u8]>::to_vec),
             Role::Skip => c.skip(shape)?,
-            Role::Long(slot) => match c.scalar(shape)? {
-                Some(Scalar::Long(v)) => longs[*slot] = Some(v),
-                None => {}
-                _ => return None,
-            },
+            Role::Long(slot) => longs[*slot] = c.integer(shape)?,
         }
     }
     let count = |slot: usize| longs[slot].and_then(|v| u32::try_from(v).ok());

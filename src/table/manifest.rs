@@ -26,6 +26,12 @@ const INITIAL_SEQUENCE_NUMBER: i64 = 0;
 
 /// Reads and decodes the manifest that `file` (a manifest-list entry of `metadata`'s table) names.
 pub async fn read(file_io: &FileIO, metadata: &TableMetadata, file: &ManifestFile) -> Result<Manifest> {
+    let bytes = fetch(file_io, file).await?;
+    decode_bytes(&bytes, metadata, file)
+}
+
+/// The bytes of the manifest `file` names; an encrypted one is refused.
+pub async fn fetch(file_io: &FileIO, file: &ManifestFile) -> Result<bytes::Bytes> {
     let path = &file.manifest_path;
     if file.key_metadata.as_ref().is_some_and(|k| !k.is_empty()) {
         return Err(Error::new(
@@ -33,9 +39,14 @@ pub async fn read(file_io: &FileIO, metadata: &TableMetadata, file: &ManifestFil
             format!("manifest '{path}' is encrypted (key_metadata is set); encrypted tables are not supported"),
         ));
     }
-    let bytes = super::iceberg::read_file(file_io, path, "manifest").await?;
-    decode(&bytes, metadata, file).map_err(|e| {
-        Error::new(ErrorKind::CorruptMetadata, format!("manifest '{path}' cannot be read")).with_context("cause", e)
+    super::iceberg::read_file(file_io, path, "manifest").await
+}
+
+/// Decodes the manifest `bytes` that `file` names.
+pub fn decode_bytes(bytes: &[u8], metadata: &TableMetadata, file: &ManifestFile) -> Result<Manifest> {
+    decode(bytes, metadata, file).map_err(|e| {
+        Error::new(ErrorKind::CorruptMetadata, format!("manifest '{}' cannot be read", file.manifest_path))
+            .with_context("cause", e)
     })
 }
 
@@ -184,7 +195,7 @@ impl Header {
 
 /// The newest schema `spec` binds to (every source column present): the current one for any
 /// spec that did not outlive a dropped column.
-fn schema_binding(
+pub(super) fn schema_binding(
     metadata: &TableMetadata,
     spec: &iceberg::spec::PartitionSpec,
 ) -> std::result::Result<iceberg::spec::SchemaRef, String> {

@@ -7,6 +7,7 @@
 //! configured the way pyiceberg users configure theirs ([`catalog`]). [`Table::open`] reads the
 //! table once per call; profile, planners and actions take the handle.
 
+pub mod avro;
 pub mod catalog;
 pub mod commit;
 pub mod delta;
@@ -14,6 +15,7 @@ pub mod delta_commit;
 pub mod iceberg;
 pub mod list_reader;
 pub mod manifest;
+pub mod manifest_reader;
 pub mod partition;
 pub mod reach;
 pub mod rest;
@@ -105,6 +107,15 @@ impl Table {
         }
     }
 
+    /// The per-partition profile of the current snapshot (version). Iceberg streams its
+    /// manifests into per-partition figures ([`iceberg::IcebergTable::profile`]).
+    pub fn profile(&self, thresholds: &crate::profile::Thresholds) -> Result<Vec<crate::profile::PartitionProfile>> {
+        match self {
+            Table::Iceberg { table, .. } => table.profile(thresholds),
+            Table::Delta(table) => Ok(crate::profile::profile(&table.model_files(), thresholds)),
+        }
+    }
+
     /// Every live data and delete file of the current snapshot (version).
     pub fn live_files(&self) -> Result<Vec<DataFile>> {
         match self {
@@ -180,15 +191,19 @@ impl DataFile {
     /// (for position deletes the spec applies this only to equality deletes; treating them alike
     /// can only skip more), and position deletes that name their data file only to that file.
     pub fn applies_to(&self, data: &DataFile) -> bool {
-        let in_scope = self.global || self.key == data.key;
+        self.applies_to_partition(&data.key, data.data_sequence_number)
+            && (self.content != FileContent::PositionDeletes
+                || self.referenced_data_file.as_ref().is_none_or(|r| location_key(r) == location_key(&data.path)))
+    }
+
+    /// [`DataFile::applies_to`] without the `referenced_data_file` rule: whether this delete file
+    /// can delete rows of a data file of partition `key` with data sequence number `seq`.
+    pub fn applies_to_partition(&self, key: &PartitionKey, seq: i64) -> bool {
+        let in_scope = self.global || self.key == *key;
         match self.content {
             FileContent::Data => false,
-            FileContent::PositionDeletes => {
-                in_scope
-                    && data.data_sequence_number <= self.data_sequence_number
-                    && self.referenced_data_file.as_ref().is_none_or(|r| location_key(r) == location_key(&data.path))
-            }
-            FileContent::EqualityDeletes => in_scope && data.data_sequence_number < self.data_sequence_number,
+            FileContent::PositionDeletes => in_scope && seq <= self.data_sequence_number,
+            FileContent::EqualityDeletes => in_scope && seq < self.data_sequence_number,
         }
     }
 }
