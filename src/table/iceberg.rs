@@ -392,6 +392,20 @@ pub struct LoadedManifest {
 
 /// `{what} '{path}' does not exist` when it does not.
 async fn ensure_exists(file_io: &FileIO, path: &str, what: &str) -> Result<()> {
+    // A local file is checked with the error kept: iceberg-rust's `exists` says "no" on any
+    // failure to stat, which would turn an I/O error into "does not exist".
+    if path.starts_with('/') || path.starts_with("file:") {
+        return match std::fs::metadata(super::strip_file_scheme(path)) {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(Error::new(ErrorKind::NotFound, format!("{what} '{path}' does not exist")))
+            }
+            Err(e) => {
+                Err(Error::new(ErrorKind::Io, format!("cannot read {what} '{path}'"))
+                    .with_context("cause", e.to_string()))
+            }
+        };
+    }
     if file_io.new_input(path)?.exists().await? {
         Ok(())
     } else {

@@ -26,6 +26,7 @@ use iceberg::spec::{
 };
 
 use super::avro::{Container, Cursor, Scalar, Shape};
+use super::reach::FileRef;
 use super::stand_in::StandIns;
 use super::{DataFile, FileContent, PartitionKey, location_key, partition};
 use crate::profile::{ManifestTally, PartitionTally};
@@ -163,6 +164,138 @@ enum Role {
     Skip,
 }
 
+/// A manifest opened for a walk over its entries: the container and the roles of its fields.
+struct Walker<'a> {
+    container: Container<'a>,
+    top: Vec<(Role, Shape)>,
+    inner: Vec<(Role, Shape)>,
+}
+
+impl<'a> Walker<'a> {
+    fn open(bytes: &'a [u8]) -> Option<Self> {
+        let container = Container::open(bytes)?;
+        let top: Vec<(Role, Shape)> = container
+            .fields
+            .iter()
+            .map(|(name, shape)| {
+                let role = match name.as_str() {
+                    "status" => Role::Status,
+                    "sequence_number" => Role::SequenceNumber,
+                    "data_file" => Role::DataFile,
+                    _ => Role::Skip,
+                };
+                (role, shape.clone())
+            })
+            .collect();
+        let Some((_, Shape::Record(data_fields))) = top.iter().find(|(r, _)| *r == Role::DataFile) else {
+            return None;
+        };
+        let inner: Vec<(Role, Shape)> = data_fields
+            .iter()
+            .map(|(name, shape)| {
+                let role = match name.as_str() {
+                    "content" => Role::Content,
+                    "file_path" => Role::Path,
+                    "file_format" => Role::Format,
+                    "partition" => Role::Partition,
+                    "record_count" => Role::RecordCount,
+                    "file_size_in_bytes" => Role::Size,
+                    "referenced_data_file" => Role::Referenced,
+                    _ => Role::Skip,
+                };
+                (role, shape.clone())
+            })
+            .collect();
+        if !top.iter().any(|(r, _)| *r == Role::Status) || !inner.iter().any(|(r, _)| *r == Role::Path) {
+            return None;
+        }
+        Some(Walker { container, top, inner })
+    }
+
+    /// The writer's fields of the `partition` record.
+    fn partition_fields(&self) -> Option<Vec<(String, Shape)>> {
+        match self.inner.iter().find(|(r, _)| *r == Role::Partition)? {
+            (_, Shape::Record(fields)) => Some(fields.clone()),
+            _ => None,
+        }
+    }
+
+    /// Calls `each` with every entry (deleted ones too), checking what every reader needs: a
+    /// known status and content, a UTF-8 path, a known file format, non-negative counts.
+    fn for_each(&mut self, mut each: impl FnMut(&Entry<'_>) -> Option<()>) -> Option<()> {
+        let (top, inner) = (&self.top, &self.inner);
+        self.container.for_each_block(|count, data| {
+            let mut c = Cursor::new(data);
+            for _ in 0..count {
+                let mut e = Entry::default();
+                for (role, shape) in top {
+                    match role {
+                        Role::Status => e.status = c.integer(shape)??,
+                        Role::SequenceNumber => e.sequence_number = c.integer(shape)?,
+                        Role::DataFile => {
+                            for (role, shape) in inner {
+                                match role {
+                                    Role::Content => e.content = c.integer(shape)??,
+                                    Role::Path => e.path = std::str::from_utf8(c.text(shape)??).ok()?,
+                                    Role::Format => e.format = c.text(shape)??,
+                                    Role::Partition => {
+                                        let start = c.pos;
+                                        c.skip(shape)?;
+                                        e.partition = &data[start..c.pos];
+                                    }
+                                    Role::RecordCount => e.record_count = c.integer(shape)??,
+                                    Role::Size => e.size = c.integer(shape)??,
+                                    Role::Referenced => e.referenced = c.text(shape)?,
+                                    _ => c.skip(shape)?,
+                                }
+                            }
+                        }
+                        _ => c.skip(shape)?,
+                    }
+                }
+                // 0 existing, 1 added, 2 deleted.
+                if !(0..=2).contains(&e.status) || !(0..=2).contains(&e.content) {
+                    return None;
+                }
+                if !["avro", "orc", "parquet", "puffin"].iter().any(|f| f.as_bytes().eq_ignore_ascii_case(e.format)) {
+                    return None;
+                }
+                if e.size < 0 || e.record_count < 0 {
+                    return None;
+                }
+                each(&e)?;
+            }
+            (c.pos == data.len()).then_some(())
+        })
+    }
+}
+
+/// The files the manifest `bytes` names, as reachability needs them: the path, size and content
+/// of each live (ADDED or EXISTING) entry, and the path of each DELETED one. `None`: read it
+/// with iceberg-rust's reader instead.
+pub fn files(bytes: &[u8]) -> Option<(Vec<FileRef>, Vec<String>)> {
+    let mut walker = Walker::open(bytes)?;
+    let (mut live, mut deleted) = (Vec::new(), Vec::new());
+    walker.for_each(|e| {
+        if e.status == 2 {
+            deleted.push(e.path.to_string());
+        } else {
+            live.push(FileRef { path: e.path.to_string(), size_bytes: e.size as u64, content: content(e.content)? });
+        }
+        Some(())
+    })?;
+    Some((live, deleted))
+}
+
+fn content(value: i64) -> Option<FileContent> {
+    Some(match value {
+        0 => FileContent::Data,
+        1 => FileContent::PositionDeletes,
+        2 => FileContent::EqualityDeletes,
+        _ => return None,
+    })
+}
+
 /// The figures of the manifest `bytes`, which `file` (an entry of the current manifest list of
 /// `metadata`'s table) names; `small_limit` is the small-file threshold in bytes, `referenced`
 /// the location keys of data files position deletes name. `None`: read it with iceberg-rust's
@@ -175,145 +308,69 @@ pub fn tally(
     small_limit: f64,
     referenced: &HashSet<PathBuf>,
 ) -> Option<ManifestTally> {
-    let mut container = Container::open(bytes)?;
-    let view = views.get(metadata, file.partition_spec_id, &container)?;
-    let top: Vec<(Role, Shape)> = container
-        .fields
-        .iter()
-        .map(|(name, shape)| {
-            let role = match name.as_str() {
-                "status" => Role::Status,
-                "sequence_number" => Role::SequenceNumber,
-                "data_file" => Role::DataFile,
-                _ => Role::Skip,
-            };
-            (role, shape.clone())
-        })
-        .collect();
-    let Some((_, Shape::Record(data_fields))) = top.iter().find(|(r, _)| *r == Role::DataFile) else { return None };
-    let inner: Vec<(Role, Shape)> = data_fields
-        .iter()
-        .map(|(name, shape)| {
-            let role = match name.as_str() {
-                "content" => Role::Content,
-                "file_path" => Role::Path,
-                "file_format" => Role::Format,
-                "partition" => Role::Partition,
-                "record_count" => Role::RecordCount,
-                "file_size_in_bytes" => Role::Size,
-                "referenced_data_file" => Role::Referenced,
-                _ => Role::Skip,
-            };
-            (role, shape.clone())
-        })
-        .collect();
-    let partition_fields = match inner.iter().find(|(r, _)| *r == Role::Partition)? {
-        (_, Shape::Record(fields)) => fields.clone(),
-        _ => return None,
-    };
+    let mut walker = Walker::open(bytes)?;
+    let view = views.get(metadata, file.partition_spec_id, &walker.container)?;
+    let partition_fields = walker.partition_fields()?;
     let v1 = metadata.format_version() == FormatVersion::V1;
     let spec_id = file.partition_spec_id;
     let mut out = ManifestTally::default();
     let mut seen: foldhash::HashMap<Vec<u8>, usize> = foldhash::HashMap::default();
-    container.for_each_block(|count, data| {
-        let mut c = Cursor::new(data);
-        for _ in 0..count {
-            let mut e = Entry::default();
-            for (role, shape) in &top {
-                match role {
-                    Role::Status => e.status = c.integer(shape)??,
-                    Role::SequenceNumber => e.sequence_number = c.integer(shape)?,
-                    Role::DataFile => {
-                        for (role, shape) in &inner {
-                            match role {
-                                Role::Content => e.content = c.integer(shape)??,
-                                Role::Path => e.path = c.text(shape)??,
-                                Role::Format => e.format = c.text(shape)??,
-                                Role::Partition => {
-                                    let start = c.pos;
-                                    c.skip(shape)?;
-                                    e.partition = &data[start..c.pos];
-                                }
-                                Role::RecordCount => e.record_count = c.integer(shape)??,
-                                Role::Size => e.size = c.integer(shape)??,
-                                Role::Referenced => e.referenced = c.text(shape)?,
-                                _ => c.skip(shape)?,
-                            }
-                        }
-                    }
-                    _ => c.skip(shape)?,
-                }
-            }
-            // 0 existing, 1 added, 2 deleted.
-            if !(0..=2).contains(&e.status) {
-                return None;
-            }
-            if e.status == 2 {
-                continue;
-            }
-            let format = std::str::from_utf8(e.format).ok()?.to_ascii_lowercase();
-            if !matches!(format.as_str(), "avro" | "orc" | "parquet" | "puffin") {
-                return None;
-            }
-            let (size, records) = (u64::try_from(e.size).ok()?, u64::try_from(e.record_count).ok()?);
-            // Inheritance from the manifest-list entry ([`super::manifest`]): ADDED entries, and
-            // every entry of a manifest with the initial sequence number.
-            let inherits = e.status == 1 || file.sequence_number == 0;
-            let seq = match e.sequence_number {
-                Some(seq) => seq,
-                None if inherits => file.sequence_number,
-                None => 0,
-            };
-            let slot = match seen.get(e.partition) {
-                Some(slot) => *slot,
-                None => {
-                    let values = tuple(e.partition, &partition_fields, &view)?;
-                    let key = PartitionKey { spec_id, values: partition::canonical(&values) };
-                    let label = partition::label(&view.spec, Some(&view.field_types), &values);
-                    out.partitions.push(PartitionTally::new(label, key));
-                    seen.insert(e.partition.to_vec(), out.partitions.len() - 1);
-                    out.partitions.len() - 1
-                }
-            };
-            let path = std::str::from_utf8(e.path).ok()?;
-            let content = match e.content {
-                0 => FileContent::Data,
-                1 => FileContent::PositionDeletes,
-                2 => FileContent::EqualityDeletes,
-                _ => return None,
-            };
-            if content == FileContent::Data {
-                out.partitions[slot].add_file(size, records, seq, small_limit);
-                if !referenced.is_empty() {
-                    let key = location_key(path);
-                    if referenced.contains(&key) {
-                        out.named.push((key, out.partitions[slot].key.clone(), seq));
-                    }
-                }
-            } else {
-                if v1 {
-                    return None;
-                }
-                let p = &out.partitions[slot];
-                out.deletes.push(DataFile {
-                    path: path.to_string(),
-                    size_bytes: size,
-                    record_count: records,
-                    partition: p.partition.clone(),
-                    spec_id,
-                    key: p.key.clone(),
-                    global: view.global,
-                    data_sequence_number: seq,
-                    referenced_data_file: match e.referenced {
-                        Some(r) => Some(std::str::from_utf8(r).ok()?.to_string()),
-                        None => None,
-                    },
-                    content,
-                    parquet: format == "parquet",
-                });
-            }
+    walker.for_each(|e| {
+        if e.status == 2 {
+            return Some(());
         }
-        (c.pos == data.len()).then_some(())
+        let (size, records) = (e.size as u64, e.record_count as u64);
+        // Inheritance from the manifest-list entry ([`super::manifest`]): ADDED entries, and
+        // every entry of a manifest with the initial sequence number.
+        let inherits = e.status == 1 || file.sequence_number == 0;
+        let seq = match e.sequence_number {
+            Some(seq) => seq,
+            None if inherits => file.sequence_number,
+            None => 0,
+        };
+        let slot = match seen.get(e.partition) {
+            Some(slot) => *slot,
+            None => {
+                let values = tuple(e.partition, &partition_fields, &view)?;
+                let key = PartitionKey { spec_id, values: partition::canonical(&values) };
+                let label = partition::label(&view.spec, Some(&view.field_types), &values);
+                out.partitions.push(PartitionTally::new(label, key));
+                seen.insert(e.partition.to_vec(), out.partitions.len() - 1);
+                out.partitions.len() - 1
+            }
+        };
+        let content = content(e.content)?;
+        if content == FileContent::Data {
+            out.partitions[slot].add_file(size, records, seq, small_limit);
+            if !referenced.is_empty() {
+                let key = location_key(e.path);
+                if referenced.contains(&key) {
+                    out.named.push((key, out.partitions[slot].key.clone(), seq));
+                }
+            }
+        } else {
+            if v1 {
+                return None;
+            }
+            let p = &out.partitions[slot];
+            out.deletes.push(DataFile {
+                path: e.path.to_string(),
+                size_bytes: size,
+                record_count: records,
+                partition: p.partition.clone(),
+                spec_id,
+                key: p.key.clone(),
+                global: view.global,
+                data_sequence_number: seq,
+                referenced_data_file: match e.referenced {
+                    Some(r) => Some(std::str::from_utf8(r).ok()?.to_string()),
+                    None => None,
+                },
+                content,
+                parquet: e.format.eq_ignore_ascii_case(b"parquet"),
+            });
+        }
+        Some(())
     })?;
     // A partition seen only in delete entries has no data file here: it is not a row.
     out.partitions.retain(|p| p.files > 0);
@@ -326,7 +383,7 @@ struct Entry<'a> {
     status: i64,
     sequence_number: Option<i64>,
     content: i64,
-    path: &'a [u8],
+    path: &'a str,
     format: &'a [u8],
     partition: &'a [u8],
     record_count: i64,
@@ -515,6 +572,24 @@ mod tests {
             let (lean, full) = both(&metadata, &bytes, &list);
             let lean = lean.unwrap_or_else(|| panic!("{version} {content:?}: the lean reader reads it"));
             assert_eq!(lean, full, "{version} {content:?}");
+            // Reachability's view of the same manifest: every entry's path, live or deleted.
+            let (live, deleted) = files(&bytes).expect("the lean reader reads it");
+            let manifest = crate::table::manifest::decode_bytes(&bytes, &metadata, &list).unwrap();
+            let want_live: Vec<(String, u64)> = manifest
+                .entries()
+                .iter()
+                .filter(|e| e.is_alive())
+                .map(|e| (e.data_file().file_path().to_string(), e.data_file().file_size_in_bytes()))
+                .collect();
+            let want_deleted: Vec<String> = manifest
+                .entries()
+                .iter()
+                .filter(|e| !e.is_alive())
+                .map(|e| e.data_file().file_path().to_string())
+                .collect();
+            assert_eq!(live.iter().map(|f| (f.path.clone(), f.size_bytes)).collect::<Vec<_>>(), want_live);
+            assert_eq!(deleted, want_deleted);
+            assert!(!deleted.is_empty() && live.len() > deleted.len());
             match content {
                 ManifestContentType::Data => assert!(!lean.partitions.is_empty() && !lean.named.is_empty()),
                 ManifestContentType::Deletes => assert!(lean.deletes.len() > 10),

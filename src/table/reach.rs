@@ -10,12 +10,62 @@ use std::collections::{HashMap, HashSet};
 
 use iceberg::spec::{DataContentType, ManifestContentType, ManifestFile};
 
-use super::{FileContent, iceberg::IcebergTable, iceberg::load_manifest};
+use futures::StreamExt;
+use iceberg::io::FileIO;
+use iceberg::spec::TableMetadata;
+
+use super::{FileContent, iceberg::IcebergTable};
+use crate::error::{Error, ErrorKind, Result};
+use crate::runtime;
 
 /// Manifest lists parsed at once.
 const LISTS_IN_FLIGHT: usize = 32;
-use crate::error::{Error, ErrorKind, Result};
-use crate::runtime;
+/// Manifests read and decoded at once: bounds open files and the bytes held.
+const MANIFESTS_IN_FLIGHT: usize = 16;
+
+/// The files the manifest `file` names: by the lean reader, else by iceberg-rust's. Test builds
+/// read every manifest both ways and fail on any difference.
+async fn manifest_files(file_io: &FileIO, metadata: &TableMetadata, file: ManifestFile) -> Result<ManifestFiles> {
+    let bytes = super::manifest::fetch(file_io, &file).await?;
+    let length_bytes = file.manifest_length.max(0) as u64;
+    let deletes = file.content == ManifestContentType::Deletes;
+    let full = |file: &ManifestFile| -> Result<ManifestFiles> {
+        let manifest = super::manifest::decode_bytes(&bytes, metadata, file)?;
+        let mut files = ManifestFiles { length_bytes, deletes, ..Default::default() };
+        for entry in manifest.entries() {
+            let f = entry.data_file();
+            if entry.is_alive() {
+                files.live.push(FileRef {
+                    path: f.file_path().to_string(),
+                    size_bytes: f.file_size_in_bytes(),
+                    content: match f.content_type() {
+                        DataContentType::Data => FileContent::Data,
+                        DataContentType::PositionDeletes => FileContent::PositionDeletes,
+                        DataContentType::EqualityDeletes => FileContent::EqualityDeletes,
+                    },
+                });
+            } else {
+                files.deleted.push(f.file_path().to_string());
+            }
+        }
+        Ok(files)
+    };
+    let Some((live, deleted)) = super::manifest_reader::files(&bytes) else {
+        return full(&file);
+    };
+    let lean = ManifestFiles { length_bytes, deletes, live, deleted };
+    #[cfg(feature = "test-hooks")]
+    {
+        let checked = full(&file)?;
+        if (&checked.live, &checked.deleted) != (&lean.live, &lean.deleted) {
+            return Err(Error::new(
+                ErrorKind::CorruptMetadata,
+                format!("the lean manifest reader disagrees with iceberg-rust's on '{}'", file.manifest_path),
+            ));
+        }
+    }
+    Ok(lean)
+}
 
 /// A file a manifest entry names.
 #[derive(Debug, Clone, PartialEq)]
@@ -165,7 +215,9 @@ impl Reach {
         &self.paths[i as usize]
     }
 
-    /// Decodes the manifests at `paths` (named by the lists already read) that are not decoded yet.
+    /// Decodes the manifests at `paths` (named by the lists already read) that are not decoded
+    /// yet, [`MANIFESTS_IN_FLIGHT`] at a time, each by the lean reader
+    /// ([`super::manifest_reader::files`]) or else by iceberg-rust's.
     pub fn decode(&mut self, table: &IcebergTable, paths: Vec<String>, tolerate_missing: bool) -> Result<()> {
         let mut pending = Vec::new();
         for path in paths {
@@ -178,46 +230,38 @@ impl Reach {
                     format!("manifest '{path}' is in no manifest list read"),
                 ));
             };
-            let (length, deletes) = (file.manifest_length.max(0) as u64, file.content == ManifestContentType::Deletes);
-            let (file_io, metadata) = (table.file_io.clone(), table.metadata.clone());
-            pending.push((
-                path,
-                length,
-                deletes,
-                runtime::spawn(async move { load_manifest(&file_io, &metadata, file).await })?,
-            ));
+            pending.push((path, file));
         }
-        runtime::block_on(async {
-            for (path, length_bytes, deletes, handle) in pending {
-                let loaded =
-                    handle.await.map_err(|e| Error::new(ErrorKind::Io, format!("manifest reader failed: {e}")))?;
-                match loaded {
-                    Ok(loaded) => {
-                        let mut files = ManifestFiles { length_bytes, deletes, ..Default::default() };
-                        for entry in loaded.manifest.entries() {
-                            let file = entry.data_file();
-                            if entry.is_alive() {
-                                files.live.push(FileRef {
-                                    path: file.file_path().to_string(),
-                                    size_bytes: file.file_size_in_bytes(),
-                                    content: match file.content_type() {
-                                        DataContentType::Data => FileContent::Data,
-                                        DataContentType::PositionDeletes => FileContent::PositionDeletes,
-                                        DataContentType::EqualityDeletes => FileContent::EqualityDeletes,
-                                    },
-                                });
-                            } else {
-                                files.deleted.push(file.file_path().to_string());
-                            }
-                        }
-                        self.manifests.insert(path, files);
+        let decoded: Vec<(String, Result<ManifestFiles>)> = runtime::block_on(async {
+            futures::stream::iter(pending)
+                .map(|(path, file)| {
+                    let (file_io, metadata) = (table.file_io.clone(), table.metadata.clone());
+                    async move {
+                        let handle = runtime::spawn(async move { manifest_files(&file_io, &metadata, file).await });
+                        let result = match handle {
+                            Ok(handle) => handle
+                                .await
+                                .map_err(|e| Error::new(ErrorKind::Io, format!("manifest reader failed: {e}")))
+                                .and_then(|r| r),
+                            Err(e) => Err(e),
+                        };
+                        (path, result)
                     }
-                    Err(e) if tolerate_missing && e.kind() == ErrorKind::NotFound => self.missing.push(path),
-                    Err(e) => return Err(e),
+                })
+                .buffer_unordered(MANIFESTS_IN_FLIGHT)
+                .collect()
+                .await
+        })?;
+        for (path, result) in decoded {
+            match result {
+                Ok(files) => {
+                    self.manifests.insert(path, files);
                 }
+                Err(e) if tolerate_missing && e.kind() == ErrorKind::NotFound => self.missing.push(path),
+                Err(e) => return Err(e),
             }
-            Ok(())
-        })?
+        }
+        Ok(())
     }
 
     /// Whether every manifest the lists name has been decoded (or is known missing).
