@@ -10,7 +10,7 @@ export CARGO_TARGET_DIR
 EXT_VERSION := v$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 DEMO_DIR    ?= demo/events_lakehouse
 
-.PHONY: release debug venv spark servers demo test test-unit test-sql test-integration test-versions bench clean
+.PHONY: release debug venv spark servers zamboni demo test test-unit test-sql test-integration test-versions bench clean
 
 $(VENV)/.installed: test/requirements.txt
 	python3 -m venv $(VENV)
@@ -36,6 +36,16 @@ spark: $(VENV)/.spark-installed
 servers:
 	scripts/s3_server.sh all >/dev/null
 	scripts/rest_catalog.sh >/dev/null
+
+# iceberg-zamboni, the nearest peer, for the benchmarks only: an environment of its own (it pins
+# pyiceberg-core<0.11 and pulls DuckDB 2.x).
+.venv-zamboni/.installed: bench/requirements-zamboni.txt
+	python3 -m venv .venv-zamboni
+	.venv-zamboni/bin/python -m pip install --quiet --upgrade pip
+	.venv-zamboni/bin/python -m pip install --quiet -r bench/requirements-zamboni.txt
+	touch $@
+
+zamboni: .venv-zamboni/.installed
 
 # The debug build (the tests') has the test hooks (a pause before commit); release builds never do.
 build/%/lakehouse.duckdb_extension: FORCE
@@ -113,8 +123,10 @@ test-versions: venv debug $(foreach v,$(DUCKDB_VERSIONS),$(VERSION_VENVS)/$(v)/.
 # Benchmarks (not tests): each compares us with the peers on the same data in one run and writes
 # bench/results/*.md. The compaction one needs ~4 GB of scratch space under /tmp and ~10 minutes;
 # the expiry one ~4 GB (a 2,000-snapshot table, its pristine copy and a working copy); the object
-# storage one ~2 minutes the first time (20,000 objects on a local S3 server, kept in /tmp).
-bench: venv spark servers release
+# storage one ~2 minutes the first time (20,000 objects on a local S3 server, kept in /tmp); the
+# 20,000-snapshot expiry ~2.5 minutes to build (40,001 metadata files); the memory-limited
+# compaction ~25 GB and ~25 minutes (10 GiB of Parquet, built once); zamboni's ~1.6 GB.
+bench: venv spark servers release .venv-zamboni/.installed
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_profile.py
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_compact.py --repeat 2
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_expire.py
@@ -123,6 +135,9 @@ bench: venv spark servers release
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_merge_on_read.py
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_gate.py --repeat 5
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_profile_scale.py
+	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_expire.py --history merged
+	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_compact_memory.py --repeat 2
+	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_zamboni.py
 
 clean:
 	rm -rf build demo
