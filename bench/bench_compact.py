@@ -69,21 +69,23 @@ import datetime as dt
 import json
 import math
 import os
-import platform
 import shutil
-import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any, Iterable
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT / "bench"))
+import benchlib  # noqa: E402
+from benchlib import GIB, MIB, catalog_uri, compact_result_table, extension_path, fetch_dicts  # noqa: E402
+from benchlib import five_column_schema, fmt_spread, iceberg_files, lakehouse_connection, machine  # noqa: E402
+from benchlib import per_partition_counts, proc_status_kib, quote, quote_list, register_files, run_methods  # noqa: E402
+from benchlib import selected_methods, size_spread, snapshot_operation, write_report  # noqa: E402
+
 DEFAULT_DIR = "/tmp/lakehouse-bench-compact"
 DEFAULT_OUTPUT = REPO_ROOT / "bench" / "results" / "compact.md"
 
-MIB = 1024 * 1024
-GIB = 1024 * MIB
 DATES = ["2026-10-01", "2026-10-02", "2026-10-03", "2026-10-04"]
 NAMESPACE, TABLE_NAME, CATALOG_NAME = "ns", "t", "default"
 SMALL_FILE_THRESHOLD_MB = 64
@@ -109,27 +111,6 @@ FLOOR_OVERHEAD_TARGET = 0.15  # (ours - floor) / floor must be at most this
 # --------------------------------------------------------------------------- small helpers
 
 
-def extension_path(explicit: str | None) -> Path:
-    """The lakehouse extension to benchmark."""
-    if explicit or os.environ.get("LAKEHOUSE_EXTENSION"):
-        path = Path(explicit or os.environ["LAKEHOUSE_EXTENSION"])
-        return path if path.is_absolute() else REPO_ROOT / path
-    return REPO_ROOT / "build" / "release" / "lakehouse.duckdb_extension"
-
-
-def quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-def proc_status_kib(key: str) -> int:
-    """A ``VmHWM``/``VmRSS``-style line of /proc/self/status, in KiB."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return 0
-
-
 def parquet_files(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.parquet"), key=lambda p: (len(p.name), p.name))
 
@@ -144,18 +125,6 @@ def copy_tree_files(files: dict[str, list[str]], src_root: Path, dst_root: Path)
             shutil.copyfile(src_root / rel, dst)
             out.setdefault(date, []).append(str(dst))
     return out
-
-
-def size_spread(sizes: list[int]) -> dict[str, float]:
-    if not sizes:
-        return {"count": 0}
-    return {
-        "count": len(sizes),
-        "min_mib": min(sizes) / MIB,
-        "median_mib": statistics.median(sizes) / MIB,
-        "max_mib": max(sizes) / MIB,
-        "total_mib": sum(sizes) / MIB,
-    }
 
 
 # --------------------------------------------------------------------------- checksums
@@ -322,7 +291,7 @@ def build_source(bench_dir: Path, gb: float, files: int, rebuild: bool) -> dict[
     # The Delta variant: same rows, same row group per file, no partition column inside the files.
     for date in DATES:
         src = [str(p) for p in parquet_files(bench_dir / "source" / f"partition_date={date}")]
-        listing = "[" + ", ".join(quote(p) for p in src) + "]"
+        listing = quote_list(src)
         write_partition(
             con,
             bench_dir / "delta_source" / f"partition_date={date}",
@@ -380,27 +349,8 @@ def check_source(manifest: dict[str, Any], gb: float, files: int) -> list[str]:
 # --------------------------------------------------------------------------- per-method work (children)
 
 
-def iceberg_schema() -> Any:
-    from pyiceberg.schema import Schema
-    from pyiceberg.types import DateType, DoubleType, IntegerType, LongType, NestedField, StringType
-
-    return Schema(
-        NestedField(1, "id", LongType(), required=False),
-        NestedField(2, "partition_date", DateType(), required=False),
-        NestedField(3, "value", DoubleType(), required=False),
-        NestedField(4, "payload", StringType(), required=False),
-        NestedField(5, "user_id", IntegerType(), required=False),
-    )
-
-
 def sql_catalog(workdir: Path, name: str = CATALOG_NAME) -> Any:
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    return SqlCatalog(name, uri=catalog_uri(workdir), warehouse=f"file://{workdir}/warehouse")
-
-
-def catalog_uri(workdir: Path) -> str:
-    return f"sqlite:///{workdir}/catalog.db"
+    return benchlib.sql_catalog(name, workdir, workdir / "warehouse")
 
 
 def table_dir(workdir: Path) -> Path:
@@ -409,21 +359,13 @@ def table_dir(workdir: Path) -> Path:
 
 def setup_iceberg(workdir: Path, bench_dir: Path, manifest: dict[str, Any], catalog_name: str = CATALOG_NAME) -> dict[str, Any]:
     """Copies the source files into a new table's data directory and registers them with add_files."""
-    from pyiceberg.partitioning import PartitionField, PartitionSpec
-    from pyiceberg.transforms import IdentityTransform
-
     data = table_dir(workdir) / "data"
     started = time.perf_counter()
     copies = copy_tree_files(manifest["source"]["files"], bench_dir / "source", data)
     copied = time.perf_counter()
-    catalog = sql_catalog(workdir, catalog_name)
-    catalog.create_namespace(NAMESPACE)
-    spec = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="partition_date"))
-    table = catalog.create_table(f"{NAMESPACE}.{TABLE_NAME}", schema=iceberg_schema(), partition_spec=spec,
-                                 location=f"file://{table_dir(workdir)}")
-    table.add_files([f"file://{p}" for paths in copies.values() for p in paths])
-    table = catalog.load_table(f"{NAMESPACE}.{TABLE_NAME}")
-    files = iceberg_files(table)
+    table = register_files(sql_catalog(workdir, catalog_name), NAMESPACE, TABLE_NAME, five_column_schema(), "partition_date",
+                           table_dir(workdir), [f"file://{p}" for paths in copies.values() for p in paths])
+    files = iceberg_files(table, "partition_date")
     return {
         "copy_seconds": round(copied - started, 1),
         "register_seconds": round(time.perf_counter() - copied, 1),
@@ -433,44 +375,16 @@ def setup_iceberg(workdir: Path, bench_dir: Path, manifest: dict[str, Any], cata
     }
 
 
-def iceberg_files(table: Any) -> list[dict[str, Any]]:
-    files = table.inspect.files()
-    out = []
-    for row in files.select(["content", "file_path", "file_size_in_bytes", "partition", "record_count"]).to_pylist():
-        if row["content"] != 0:
-            continue
-        value = row["partition"]["partition_date"]
-        out.append({
-            "path": row["file_path"],
-            "size": row["file_size_in_bytes"],
-            "partition": value.isoformat() if value is not None else "null",
-            "rows": row["record_count"],
-        })
-    return out
-
-
-def per_partition_counts(files: list[dict[str, Any]]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for f in files:
-        counts[f["partition"]] = counts.get(f["partition"], 0) + 1
-    return dict(sorted(counts.items()))
-
-
 def run_lakehouse(workdir: Path, extension: str, delta: bool = False) -> dict[str, Any]:
     """lakehouse_compact on the Iceberg table (by name in the sqlite catalog) or the Delta table (by path)."""
-    import duckdb
-
     table = quote(str(workdir / "delta")) if delta else f"{quote(f'{NAMESPACE}.{TABLE_NAME}')}, catalog_uri := {quote(catalog_uri(workdir))}"
     baseline = proc_status_kib("VmRSS")
     started = time.perf_counter()
-    con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
-    con.execute(f"LOAD {quote(extension)}")
-    cursor = con.execute(
+    con = lakehouse_connection(extension)
+    rows = fetch_dicts(con.execute(
         f"SELECT * FROM lakehouse_compact({table}, "
         f"small_file_threshold_mb := {SMALL_FILE_THRESHOLD_MB}, target_file_size_mb := {TARGET_FILE_SIZE_MB})"
-    )
-    names = [d[0] for d in cursor.description]
-    rows = [dict(zip(names, r)) for r in cursor.fetchall()]
+    ))
     con.close()
     seconds = time.perf_counter() - started
     return {"seconds": seconds, "baseline_rss_kib": baseline, "result_rows": rows}
@@ -522,12 +436,7 @@ def spark_session(workdir: Path, delta: bool = False) -> tuple[Any, float]:
 
 def jvm_peak_rss_kib(session: Any) -> int:
     """VmHWM of the Spark driver JVM (a child process of this Python)."""
-    pid = session._jvm.java.lang.ProcessHandle.current().pid()
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return 0
+    return proc_status_kib("VmHWM", session._jvm.java.lang.ProcessHandle.current().pid())
 
 
 def run_spark(workdir: Path) -> dict[str, Any]:
@@ -640,7 +549,7 @@ def run_floor(workdir: Path) -> dict[str, Any]:
     started = time.perf_counter()
     con = duckdb.connect()
     for date in DATES:
-        listing = "[" + ", ".join(quote(p) for p in copies[date]) + "]"
+        listing = quote_list(copies[date])
         con.execute(
             f"COPY (SELECT * FROM read_parquet({listing})) TO {quote(str(out / f'{date}.parquet'))} (FORMAT parquet, COMPRESSION zstd)"
         )
@@ -665,14 +574,13 @@ def validate(method: str, workdir: Path, manifest: dict[str, Any], setup: dict[s
         for batch in table.scan().to_arrow_batch_reader():
             check.add(batch)
         got = check.as_dict()
-        files = iceberg_files(table)
+        files = iceberg_files(table, "partition_date")
         source_names = {Path(p).name for rels in manifest["source"]["files"].values() for p in rels}
         new = [f for f in files if Path(f["path"]).name not in source_names]
         result["files_after"] = per_partition_counts(files)
         result["new_files"] = size_spread([f["size"] for f in new])
         result["new_file_rows"] = sum(f["rows"] for f in new)
-        snapshot = table.current_snapshot()
-        result["snapshot_operation"] = str(snapshot.summary.operation.value) if snapshot and snapshot.summary else None
+        result["snapshot_operation"] = snapshot_operation(table)
         result["snapshots"] = len(table.metadata.snapshots)
         if new:
             import pyarrow.parquet as pq
@@ -764,28 +672,22 @@ def child(args: argparse.Namespace) -> int:
 
 
 def run_phase(method: str, phase: str, workdir: Path, args: argparse.Namespace, extension: Path) -> dict[str, Any]:
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", phase, "--method", method,
-               "--workdir", str(workdir), "--dir", str(Path(args.dir).resolve()), "--extension", str(extension)]
-    env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "error"))
-    started = time.perf_counter()
-    proc = subprocess.run(command, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - started
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stderr or "").splitlines()[-30:])
-        raise RuntimeError(f"{method} {phase} failed (exit {proc.returncode}):\n{tail}")
-    out = json.loads((workdir / f"{phase}.json").read_text())
-    out["process_seconds"] = wall
-    return out
+    return benchlib.run_phase(__file__, method, phase, workdir, Path(args.dir).resolve(), extension, record_seconds=True)
+
+
+def progress(phase: str, out: dict[str, Any], setup: dict[str, Any]) -> str:
+    """What the parent prints after a phase."""
+    if phase == "setup":
+        return f"    copied in {out['copy_seconds']} s, registered in {out['register_seconds']} s; compacting …"
+    if phase == "run":
+        return (f"    {out['seconds']:.2f} s, {setup['input_bytes'] / MIB / out['seconds']:.1f} MiB/s, "
+                f"peak RSS {out['peak_rss_kib'] / 1024:,.0f} MiB; validating …")
+    status = "ok" if not out["problems"] else "MISMATCH: " + "; ".join(out["problems"])
+    return f"    {out['checksums']['rows']:,} rows, files after {out['files_after']}, new files {fmt_spread(out['new_files'])}: {status}"
 
 
 def fmt_counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{k[5:]}: {v}" for k, v in counts.items()) if counts else "–"
-
-
-def fmt_spread(spread: dict[str, float]) -> str:
-    if not spread.get("count"):
-        return "–"
-    return f"{spread['count']} files, {spread['min_mib']:.1f} / {spread['median_mib']:.1f} / {spread['max_mib']:.1f} MiB"
 
 
 def versions() -> dict[str, str]:
@@ -878,14 +780,7 @@ def report(results: dict[str, list[dict[str, Any]]], manifest: dict[str, Any], f
             continue
         r = results[method][-1]
         rows = r["run"]["result_rows"]
-        lines += ["", f"`lakehouse_compact` on the {FORMAT[method].capitalize()} table returned:", "",
-                  "| partition | verdict | files before → after | input files | output files | MiB rewritten |",
-                  "|---|---|---:|---:|---:|---:|"]
-        for row in rows:
-            lines.append(
-                f"| {row['partition']} | {row['verdict']} | {row['files_before']} → {row['files_after']} | {row['input_files']} | "
-                f"{row['output_files']} | {(row['bytes_rewritten'] or 0) / MIB:,.1f} |"
-            )
+        lines += ["", f"`lakehouse_compact` on the {FORMAT[method].capitalize()} table returned:", ""] + compact_result_table(rows)
         val = r["validate"]
         extra = (f"snapshot operation `{val.get('snapshot_operation')}`" if method == "lakehouse"
                  else f"version {val.get('table_version')}, operation `{val.get('last_operation')}`")
@@ -960,56 +855,26 @@ def main(argv: list[str] | None = None) -> int:
 
     began = time.perf_counter()
     extension = extension_path(args.extension)
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    if unknown := set(methods) - set(METHODS):
-        raise SystemExit(f"unknown methods: {sorted(unknown)}")
-    if {"lakehouse", "lakehouse-delta"} & set(methods) and not extension.is_file():
-        raise SystemExit(f"lakehouse extension {extension} does not exist: build it first (make)")
+    methods = selected_methods(args.methods, METHODS, extension)
     bench_dir = Path(args.dir).resolve()
     manifest = build_source(bench_dir, args.gb, args.files, args.rebuild)
     failed = check_source(manifest, args.gb, args.files)
     if failed:
         raise SystemExit("source data does not meet the requirements: " + "; ".join(failed))
 
-    results: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
-    for attempt in range(args.repeat):
-        for method in methods:
-            workdir = bench_dir / "runs" / method
-            shutil.rmtree(workdir, ignore_errors=True)
-            workdir.mkdir(parents=True)
-            print(f"[{attempt + 1}/{args.repeat}] {method}: setup …", flush=True)
-            setup = run_phase(method, "setup", workdir, args, extension)
-            print(f"    copied in {setup['copy_seconds']} s, registered in {setup['register_seconds']} s; compacting …", flush=True)
-            # Flush the copies' dirty pages first, so no method is timed while they are written back.
-            os.sync()
-            time.sleep(1)
-            run = run_phase(method, "run", workdir, args, extension)
-            print(f"    {run['seconds']:.2f} s, {setup['input_bytes'] / MIB / run['seconds']:.1f} MiB/s, "
-                  f"peak RSS {run['peak_rss_kib'] / 1024:,.0f} MiB; validating …", flush=True)
-            checked = run_phase(method, "validate", workdir, args, extension)
-            status = "ok" if not checked["problems"] else "MISMATCH: " + "; ".join(checked["problems"])
-            print(f"    {checked['checksums']['rows']:,} rows, files after {checked['files_after']}, "
-                  f"new files {fmt_spread(checked['new_files'])}: {status}", flush=True)
-            results[method].append({"setup": setup, "run": run, "validate": checked})
-            if not args.keep:
-                shutil.rmtree(workdir, ignore_errors=True)
+    # Every method on a fresh copy: the setup's copies are flushed (sync) before the timed run.
+    results = run_methods(methods, args.repeat, bench_dir, args.keep,
+                          lambda method, phase, workdir, _: run_phase(method, phase, workdir, args, extension), progress)
 
     facts = {
         "repeat": args.repeat,
         "when": dt.date.today().isoformat(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "machine": machine(),
         "extension": os.path.relpath(extension, REPO_ROOT),
         "versions": versions(),
         "total_minutes": (time.perf_counter() - began) / 60,
     }
-    markdown = report(results, manifest, facts)
-    print()
-    print(markdown)
-    output = Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(markdown)
-    (bench_dir / "results.json").write_text(json.dumps({"facts": facts, "results": results}, indent=2, default=str))
-    print(f"written to {output}")
+    write_report(report(results, manifest, facts), args.output, bench_dir / "results.json", {"facts": facts, "results": results})
     return 0
 
 

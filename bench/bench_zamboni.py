@@ -13,8 +13,9 @@ Usage::
 iceberg-zamboni pins ``pyiceberg-core<0.11`` and pulls DuckDB 2.x, so it lives in a virtual
 environment of its own (``bench/requirements-zamboni.txt``, default ``.venv-zamboni``); this
 script runs under the project's ``.venv`` and starts zamboni's runs with that environment's
-Python (``--zamboni-python``). Only the standard library is imported at module level, so the
-same file serves as the child in both environments.
+Python (``--zamboni-python``). Only the standard library (and ``bench/benchlib.py``, which holds
+to the same rule) is imported at module level, so the same file serves as the child in both
+environments.
 
 The table (built once per set of flags and cached under ``--dir``): format v2, identity-
 partitioned on ``partition_date`` over ``--partitions`` dates, columns ``id BIGINT,
@@ -79,7 +80,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -89,11 +89,16 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT / "bench"))
+import benchlib  # noqa: E402
+from benchlib import MIB, catalog_uri, child_env, compact_result_table, extension_path, fetch_dicts  # noqa: E402
+from benchlib import five_column_schema, iceberg_connection, iceberg_files, identity_spec  # noqa: E402
+from benchlib import lakehouse_connection, machine, per_partition_counts, proc_status_kib, quote  # noqa: E402
+from benchlib import selected_methods, size_spread, stderr_tail, write_report  # noqa: E402
+
 DEFAULT_DIR = "/tmp/lakehouse-bench-zamboni"
 DEFAULT_OUTPUT = REPO_ROOT / "bench" / "results" / "zamboni.md"
 DEFAULT_ZAMBONI_PYTHON = ".venv-zamboni/bin/python"
-MIB = 1024 * 1024
-GIB = 1024 * MIB
 CATALOG, NAMESPACE, TABLE = "local", "ns", "t"
 IDENT = f"{NAMESPACE}.{TABLE}"
 FIRST_DATE = dt.date(2026, 10, 1)
@@ -112,46 +117,6 @@ LABELS = {
     "zamboni-compact": "zamboni compact",
     "lakehouse-compact": "lakehouse_compact",
 }
-
-
-# --------------------------------------------------------------------------- helpers (both environments)
-
-
-def proc_status_kib(key: str) -> int:
-    """A ``VmHWM``/``VmRSS`` line of /proc/self/status, in KiB."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-def quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-def catalog_uri(warehouse: Path) -> str:
-    return f"sqlite:///{warehouse}/catalog.db"
-
-
-def extension_path(explicit: str | None) -> Path:
-    """The lakehouse extension to benchmark: --extension, $LAKEHOUSE_EXTENSION, or the release build."""
-    if explicit or os.environ.get("LAKEHOUSE_EXTENSION"):
-        path = Path(explicit or os.environ["LAKEHOUSE_EXTENSION"])
-        return path if path.is_absolute() else REPO_ROOT / path
-    return REPO_ROOT / "build" / "release" / "lakehouse.duckdb_extension"
-
-
-def size_spread(sizes: list[int]) -> dict[str, float]:
-    if not sizes:
-        return {"count": 0}
-    return {
-        "count": len(sizes),
-        "min_mib": min(sizes) / MIB,
-        "median_mib": statistics.median(sizes) / MIB,
-        "max_mib": max(sizes) / MIB,
-        "total_mib": sum(sizes) / MIB,
-    }
 
 
 # --------------------------------------------------------------------------- children
@@ -224,12 +189,8 @@ def child_lakehouse(method: str, warehouse: Path, threads: int, target_mb: float
     }[method]
     baseline = proc_status_kib("VmRSS")
     started = time.perf_counter()
-    con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
-    con.execute(f"SET threads = {threads}")
-    con.execute(f"LOAD {quote(extension)}")
-    cursor = con.execute(sql)
-    names = [d[0] for d in cursor.description]
-    rows = [dict(zip(names, r)) for r in cursor.fetchall()]
+    con = lakehouse_connection(extension, f"SET threads = {threads}")
+    rows = fetch_dicts(con.execute(sql))
     con.close()
     seconds = time.perf_counter() - started
     return {"seconds": seconds, "baseline_rss_kib": baseline, "sql": sql, "rows": rows, "exit_code": 0, "error": None,
@@ -258,33 +219,20 @@ def arrow_schema() -> Any:
 
 
 def sql_catalog(warehouse: Path) -> Any:
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    return SqlCatalog(CATALOG, uri=catalog_uri(warehouse), warehouse=f"file://{warehouse}")
+    return benchlib.sql_catalog(CATALOG, warehouse, warehouse)
 
 
 def build(warehouse: Path, partitions: int, appends: int, rows_per_append: int) -> float:
     """The fragmented table at ``warehouse``; returns the seconds it took."""
     import duckdb
-    from pyiceberg.partitioning import PartitionField, PartitionSpec
-    from pyiceberg.schema import Schema
-    from pyiceberg.transforms import IdentityTransform
-    from pyiceberg.types import DateType, DoubleType, IntegerType, LongType, NestedField, StringType
 
     started = time.perf_counter()
     shutil.rmtree(warehouse, ignore_errors=True)
     warehouse.mkdir(parents=True)
     catalog = sql_catalog(warehouse)
     catalog.create_namespace(NAMESPACE)
-    schema = Schema(
-        NestedField(1, "id", LongType(), required=False),
-        NestedField(2, "partition_date", DateType(), required=False),
-        NestedField(3, "value", DoubleType(), required=False),
-        NestedField(4, "payload", StringType(), required=False),
-        NestedField(5, "user_id", IntegerType(), required=False),
-    )
-    spec = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="partition_date"))
-    table = catalog.create_table(IDENT, schema=schema, partition_spec=spec, properties={"format-version": "2"})
+    table = catalog.create_table(IDENT, schema=five_column_schema(), partition_spec=identity_spec("partition_date"),
+                                 properties={"format-version": "2"})
     con = duckdb.connect()
     con.execute("SET threads = 2")
     con.execute("SELECT setseed(0.42)")
@@ -303,24 +251,6 @@ def build(warehouse: Path, partitions: int, appends: int, rows_per_append: int) 
     return time.perf_counter() - started
 
 
-def iceberg_connection() -> Any:
-    """A DuckDB connection with the iceberg extension from its pip wheel (never INSTALL)."""
-    import glob
-    import importlib.util
-
-    import duckdb
-
-    con = duckdb.connect()
-    for name in ("avro", "iceberg"):
-        spec = importlib.util.find_spec(f"duckdb_extension_{name}")
-        found = [] if spec is None else sorted(
-            f for loc in spec.submodule_search_locations for f in glob.glob(os.path.join(loc, "extensions", "*", f"{name}.duckdb_extension")))
-        if not found:
-            raise SystemExit(f"duckdb-extension-{name} is not installed in {sys.prefix} (make venv)")
-        con.execute(f"LOAD {quote(found[-1])}")
-    return con
-
-
 def table_state(warehouse: Path) -> dict[str, Any]:
     """What the catalog's current table holds: checksums (DuckDB iceberg), files and snapshots (pyiceberg)."""
     table = sql_catalog(warehouse).load_table(IDENT)
@@ -332,21 +262,13 @@ def table_state(warehouse: Path) -> dict[str, Any]:
     ).fetchone()
     by_partition = dict(con.execute(f"SELECT partition_date::VARCHAR, count(*) FROM {scan} GROUP BY ALL ORDER BY 1").fetchall())
     con.close()
-    files = []
-    for row in table.inspect.files().select(["content", "file_path", "file_size_in_bytes", "partition", "record_count"]).to_pylist():
-        if row["content"] == 0:
-            value = row["partition"]["partition_date"]
-            files.append({"path": row["file_path"], "size": row["file_size_in_bytes"], "rows": row["record_count"],
-                          "partition": value.isoformat() if value is not None else "null"})
+    files = iceberg_files(table, "partition_date")
     snapshot = table.current_snapshot()
-    per_partition: dict[str, int] = {}
-    for f in files:
-        per_partition[f["partition"]] = per_partition.get(f["partition"], 0) + 1
     return {
         "metadata_location": metadata,
         "checksums": {"rows": rows, "rows_by_partition": by_partition, "sum_id": sum_id, "sum_hash_all_columns": sum_hash},
         "files": files,
-        "files_per_partition": dict(sorted(per_partition.items())),
+        "files_per_partition": per_partition_counts(files),
         "snapshots": len(table.metadata.snapshots),
         "operation": snapshot.summary.operation.value if snapshot and snapshot.summary else None,
         "manifests": len(snapshot.manifests(table.io)) if snapshot else 0,
@@ -396,12 +318,10 @@ def run_child(method: str, warehouse: Path, args: argparse.Namespace, extension:
     python = str(zpy) if method.startswith("zamboni") else sys.executable
     command = [python, str(Path(__file__).resolve()), "--child", method, "--warehouse", str(warehouse), "--out", str(out),
                "--threads", str(args.threads), "--target-mb", str(args.target_mb), "--extension", str(extension)]
-    env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "error"), OMP_NUM_THREADS=str(args.threads))
     # zamboni reads ./zamboni.yml and ./.env: run it where there are none.
-    proc = subprocess.run(command, env=env, cwd=scratch, capture_output=True, text=True)
+    proc = subprocess.run(command, env=child_env(OMP_NUM_THREADS=str(args.threads)), cwd=scratch, capture_output=True, text=True)
     if proc.returncode != 0 or not out.is_file():
-        tail = "\n".join((proc.stderr or "").splitlines()[-30:])
-        return {"seconds": None, "exit_code": proc.returncode, "error": f"child failed (exit {proc.returncode}):\n{tail}",
+        return {"seconds": None, "exit_code": proc.returncode, "error": f"child failed (exit {proc.returncode}):\n{stderr_tail(proc)}",
                 "peak_rss_kib": None, "baseline_rss_kib": None}
     return json.loads(out.read_text())
 
@@ -467,10 +387,8 @@ def health_said(method: str, r: dict[str, Any]) -> str:
     return "; ".join(lines)[:400]
 
 
-def fmt_spread(s: dict[str, float]) -> str:
-    if not s.get("count"):
-        return "–"
-    return f"{s['count']} files, {s['min_mib']:.1f} / {s['median_mib']:.1f} / {s['max_mib']:.1f} MiB ({s['total_mib']:,.1f} MiB)"
+def fmt_spread(spread: dict[str, float]) -> str:
+    return benchlib.fmt_spread(spread, total=True)
 
 
 def report(facts: dict[str, Any], health: dict[str, dict], compact: dict[str, dict], env: dict[str, Any], args: argparse.Namespace) -> str:
@@ -565,11 +483,7 @@ def report(facts: dict[str, Any], health: dict[str, dict], compact: dict[str, di
         lines += ["", "zamboni's own report:", "", "```", z["run"]["stdout"].strip()[:3000], "```"]
     l = best.get("lakehouse-compact")
     if l and not failed(l["run"]):
-        lines += ["", "`lakehouse_compact` returned:", "", "| partition | verdict | files before → after | input files | output files | MiB rewritten |",
-                  "|---|---|---:|---:|---:|---:|"]
-        for row in l["run"]["rows"]:
-            lines.append(f"| {row['partition']} | {row['verdict']} | {row['files_before']} → {row['files_after']} | {row['input_files']} | "
-                         f"{row['output_files']} | {(row['bytes_rewritten'] or 0) / MIB:,.1f} |")
+        lines += ["", "`lakehouse_compact` returned:", ""] + compact_result_table(l["run"]["rows"])
     for group in (health, {m: median_run([r["run"] for r in rs]) for m, rs in compact.items()}):
         for method, r in group.items():
             if failed(r):
@@ -642,11 +556,7 @@ def main(argv: list[str] | None = None) -> int:
 
     began = time.perf_counter()
     extension = extension_path(args.extension)
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    if unknown := set(methods) - set(METHODS):
-        raise SystemExit(f"unknown methods: {sorted(unknown)}")
-    if any(m.startswith("lakehouse") for m in methods) and not extension.is_file():
-        raise SystemExit(f"lakehouse extension {extension} does not exist: build it first (make)")
+    methods = selected_methods(args.methods, METHODS, extension)
     zpy = Path(args.zamboni_python)
     zpy = zpy if zpy.is_absolute() else REPO_ROOT / zpy
     zversions = zamboni_versions(zpy)
@@ -706,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
             ("--health-repeat", args.health_repeat, 5)) if value != default)
     env = {
         "when": dt.date.today().isoformat(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "machine": machine(),
         "extension": os.path.relpath(extension, REPO_ROOT),
         "duckdb": duckdb.__version__,
         "pyiceberg": pyiceberg.__version__,
@@ -716,14 +626,8 @@ def main(argv: list[str] | None = None) -> int:
         "total_minutes": (time.perf_counter() - began) / 60,
         "command": command,
     }
-    markdown = report(facts, health, compact, env, args)
-    print()
-    print(markdown)
-    output = Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(markdown)
-    (root / "results.json").write_text(json.dumps({"env": env, "health": health, "compact": compact}, indent=2, default=str))
-    print(f"written to {output}")
+    write_report(report(facts, health, compact, env, args), args.output, root / "results.json",
+                 {"env": env, "health": health, "compact": compact})
     bad = any(e.get("validate", {}).get("problems") for rs in compact.values() for e in rs)
     return 1 if bad else 0
 
