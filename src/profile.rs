@@ -4,6 +4,7 @@
 //! fragmentation ratio is small data files / data files, and it requires compaction when the
 //! ratio reaches `fragmentation_ratio_threshold` — the reference flow's definitions.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
@@ -252,10 +253,10 @@ impl Tally {
     /// Adds what a manifest contributes.
     pub fn add(&mut self, tally: ManifestTally) {
         for p in tally.partitions {
-            match self.partitions.get_mut(&(p.partition.clone(), p.key.clone())) {
-                Some(existing) => existing.merge(&p),
-                None => {
-                    self.partitions.insert((p.partition.clone(), p.key.clone()), p);
+            match self.partitions.entry((p.partition.clone(), p.key.clone())) {
+                Entry::Occupied(mut existing) => existing.get_mut().merge(&p),
+                Entry::Vacant(slot) => {
+                    slot.insert(p);
                 }
             }
         }

@@ -8,13 +8,13 @@ use std::sync::Arc;
 use futures::StreamExt;
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFileFormat, FormatVersion, Manifest, ManifestContentType, ManifestFile, ManifestList,
-    PartitionSpec, TableMetadata, Type,
+    DataFileFormat, FormatVersion, Manifest, ManifestContentType, ManifestFile, ManifestList, PartitionSpec,
+    TableMetadata, Type,
 };
 
 use super::manifest_reader::Views;
 use super::stand_in::StandIns;
-use super::{DataFile, FileContent, PartitionKey, partition};
+use super::{DataFile, PartitionKey, partition};
 use crate::error::{Error, ErrorKind, Result};
 use crate::profile::{ManifestTally, PartitionProfile, Tally, Thresholds};
 use crate::runtime;
@@ -293,11 +293,7 @@ fn model_files(metadata: &TableMetadata, loaded: &LoadedManifest) -> Vec<DataFil
                 data_sequence_number: entry.sequence_number().unwrap_or(0),
                 referenced_data_file: file.referenced_data_file(),
                 parquet: file.file_format() == DataFileFormat::Parquet,
-                content: match file.content_type() {
-                    DataContentType::Data => FileContent::Data,
-                    DataContentType::PositionDeletes => FileContent::PositionDeletes,
-                    DataContentType::EqualityDeletes => FileContent::EqualityDeletes,
-                },
+                content: file.content_type().into(),
             }
         })
         .collect()

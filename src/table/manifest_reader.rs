@@ -52,15 +52,15 @@ type ViewKey = (i32, Option<Vec<u8>>, Option<Vec<u8>>);
 
 impl Views {
     fn get(&self, metadata: &TableMetadata, spec_id: i32, container: &Container<'_>) -> Option<Arc<PartitionView>> {
-        let key: ViewKey = (
-            spec_id,
-            container.meta.get("schema").map(|v| v.to_vec()),
-            container.meta.get("partition-spec").map(|v| v.to_vec()),
-        );
+        let (schema, spec) = (container.meta.get("schema").copied(), container.meta.get("partition-spec").copied());
         let mut resolved = self.resolved.lock().ok()?;
-        if let Some((_, view)) = resolved.iter().find(|(k, _)| *k == key) {
+        // Manifests of one table share a handful of headers: compare in place, copy only a new one.
+        if let Some((_, view)) =
+            resolved.iter().find(|((id, a, b), _)| *id == spec_id && a.as_deref() == schema && b.as_deref() == spec)
+        {
             return view.clone();
         }
+        let key: ViewKey = (spec_id, schema.map(<[u8]>::to_vec), spec.map(<[u8]>::to_vec));
         let view = resolve(metadata, &key).map(Arc::new);
         resolved.push((key, view.clone()));
         view

@@ -71,6 +71,17 @@ pub enum FileContent {
     EqualityDeletes,
 }
 
+impl From<::iceberg::spec::DataContentType> for FileContent {
+    fn from(content: ::iceberg::spec::DataContentType) -> Self {
+        use ::iceberg::spec::DataContentType;
+        match content {
+            DataContentType::Data => FileContent::Data,
+            DataContentType::PositionDeletes => FileContent::PositionDeletes,
+            DataContentType::EqualityDeletes => FileContent::EqualityDeletes,
+        }
+    }
+}
+
 /// A table opened for one call: the format's state, read once.
 #[derive(Debug)]
 pub enum Table {

@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use iceberg::spec::{DataContentType, ManifestContentType, ManifestFile};
+use iceberg::spec::{ManifestContentType, ManifestFile};
 
 use futures::StreamExt;
 use iceberg::io::FileIO;
@@ -38,11 +38,7 @@ async fn manifest_files(file_io: &FileIO, metadata: &TableMetadata, file: Manife
                 files.live.push(FileRef {
                     path: f.file_path().to_string(),
                     size_bytes: f.file_size_in_bytes(),
-                    content: match f.content_type() {
-                        DataContentType::Data => FileContent::Data,
-                        DataContentType::PositionDeletes => FileContent::PositionDeletes,
-                        DataContentType::EqualityDeletes => FileContent::EqualityDeletes,
-                    },
+                    content: f.content_type().into(),
                 });
             } else {
                 files.deleted.push(f.file_path().to_string());
