@@ -65,12 +65,10 @@ import datetime as dt
 import json
 import math
 import os
-import platform
 import random
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -79,11 +77,14 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "bench"))
+import benchlib  # noqa: E402
+from benchlib import GIB, MIB, catalog_uri, extension_path, fetch_dicts, iceberg_connection, iceberg_files  # noqa: E402
+from benchlib import lakehouse_connection, machine, proc_status_kib, quote, quote_list, register_files  # noqa: E402
+from benchlib import run_methods, selected_methods, size_spread, snapshot_operation, write_report  # noqa: E402
+
 DEFAULT_DIR = "/tmp/lakehouse-bench-memory"
 DEFAULT_OUTPUT = REPO_ROOT / "bench" / "results" / "compact_memory.md"
 
-MIB = 1024 * 1024
-GIB = 1024 * MIB
 NAMESPACE, TABLE_NAME, CATALOG_NAME = "ns", "t", "default"
 TARGET_FILE_SIZE_MB = 128
 SIZE_TOLERANCE = 0.25  # an output file is "on target" within ±25 % of the target
@@ -94,37 +95,13 @@ FIRST_DATE = dt.date(2026, 1, 1)
 SOURCE_VERSION = 1  # bump when the generated data changes
 METHODS = ["floor", "lakehouse"]
 SAMPLE_SECONDS = 0.25
+SPIN_CPU_RATIO = 1.5  # a lakehouse run using more CPU than this times the floor's is flagged
 FIELD_IDS = ("{id: 1, event_date: 2, user_id: 3, event_time: 4, amount: 5, score: 6, event_type: 7, "
              "payload: 8, note: 9}")
 COLUMNS = "id, event_date, user_id, event_time, amount, score, event_type, payload, note"
 
 
 # --------------------------------------------------------------------------- small helpers
-
-
-def extension_path(explicit: str | None) -> Path:
-    """The lakehouse extension to benchmark."""
-    if explicit or os.environ.get("LAKEHOUSE_EXTENSION"):
-        path = Path(explicit or os.environ["LAKEHOUSE_EXTENSION"])
-        return path if path.is_absolute() else REPO_ROOT / path
-    return REPO_ROOT / "build" / "release" / "lakehouse.duckdb_extension"
-
-
-def quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-def quote_list(paths: list[str]) -> str:
-    return "[" + ", ".join(quote(p) for p in paths) + "]"
-
-
-def proc_status_kib(key: str) -> int:
-    """A ``VmHWM``/``VmRSS``-style line of /proc/self/status, in KiB."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 def cpu_seconds() -> float:
@@ -137,25 +114,9 @@ def dates(partitions: int) -> list[str]:
     return [(FIRST_DATE + dt.timedelta(days=n)).isoformat() for n in range(partitions)]
 
 
-def size_spread(sizes: list[int], target_bytes: int) -> dict[str, Any]:
-    if not sizes:
-        return {"count": 0}
-    lo, hi = target_bytes * (1 - SIZE_TOLERANCE), target_bytes * (1 + SIZE_TOLERANCE)
-    on_target = sum(1 for s in sizes if lo <= s <= hi)
-    return {
-        "count": len(sizes),
-        "on_target": on_target,
-        "on_target_share": on_target / len(sizes),
-        "min_mib": min(sizes) / MIB,
-        "median_mib": statistics.median(sizes) / MIB,
-        "max_mib": max(sizes) / MIB,
-        "total_mib": sum(sizes) / MIB,
-    }
-
-
-def duckdb_settings(con: Any, memory_limit: str, threads: int) -> None:
-    con.execute(f"SET memory_limit = {quote(memory_limit)}")
-    con.execute(f"SET threads = {int(threads)}")
+def duckdb_settings(memory_limit: str, threads: int) -> list[str]:
+    """The statements that put a timed process under the limits."""
+    return [f"SET memory_limit = {quote(memory_limit)}", f"SET threads = {int(threads)}"]
 
 
 def limit_bytes(memory_limit: str) -> int:
@@ -211,17 +172,6 @@ def compare_checksums(got: dict[str, Any], want: dict[str, Any]) -> list[str]:
     if not math.isclose(got["sum_amount"], want["sum_amount"], rel_tol=1e-9, abs_tol=1e-6):
         problems.append(f"sum_amount: got {got['sum_amount']!r}, source {want['sum_amount']!r}")
     return problems
-
-
-def iceberg_connection() -> Any:
-    """A DuckDB connection with DuckDB's own iceberg extension (from its pip package) loaded."""
-    import duckdb
-    from bench_object_storage import pip_extension
-
-    con = duckdb.connect()
-    for ext in ("avro", "iceberg"):
-        con.execute(f"LOAD {quote(pip_extension(ext))}")
-    return con
 
 
 # --------------------------------------------------------------------------- source data
@@ -318,7 +268,7 @@ def build_source(bench_dir: Path, gib: float, partitions: int, rebuild: bool) ->
         "files": files,
         "file_count": len(sizes),
         "bytes": sum(sizes),
-        "sizes": size_spread(sizes, TARGET_FILE_SIZE_MB * MIB),
+        "sizes": size_spread(sizes, TARGET_FILE_SIZE_MB * MIB, SIZE_TOLERANCE),
         "row_groups_per_file": con.execute(
             f"SELECT median(n) FROM (SELECT count(DISTINCT row_group_id) AS n FROM parquet_metadata({quote(str(source / '*/*.parquet'))}) "
             "GROUP BY file_name)"
@@ -382,33 +332,19 @@ def iceberg_schema() -> Any:
     )
 
 
-def catalog_uri(workdir: Path) -> str:
-    return f"sqlite:///{workdir}/catalog.db"
-
-
 def sql_catalog(workdir: Path) -> Any:
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    return SqlCatalog(CATALOG_NAME, uri=catalog_uri(workdir), warehouse=f"file://{workdir}/warehouse")
+    return benchlib.sql_catalog(CATALOG_NAME, workdir, workdir / "warehouse")
 
 
 def register_table(workdir: Path, bench_dir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     """A new table in ``workdir``'s catalog, identity-partitioned on ``event_date``, registering the
     source files where they lie (``add_files``: nothing is copied)."""
-    from pyiceberg.partitioning import PartitionField, PartitionSpec
-    from pyiceberg.transforms import IdentityTransform
-
     started = time.perf_counter()
-    catalog = sql_catalog(workdir)
-    catalog.create_namespace(NAMESPACE)
-    spec = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="event_date"))
     location = workdir / "warehouse" / f"{NAMESPACE}.db" / TABLE_NAME
-    table = catalog.create_table(f"{NAMESPACE}.{TABLE_NAME}", schema=iceberg_schema(), partition_spec=spec,
-                                 location=f"file://{location}")
     source = bench_dir / "source"
-    table.add_files([f"file://{source / rel}" for rels in manifest["files"].values() for rel in rels])
-    table = catalog.load_table(f"{NAMESPACE}.{TABLE_NAME}")
-    files = iceberg_files(table)
+    table = register_files(sql_catalog(workdir), NAMESPACE, TABLE_NAME, iceberg_schema(), "event_date", location,
+                           [f"file://{source / rel}" for rels in manifest["files"].values() for rel in rels])
+    files = iceberg_files(table, "event_date")
     return {
         "register_seconds": round(time.perf_counter() - started, 1),
         "input_bytes": sum(f["size"] for f in files),
@@ -417,17 +353,6 @@ def register_table(workdir: Path, bench_dir: Path, manifest: dict[str, Any]) -> 
         "metadata_location": table.metadata_location,
         "data_dir": str(location / "data"),
     }
-
-
-def iceberg_files(table: Any) -> list[dict[str, Any]]:
-    out = []
-    for row in table.inspect.files().select(["content", "file_path", "file_size_in_bytes", "partition", "record_count"]).to_pylist():
-        if row["content"] != 0:
-            continue
-        value = row["partition"]["event_date"]
-        out.append({"path": row["file_path"], "size": row["file_size_in_bytes"], "rows": row["record_count"],
-                    "partition": value.isoformat() if value is not None else "null"})
-    return out
 
 
 # --------------------------------------------------------------------------- children
@@ -482,13 +407,12 @@ def run_method(method: str, workdir: Path, bench_dir: Path, manifest: dict[str, 
     started = time.perf_counter()
     if method == "lakehouse":
         setup = json.loads((workdir / "setup.json").read_text())
-        con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
-        duckdb_settings(con, args.memory_limit, args.threads)
-        con.execute(f"LOAD {quote(args.extension)}")
+        con = lakehouse_connection(args.extension, *duckdb_settings(args.memory_limit, args.threads))
         outputs = count_files(Path(setup["data_dir"]), "*/*-compacted.parquet")
     else:
         con = duckdb.connect()
-        duckdb_settings(con, args.memory_limit, args.threads)
+        for statement in duckdb_settings(args.memory_limit, args.threads):
+            con.execute(statement)
         out = workdir / "out"
         out.mkdir(parents=True, exist_ok=True)
         outputs = count_files(out, "*/*.parquet")
@@ -498,12 +422,10 @@ def run_method(method: str, workdir: Path, bench_dir: Path, manifest: dict[str, 
     cpu_before = cpu_seconds()
     with Sampler(con, outputs) as sampler:
         if method == "lakehouse":
-            cursor = con.execute(
+            result["result_rows"] = fetch_dicts(con.execute(
                 f"SELECT * FROM lakehouse_compact({quote(f'{NAMESPACE}.{TABLE_NAME}')}, "
                 f"catalog_uri := {quote(catalog_uri(workdir))}, target_file_size_mb := {TARGET_FILE_SIZE_MB})"
-            )
-            names = [d[0] for d in cursor.description]
-            result["result_rows"] = [dict(zip(names, r)) for r in cursor.fetchall()]
+            ))
         else:
             source = bench_dir / "source"
             for date, rels in manifest["files"].items():
@@ -532,6 +454,9 @@ def run_method(method: str, workdir: Path, bench_dir: Path, manifest: dict[str, 
         "outputs_at_peak": peak[4] if peak else None,
         "duckdb_memory_peak_mib": max((s[2] for s in samples), default=None),
         "duckdb_temp_peak_mib": max((s[3] for s in samples), default=None),
+        # RSS drift: median VmRSS over the first and the last fifth of the call
+        "rss_first_fifth_mib": statistics.median(s[1] for s in samples[: max(1, len(samples) // 5)]) if samples else None,
+        "rss_last_fifth_mib": statistics.median(s[1] for s in samples[-max(1, len(samples) // 5):]) if samples else None,
     })
     return result
 
@@ -541,16 +466,15 @@ def validate(method: str, workdir: Path, bench_dir: Path, manifest: dict[str, An
     out: dict[str, Any] = {}
     if method == "lakehouse":
         table = sql_catalog(workdir).load_table(f"{NAMESPACE}.{TABLE_NAME}")
-        files = iceberg_files(table)
+        files = iceberg_files(table, "event_date")
         source = str(bench_dir / "source")
         new = [f for f in files if source not in f["path"]]
         out["live_source_files"] = len(files) - len(new)
         out["files_after"] = len(files)
         out["partitions_after"] = len({f["partition"] for f in files})
-        out["sizes"] = [f["size"] for f in new]
+        sizes = [f["size"] for f in new]
         out["metadata_location"] = table.metadata_location
-        snapshot = table.current_snapshot()
-        out["snapshot_operation"] = str(snapshot.summary.operation.value) if snapshot and snapshot.summary else None
+        out["snapshot_operation"] = snapshot_operation(table)
         con = iceberg_connection()
         out["checksums"] = checksum(con, f"iceberg_scan({quote(table.metadata_location)})")
         con.close()
@@ -560,11 +484,11 @@ def validate(method: str, workdir: Path, bench_dir: Path, manifest: dict[str, An
         outputs = sorted((workdir / "out").glob("*/*.parquet"))
         out["files_after"] = len(outputs)
         out["partitions_after"] = len({p.parent.name for p in outputs})
-        out["sizes"] = [p.stat().st_size for p in outputs]
+        sizes = [p.stat().st_size for p in outputs]
         con = duckdb.connect()
         out["checksums"] = checksum(con, f"read_parquet({quote_list([str(p) for p in outputs])})")
         con.close()
-    out["spread"] = size_spread(out["sizes"], target)
+    out["spread"] = size_spread(sizes, target, SIZE_TOLERANCE)
     out["problems"] = compare_checksums(out["checksums"], manifest["checksums"])
     return out
 
@@ -589,16 +513,22 @@ def child(args: argparse.Namespace) -> int:
 
 
 def run_phase(method: str, phase: str, workdir: Path, args: argparse.Namespace, extension: Path, attempt: int = 1) -> dict[str, Any]:
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", phase, "--method", method, "--attempt", str(attempt),
-               "--workdir", str(workdir),
-               "--dir", str(Path(args.dir).resolve()), "--extension", str(extension), "--memory-limit", args.memory_limit,
-               "--threads", str(args.threads)]
-    env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "error"))
-    proc = subprocess.run(command, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stderr or "").splitlines()[-30:])
-        raise RuntimeError(f"{method} {phase} failed (exit {proc.returncode}):\n{tail}")
-    return json.loads((workdir / f"{phase}.json").read_text())
+    return benchlib.run_phase(__file__, method, phase, workdir, Path(args.dir).resolve(), extension,
+                              ["--attempt", str(attempt), "--memory-limit", args.memory_limit, "--threads", str(args.threads)])
+
+
+def progress(phase: str, out: dict[str, Any], setup: dict[str, Any]) -> str:
+    """What the parent prints after a phase."""
+    if phase == "setup":
+        return f"    registered in {out['register_seconds']} s; compacting …"
+    if phase == "run":
+        return (f"    {out['seconds']:.1f} s, {setup['input_bytes'] / MIB / out['seconds']:.1f} MiB/s, peak RSS "
+                f"{out['peak_rss_kib'] / 1024:,.0f} MiB (ready {out['ready']['hwm_kib'] / 1024:,.0f} MiB, DuckDB-accounted "
+                f"peak {out['duckdb_memory_peak_mib']} MiB, spilled {out['duckdb_temp_peak_mib']} MiB); validating …")
+    sp = out["spread"]
+    status = "ok" if not out["problems"] else "MISMATCH: " + "; ".join(out["problems"])
+    return (f"    {out['checksums']['rows']:,} rows; {sp['count']} output files, {sp['on_target_share']:.0%} within "
+            f"±25 %, {sp['min_mib']:.1f} / {sp['median_mib']:.1f} / {sp['max_mib']:.1f} MiB: {status}")
 
 
 def yes(ok: bool) -> str:
@@ -629,7 +559,8 @@ def report(results: dict[str, list[dict[str, Any]]], manifest: dict[str, Any], f
         "`SqlCatalog`, files registered with `add_files`) for lakehouse; the same files for the floor.",
         "",
         f"Each method in a fresh process with `SET memory_limit = '{facts['memory_limit']}'` (DuckDB: "
-        f"{limit_mib:,.1f} MiB) and `SET threads = {facts['threads']}`; {facts['repeat']} run(s) each, fastest shown (CPU s: user + system seconds of the process during the call). "
+        f"{limit_mib:,.1f} MiB) and `SET threads = {facts['threads']}`; {facts['repeat']} run(s) each, fastest shown "
+        "(CPU s: user + system seconds of the process during the call). "
         "Peak RSS = the process's VmHWM (Python, DuckDB and the extension included); *ready* = its RSS after "
         "connect, SET and LOAD, before the call: the fixed margin allowed over the limit.",
         "",
@@ -667,6 +598,9 @@ def report(results: dict[str, list[dict[str, Any]]], manifest: dict[str, Any], f
             overhead = (ours["run"]["seconds"] - floor) / floor
             lines.append(f"| throughput within {FLOOR_OVERHEAD_GOAL:.0%} of the floor (fastest wall time over the floor's) | "
                          f"{overhead:+.1%} | {yes(overhead <= FLOOR_OVERHEAD_GOAL)} |")
+            med = statistics.median(x["run"]["seconds"] for x in results["lakehouse"]) / statistics.median(
+                x["run"]["seconds"] for x in results["floor"]) - 1
+            lines.append(f"| (the same on the median wall time of each method's runs) | {med:+.1%} | {yes(med <= FLOOR_OVERHEAD_GOAL)} |")
             cpu = min(x["run"]["cpu_seconds"] for x in results["lakehouse"]) / min(x["run"]["cpu_seconds"] for x in results["floor"]) - 1
             lines.append(f"| (the same on CPU seconds, less sensitive to other work on the machine) | {cpu:+.1%} | "
                          f"{yes(cpu <= FLOOR_OVERHEAD_GOAL)} |")
@@ -680,14 +614,16 @@ def report(results: dict[str, list[dict[str, Any]]], manifest: dict[str, Any], f
 
     lines += ["", "## Validation and memory over time", "",
               "| method | rows (source " f"{manifest['checksums']['rows']:,}" ") | rows & checksums equal | files before → after | "
-              "partitions after | peak RSS sampled at | outputs existing then |", "|---|---:|:---:|---|---:|---:|---:|"]
+              "partitions after | peak RSS sampled at | outputs existing then | median RSS first → last fifth MiB |",
+              "|---|---:|:---:|---|---:|---:|---:|---:|"]
     for method, runs in results.items():
         r = runs[-1]
         val, run = r["validate"], r["run"]
         ok = "yes" if not val["problems"] else "**no**: " + "; ".join(val["problems"])
         lines.append(
             f"| {LABELS[method]} | {val['checksums']['rows']:,} | {ok} | {r['setup']['input_files']} → {val['files_after']} | "
-            f"{val['partitions_after']} | {run['sampled_peak_at_seconds']} s of {run['seconds']:.0f} s | {run['outputs_at_peak']} |"
+            f"{val['partitions_after']} | {run['sampled_peak_at_seconds']} s of {run['seconds']:.0f} s | {run['outputs_at_peak']} | "
+            + (f"{run['rss_first_fifth_mib']:,.0f} → {run['rss_last_fifth_mib']:,.0f} |" if run.get("rss_last_fifth_mib") else "– |")
         )
     if "lakehouse" in results:
         r = results["lakehouse"][-1]
@@ -703,6 +639,18 @@ def report(results: dict[str, list[dict[str, Any]]], manifest: dict[str, Any], f
                   f"{r['validate'].get('live_source_files')} source files still live."]
     lines += ["", "## Methods", ""] + [f"- **{LABELS[m]}**: {WHAT[m]}" for m in results]
     lines += ["", "Timelines of VmRSS, DuckDB's accounting and outputs written: `<dir>/runs/<method>-<run>-timeline.csv`.", ""]
+    if "lakehouse" in results and "floor" in results:
+        floor_cpu = min(x["run"]["cpu_seconds"] for x in results["floor"])
+        spun = [x["run"] for x in results["lakehouse"] if x["run"]["cpu_seconds"] > SPIN_CPU_RATIO * floor_cpu]
+        if spun:
+            cpus = ", ".join(f"{r['cpu_seconds']:.0f} s" for r in spun)
+            lines += ["## Runs with twice the CPU", "", f"{len(spun)} of {len(results['lakehouse'])} lakehouse run(s) used more "
+                      f"than {SPIN_CPU_RATIO:g}× the floor's CPU seconds ({cpus} vs "
+                      f"{floor_cpu:.0f} s) for the same work. In such runs (seen with `perf`) the host's client thread (Python's "
+                      "`execute`) busy-polls the outer query — `pthread_mutex_lock`/`unlock`, `ClientContext::ExecuteTaskInternal`, "
+                      "`take_gil` — while DuckDB's one worker thread runs `lakehouse_compact` and, inside it, every nested COPY "
+                      "alone: which thread gets the function's init (the work) is a race between DuckDB's pipeline tasks. The "
+                      "rewrite then runs on one thread and a core is burnt waiting.", ""]
     if facts.get("notes"):
         lines += ["## Notes", "", facts["notes"], ""]
     return "\n".join(lines)
@@ -741,40 +689,15 @@ def main(argv: list[str] | None = None) -> int:
 
     began = time.perf_counter()
     extension = extension_path(args.extension)
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    if unknown := set(methods) - set(METHODS):
-        raise SystemExit(f"unknown methods: {sorted(unknown)}")
-    if "lakehouse" in methods and not extension.is_file():
-        raise SystemExit(f"lakehouse extension {extension} does not exist: build it first (make)")
+    methods = selected_methods(args.methods, METHODS, extension)
     bench_dir = Path(args.dir).resolve()
     manifest = build_source(bench_dir, args.gib, args.partitions, args.rebuild)
     if failed := check_source(manifest, args.gib, args.partitions):
         raise SystemExit("source data does not meet the requirements: " + "; ".join(failed))
 
-    results: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
-    for attempt in range(args.repeat):
-        for method in methods:
-            workdir = bench_dir / "runs" / method
-            shutil.rmtree(workdir, ignore_errors=True)
-            workdir.mkdir(parents=True)
-            print(f"[{attempt + 1}/{args.repeat}] {method}: setup …", flush=True)
-            setup = run_phase(method, "setup", workdir, args, extension)
-            os.sync()  # nothing of the setup is written back during the timing
-            time.sleep(1)
-            print(f"    registered in {setup['register_seconds']} s; compacting …", flush=True)
-            run = run_phase(method, "run", workdir, args, extension, attempt + 1)
-            print(f"    {run['seconds']:.1f} s, {setup['input_bytes'] / MIB / run['seconds']:.1f} MiB/s, peak RSS "
-                  f"{run['peak_rss_kib'] / 1024:,.0f} MiB (ready {run['ready']['hwm_kib'] / 1024:,.0f} MiB, DuckDB-accounted "
-                  f"peak {run['duckdb_memory_peak_mib']} MiB, spilled {run['duckdb_temp_peak_mib']} MiB); validating …", flush=True)
-            checked = run_phase(method, "validate", workdir, args, extension)
-            sp = checked["spread"]
-            status = "ok" if not checked["problems"] else "MISMATCH: " + "; ".join(checked["problems"])
-            print(f"    {checked['checksums']['rows']:,} rows; {sp['count']} output files, {sp['on_target_share']:.0%} within "
-                  f"±25 %, {sp['min_mib']:.1f} / {sp['median_mib']:.1f} / {sp['max_mib']:.1f} MiB: {status}", flush=True)
-            checked.pop("sizes", None)
-            results[method].append({"setup": setup, "run": run, "validate": checked})
-            if not args.keep:
-                shutil.rmtree(workdir, ignore_errors=True)
+    results = run_methods(methods, args.repeat, bench_dir, args.keep,
+                          lambda method, phase, workdir, attempt: run_phase(method, phase, workdir, args, extension, attempt),
+                          progress)
 
     import duckdb
     import pyiceberg
@@ -794,22 +717,14 @@ def main(argv: list[str] | None = None) -> int:
         "limit_bytes": limit_bytes(args.memory_limit),
         "threads": args.threads,
         "when": dt.date.today().isoformat(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / GIB:.0f} GiB RAM, "
-                   f"Python {platform.python_version()}",
+        "machine": machine(ram=True),
         "extension": os.path.relpath(extension, REPO_ROOT),
         "duckdb": duckdb.__version__,
         "pyiceberg": pyiceberg.__version__,
         "total_minutes": (time.perf_counter() - began) / 60,
         "notes": args.notes,
     }
-    markdown = report(results, manifest, facts)
-    print()
-    print(markdown)
-    output = Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(markdown)
-    (bench_dir / "results.json").write_text(json.dumps({"facts": facts, "results": results}, indent=2, default=str))
-    print(f"written to {output}")
+    write_report(report(results, manifest, facts), args.output, bench_dir / "results.json", {"facts": facts, "results": results})
     return 0
 
 
