@@ -53,6 +53,7 @@ pub mod profile;
 pub mod report;
 pub mod runtime;
 pub mod serve;
+pub mod spark;
 pub mod store;
 pub mod table;
 

@@ -85,6 +85,10 @@ pub struct PartitionLine {
     pub bytes_consolidated: u64,
     /// What was done, in words.
     pub action: String,
+    /// Who rewrote it (`local`, `spark`; `None`: not compacted).
+    pub executor: Option<String>,
+    /// Why that executor, and what Spark did.
+    pub executor_reason: Option<String>,
 }
 
 /// The whole scorecard of one run.

@@ -8,7 +8,8 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use crate::action::compact::{CompactionReport, GroupFiles, compact};
+use crate::action::compact::{CompactionReport, GroupFiles};
+use crate::action::executor::{Executed, ExecutorOptions, Opened, compact_with_executor};
 use crate::action::expire::{ExpiryOptions, ExpiryReport, expire, retention_days_in_force};
 use crate::action::rewrite_manifests::{
     ManifestsToMerge, RewriteManifestsOptions, RewriteManifestsReport, rewrite_manifests,
@@ -33,6 +34,8 @@ pub struct GateOptions {
     pub locate: LocateOptions,
     /// Thresholds, target and limits of the compaction.
     pub compaction: CompactionOptions,
+    /// Who rewrites: here, Spark, or by size.
+    pub executor: ExecutorOptions,
     /// Retention of the expiry (its `dry_run` is the gate's).
     pub expiry: ExpiryOptions,
     /// Plan only: change nothing, post nothing.
@@ -239,48 +242,82 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         Table::Iceberg { table, .. } => table.require_rewritable(),
         Table::Delta(table) => crate::action::compact_delta::check_protocol(table),
     };
-    let plan = match rewritable {
-        Ok(()) => compact(&table, &options.compaction, true, host, None)?,
+    let compact_with = |dry_run: bool, ratio: Option<f64>| {
+        compact_with_executor(
+            Opened { table: &table, name: &options.table, locate: &options.locate },
+            &options.compaction,
+            &options.executor,
+            dry_run,
+            host,
+            ratio,
+        )
+    };
+    let planned = match rewritable {
+        Ok(()) => compact_with(true, None)?,
         Err(why) => {
             let mut plans = crate::plan::compaction::plan(&before_files, &options.compaction, 1.0);
             plans.iter_mut().filter(|p| p.verdict == Verdict::Compact).for_each(|p| p.skip(why.message()));
-            CompactionReport {
-                plans,
-                snapshot_id: None,
-                metadata_location: None,
-                dry_run: true,
-                output_ratio: None,
-                written: Vec::new(),
-                groups: Vec::new(),
+            Executed {
+                report: CompactionReport {
+                    plans,
+                    snapshot_id: None,
+                    metadata_location: None,
+                    dry_run: true,
+                    output_ratio: None,
+                    written: Vec::new(),
+                    groups: Vec::new(),
+                },
+                routes: Default::default(),
+                spark: Default::default(),
             }
         }
     };
+    let plan = &planned.report;
     let compacting: HashSet<PartitionKey> =
         plan.plans.iter().filter(|p| p.verdict == Verdict::Compact).map(|p| p.key.clone()).collect();
-    // The measured scans cover a bounded sample of the rewrite groups ([`scan_sample`]).
+    // The measured scans cover a bounded sample of the rewrite groups ([`scan_sample`]) this
+    // session rewrites (groups are in plan order; Spark's partitions are not sampled).
+    let local_groups: Vec<GroupFiles> = plan
+        .plans
+        .iter()
+        .filter(|p| p.verdict == Verdict::Compact)
+        .flat_map(|p| {
+            let local = planned.routes.get(&p.key).is_none_or(|r| !r.spark);
+            std::iter::repeat_n(local, p.groups.len())
+        })
+        .zip(&plan.groups)
+        .filter(|(local, _)| *local)
+        .map(|(_, g)| g.clone())
+        .collect();
     let sampled: Vec<GroupFiles> =
-        scan_sample(&plan.groups, SCAN_SAMPLE_BYTES).into_iter().map(|g| plan.groups[g].clone()).collect();
+        scan_sample(&local_groups, SCAN_SAMPLE_BYTES).into_iter().map(|g| local_groups[g].clone()).collect();
     let measure = options.measure_speedup && !options.dry_run && !sampled.is_empty();
     let before_paths: Vec<String> =
         if measure { sampled.iter().flat_map(|g| g.inputs.clone()).collect() } else { Vec::new() };
     let sampled_bytes: u64 = sampled.iter().map(|g| g.input_bytes).sum();
-    let planned_bytes: u64 = plan.groups.iter().map(|g| g.input_bytes).sum();
+    let planned_bytes: u64 = local_groups.iter().map(|g| g.input_bytes).sum();
     let scan_before = if measure {
         let conn = host.connect()?;
         Some(scan(&conn, &table, &before_paths, SCAN_RUNS)?)
     } else {
         None
     };
-    let report = if options.dry_run || compacting.is_empty() {
-        plan
+    let executed = if options.dry_run || compacting.is_empty() {
+        planned
     } else {
         // The plan's measured ratio, so the run compacts what the plan (and the scan) covered.
-        compact(&table, &options.compaction, false, host, plan.output_ratio)?
+        compact_with(false, plan.output_ratio)?
     };
+    // A Spark rewrite that failed, broke off or overstepped: raised (the caller posts the alert)
+    // before any expiry or manifest merge of ours runs.
+    if let Some(error) = executed.failure_error() {
+        return Err(Error::new(error.kind(), format!("{}; nothing was expired", error.message())));
+    }
+    let report = &executed.report;
     // After a commit the table is read again: the state it committed, and what history to retire.
-    let reopened = match &report.metadata_location {
-        Some(_) => Some(Table::open(&options.table, &options.locate)?),
-        None => None,
+    let reopened = match executed.committed() {
+        true => Some(Table::open(&options.table, &options.locate)?),
+        false => None,
     };
     let after_table = reopened.as_ref().unwrap_or(&table);
     let after_files = match &reopened {
@@ -325,13 +362,14 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         _ => (None, None),
     };
 
-    crate::interrupt::check(&match report.snapshot_id {
+    let compaction_snapshot_id = report.snapshot_id.or_else(|| executed.spark_snapshots().last().copied());
+    crate::interrupt::check(&match compaction_snapshot_id {
         Some(id) => format!("the compaction committed snapshot {id} (which stands); nothing was expired"),
         None => "nothing was committed".to_string(),
     })?;
     // Small manifests merged when they are bloated as data files are degraded (Iceberg; Delta's
     // log is compacted by its checkpoints).
-    let manifests = merge_manifests(after_table, options).map_err(|e| match report.snapshot_id {
+    let manifests = merge_manifests(after_table, options).map_err(|e| match compaction_snapshot_id {
         Some(id) => Error::new(
             e.kind(),
             format!("the manifest rewrite failed after the compaction committed snapshot {id} (which stands): {e}"),
@@ -344,7 +382,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     };
     let after_table = remerged.as_ref().unwrap_or(after_table);
     crate::interrupt::check("the maintenance committed so far stands; nothing was expired")?;
-    let retired = retire_history(after_table, options, host).map_err(|e| match report.snapshot_id {
+    let retired = retire_history(after_table, options, host).map_err(|e| match compaction_snapshot_id {
         Some(id) => {
             let (step, commit) = match after_table.format() {
                 TableFormat::Iceberg => ("snapshot expiry", "snapshot"),
@@ -380,16 +418,27 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
             (Verdict::Healthy, _) => LineVerdict::Healthy,
             (Verdict::Skipped, _) => LineVerdict::Skipped,
         };
-        let action = if compacted {
-            format!(
-                "{} {} small files into {} file{}",
+        let route = executed.routes.get(&p.key).filter(|_| compacted);
+        let spark = executed.spark.get(&p.key);
+        let action = match (compacted, spark) {
+            (true, Some(o)) => match o.snapshot_id {
+                Some(id) => format!(
+                    "Spark rewrote {} small files into {} file{} (snapshot {id})",
+                    o.files_rewritten,
+                    o.files_added,
+                    if o.files_added == 1 { "" } else { "s" }
+                ),
+                None => "Spark found nothing to rewrite".into(),
+            },
+            (true, None) => format!(
+                "{} {} small files into {} file{}{}",
                 if options.dry_run { "would rewrite" } else { "rewrote" },
                 p.input_files(),
                 p.groups.len(),
-                if p.groups.len() == 1 { "" } else { "s" }
-            )
-        } else {
-            "none".into()
+                if p.groups.len() == 1 { "" } else { "s" },
+                if route.is_some_and(|r| r.spark) { " on Spark" } else { "" }
+            ),
+            (false, _) => "none".into(),
         };
         lines.push(PartitionLine {
             partition: p.partition.clone(),
@@ -402,13 +451,15 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
             small_files_after: small_after,
             ratio_before: b.map_or(0.0, |b| b.fragmentation_ratio),
             ratio_after,
-            bytes_consolidated: p.bytes_to_rewrite,
+            bytes_consolidated: spark.map_or(p.bytes_to_rewrite, |o| o.bytes_rewritten),
             action,
+            executor: route.map(|r| if r.spark { "spark" } else { "local" }.to_string()),
+            executor_reason: route.map(|r| r.why.clone()),
         });
     }
     let compacted_lines: Vec<&PartitionLine> = lines.iter().filter(|l| l.bytes_consolidated > 0).collect();
     let manifest_snapshot_id = manifests.as_ref().and_then(|m| m.snapshot_id);
-    let changed = report.snapshot_id.is_some() || manifest_snapshot_id.is_some() || retired.changed;
+    let changed = executed.committed() || manifest_snapshot_id.is_some() || retired.changed;
     let merged_groups = manifests.iter().flat_map(|m| &m.groups).filter(|g| g.merges());
     let status = if options.dry_run {
         RunStatus::DryRun
@@ -446,7 +497,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         scan_share: if scan_after.is_some() { sampled_bytes as f64 / planned_bytes.max(1) as f64 } else { 0.0 },
         scan_before,
         scan_after,
-        compaction_snapshot_id: report.snapshot_id,
+        compaction_snapshot_id,
         manifests_merged: merged_groups.clone().map(|g| g.small_manifests).sum(),
         manifests_written: merged_groups.map(|g| g.outputs()).sum(),
         manifest_snapshot_id,

@@ -2,6 +2,7 @@
 
 pub mod compact;
 pub mod compact_delta;
+pub mod executor;
 pub mod expire;
 pub mod gate;
 pub mod orphans;

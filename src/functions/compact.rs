@@ -1,16 +1,21 @@
 //! `lakehouse_compact(table, small_file_threshold_mb := 64, fragmentation_ratio_threshold := 0.35,
 //! target_file_size_mb := 128, min_input_files := 2, partitions := NULL, apply_deletes := true,
+//! executor := 'local', spark_remote := NULL, spark_catalog := NULL, local_max_partition_mb := 10240,
 //! dry_run := false, …)`: bin-pack compaction of degraded partitions (merge-on-read ones with
-//! their delete files applied), one row per partition considered.
+//! their delete files applied), here or on Spark ([`crate::action::executor`]), one row per
+//! partition considered.
 
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
 use super::args::{Args, TABLE_PARAMETERS, THRESHOLD_PARAMETERS, named};
 use super::{Cell, RowFunction};
-use crate::action::compact::compact;
+use crate::action::executor::{
+    DEFAULT_LOCAL_MAX_PARTITION_MB, ExecutorKind, ExecutorOptions, Opened, SparkTarget, compact_with_executor,
+};
 use crate::duck::HostDb;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::plan::compaction::{CompactionOptions, Verdict};
+use crate::spark::Remote;
 use crate::table::LocateOptions;
 
 /// Parsed arguments.
@@ -18,6 +23,7 @@ pub struct CompactInput {
     table: String,
     locate: LocateOptions,
     options: CompactionOptions,
+    executor: ExecutorOptions,
     dry_run: bool,
 }
 
@@ -27,6 +33,41 @@ pub struct Compact;
 /// The compaction's named parameters besides the thresholds, `dry_run` and the table ones.
 pub const COMPACTION_PARAMETERS: [&str; 4] = ["target_file_size_mb", "min_input_files", "partitions", "apply_deletes"];
 
+/// Who rewrites ([`crate::action::executor`]).
+pub const EXECUTOR_PARAMETERS: [&str; 4] = ["executor", "spark_remote", "spark_catalog", "local_max_partition_mb"];
+
+/// Reads [`EXECUTOR_PARAMETERS`], validated. `spark_remote` defaults to `SPARK_REMOTE` (as in
+/// Spark's own clients); it may hold credentials, so it is never shown.
+pub fn executor_options(args: &Args) -> Result<ExecutorOptions> {
+    let kind = match args.opt_string("executor", false)? {
+        Some(text) => ExecutorKind::parse(&text)?,
+        None => ExecutorKind::Local,
+    };
+    let local_max_partition_mb = args.f64("local_max_partition_mb", DEFAULT_LOCAL_MAX_PARTITION_MB)?;
+    if !(local_max_partition_mb.is_finite() && local_max_partition_mb > 0.0) {
+        return Err(Error::invalid(format!(
+            "local_max_partition_mb must be a positive number of MiB, got {local_max_partition_mb}"
+        )));
+    }
+    let remote = args
+        .opt_string("spark_remote", true)?
+        .or_else(|| std::env::var("SPARK_REMOTE").ok().filter(|v| !v.trim().is_empty()));
+    let catalog = args.opt_string("spark_catalog", false)?;
+    if catalog.as_deref().is_some_and(|c| c.trim().is_empty()) {
+        return Err(Error::invalid("spark_catalog must not be empty"));
+    }
+    let spark = match (kind, remote) {
+        (ExecutorKind::Local, _) => None,
+        (_, None) => {
+            return Err(Error::invalid(
+                "executor := 'spark' or 'auto' needs spark_remote (or the SPARK_REMOTE variable), e.g. 'sc://localhost:15002'",
+            ));
+        }
+        (_, Some(remote)) => Some(SparkTarget { remote: Remote::parse(&remote)?, catalog }),
+    };
+    Ok(ExecutorOptions { kind, spark, local_max_partition_mb })
+}
+
 /// Reads the thresholds and [`COMPACTION_PARAMETERS`], validated.
 pub fn compaction_options(args: &Args) -> Result<CompactionOptions> {
     let options = CompactionOptions {
@@ -35,6 +76,7 @@ pub fn compaction_options(args: &Args) -> Result<CompactionOptions> {
         min_input_files: args.i64_in("min_input_files", 2, 2, i64::from(u32::MAX))? as u64,
         partitions: args.opt_string_list("partitions")?,
         apply_deletes: args.bool("apply_deletes", true)?,
+        excluded: Vec::new(),
     };
     options.validate()?;
     Ok(options)
@@ -47,6 +89,7 @@ impl RowFunction for Compact {
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
         let mut names = THRESHOLD_PARAMETERS.to_vec();
         names.extend(COMPACTION_PARAMETERS);
+        names.extend(EXECUTOR_PARAMETERS);
         names.push("dry_run");
         names.extend(TABLE_PARAMETERS);
         named(&names)
@@ -70,23 +113,43 @@ impl RowFunction for Compact {
             ("metadata_location", Varchar),
             ("delete_files", Bigint),
             ("delete_files_removed", Bigint),
+            ("executor", Varchar),
+            ("executor_reason", Varchar),
         ]
     }
 
     fn parse(args: &Args) -> Result<Self::Input> {
         let table = args.required_string(0, "table")?;
         let options = compaction_options(args)?;
-        Ok(CompactInput { table, locate: args.locate_options()?, options, dry_run: args.bool("dry_run", false)? })
+        Ok(CompactInput {
+            table,
+            locate: args.locate_options()?,
+            options,
+            executor: executor_options(args)?,
+            dry_run: args.bool("dry_run", false)?,
+        })
     }
 
     fn run(input: &Self::Input, host: &HostDb) -> Result<Vec<Vec<Cell>>> {
-        let report = compact(
-            &crate::table::Table::open(&input.table, &input.locate)?,
+        let table = crate::table::Table::open(&input.table, &input.locate)?;
+        let executed = compact_with_executor(
+            Opened { table: &table, name: &input.table, locate: &input.locate },
             &input.options,
+            &input.executor,
             input.dry_run,
             host,
             None,
         )?;
+        if let Some(error) = executed.failure_error() {
+            return Err(error);
+        }
+        // Spark's partitions: files after from the table as Spark left it.
+        let after = if executed.spark.values().any(|o| o.snapshot_id.is_some()) {
+            crate::table::Table::open(&input.table, &input.locate)?.profile(&input.options.thresholds)?
+        } else {
+            Vec::new()
+        };
+        let report = &executed.report;
         Ok(report
             .plans
             .iter()
@@ -98,22 +161,46 @@ impl RowFunction for Compact {
                     (Verdict::Compact, false) => "compacted",
                     (other, _) => other.as_str(),
                 };
+                let route = executed.routes.get(&p.key).filter(|_| p.verdict == Verdict::Compact);
+                let spark = executed.spark.get(&p.key);
+                let (files_after, outputs, bytes, snapshot, location) = match spark {
+                    Some(o) => (
+                        after
+                            .iter()
+                            .find(|a| a.key == p.key)
+                            .map_or(p.files_before - o.files_rewritten + o.files_added, |a| a.total_files),
+                        o.files_added,
+                        o.bytes_rewritten,
+                        o.snapshot_id,
+                        None,
+                    ),
+                    None => (
+                        p.files_after(),
+                        p.groups.len() as u64,
+                        p.bytes_to_rewrite,
+                        report.snapshot_id,
+                        report.metadata_location.clone(),
+                    ),
+                };
+                let input_files = spark.map_or(p.input_files(), |o| o.files_rewritten);
                 vec![
                     Cell::Text(p.partition.clone()),
                     Cell::Int(p.spec_id),
                     Cell::Text(verdict.to_string()),
                     Cell::Text(p.reason.clone()),
                     Cell::BigInt(p.files_before as i64),
-                    Cell::BigInt(p.files_after() as i64),
+                    Cell::BigInt(files_after as i64),
                     Cell::BigInt(p.small_files_before as i64),
-                    Cell::BigInt(p.input_files() as i64),
-                    Cell::BigInt(p.groups.len() as i64),
-                    Cell::BigInt(p.bytes_to_rewrite as i64),
+                    Cell::BigInt(input_files as i64),
+                    Cell::BigInt(outputs as i64),
+                    Cell::BigInt(bytes as i64),
                     Cell::Bool(report.dry_run),
-                    report.snapshot_id.map_or(Cell::Null, Cell::BigInt),
-                    report.metadata_location.clone().map_or(Cell::Null, Cell::Text),
+                    snapshot.map_or(Cell::Null, Cell::BigInt),
+                    location.map_or(Cell::Null, Cell::Text),
                     Cell::BigInt(p.delete_files as i64),
                     Cell::BigInt(p.delete_files_removed as i64),
+                    route.map_or(Cell::Null, |r| Cell::Text(if r.spark { "spark" } else { "local" }.into())),
+                    route.map_or(Cell::Null, |r| Cell::Text(r.why.clone())),
                 ]
             })
             .collect())

@@ -59,6 +59,7 @@ pub fn parse_options(options: Option<&str>) -> Result<(LocateOptions, Compaction
         min_input_files,
         partitions,
         apply_deletes: map.boolean("apply_deletes", true)?,
+        excluded: Vec::new(),
     };
     options.validate()?;
     Ok((map.locate_options()?, options, map.boolean("dry_run", false)?))

@@ -6,7 +6,7 @@
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
 use super::args::{Args, TABLE_PARAMETERS, THRESHOLD_PARAMETERS, named};
-use super::compact::{COMPACTION_PARAMETERS, compaction_options};
+use super::compact::{COMPACTION_PARAMETERS, EXECUTOR_PARAMETERS, compaction_options, executor_options};
 use super::expire_snapshots::{EXPIRY_PARAMETERS, expiry_options};
 use super::{Cell, RowFunction};
 use crate::action::gate::{GateOptions, run_gate};
@@ -50,6 +50,7 @@ pub fn qualified_name(text: &str) -> Result<String> {
 pub(crate) fn gate_parameter_names() -> Vec<&'static str> {
     let mut names = THRESHOLD_PARAMETERS.to_vec();
     names.extend(COMPACTION_PARAMETERS);
+    names.extend(EXECUTOR_PARAMETERS);
     names.extend(EXPIRY_PARAMETERS);
     names.extend(GATE_PARAMETERS);
     names.extend(TABLE_PARAMETERS);
@@ -67,6 +68,7 @@ pub(crate) fn gate_options(args: &Args, table: String) -> Result<(GateOptions, O
         table,
         locate: args.locate_options()?,
         compaction: compaction_options(args)?,
+        executor: executor_options(args)?,
         expiry: expiry_options(args, dry_run)?,
         dry_run,
         webhook,
@@ -115,7 +117,7 @@ impl RowFunction for Gate {
 }
 
 /// The scorecard's columns (also the history table's).
-pub const COLUMNS: [(&str, LogicalTypeId); 37] = {
+pub const COLUMNS: [(&str, LogicalTypeId); 39] = {
     use LogicalTypeId::*;
     [
         ("execution_id", Varchar),
@@ -155,6 +157,8 @@ pub const COLUMNS: [(&str, LogicalTypeId); 37] = {
         ("manifests_merged", Bigint),
         ("manifest_snapshot_id", Bigint),
         ("scan_sample_share", Double),
+        ("executor", Varchar),
+        ("executor_reason", Varchar),
     ]
 };
 
@@ -204,6 +208,7 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
         let mut row = head();
         row.extend((0..12).map(|_| Cell::Null));
         table_level(&mut row);
+        row.extend([Cell::Null, Cell::Null]);
         return vec![row];
     }
     card.partitions
@@ -225,6 +230,10 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
                 Cell::Double(p.bytes_consolidated as f64 / MIB),
             ]);
             table_level(&mut row);
+            row.extend([
+                p.executor.clone().map_or(Cell::Null, Cell::Text),
+                p.executor_reason.clone().map_or(Cell::Null, Cell::Text),
+            ]);
             row
         })
         .collect()

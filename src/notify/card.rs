@@ -259,6 +259,8 @@ mod tests {
                     ratio_after: 0.5,
                     bytes_consolidated: if i % 3 == 0 { 5 * 1024 * 1024 } else { 0 },
                     action: "x".into(),
+                    executor: None,
+                    executor_reason: None,
                 })
                 .collect(),
             partitions_degraded: 1,

@@ -29,6 +29,8 @@ pub struct CompactionOptions {
     pub partitions: Option<Vec<String>>,
     /// Rewrite partitions that delete files apply to, with the deletes applied (else skip them).
     pub apply_deletes: bool,
+    /// Partitions another executor rewrites (Spark, [`crate::action::executor`]): left alone here.
+    pub excluded: Vec<PartitionKey>,
 }
 
 impl Default for CompactionOptions {
@@ -39,6 +41,7 @@ impl Default for CompactionOptions {
             min_input_files: 2,
             partitions: None,
             apply_deletes: true,
+            excluded: Vec::new(),
         }
     }
 }
@@ -178,6 +181,8 @@ pub fn plan_naming_deletes(
             let selected = options.partitions.as_ref().is_none_or(|list| list.iter().any(|l| l == &p.partition));
             if !selected {
                 plan.reason = "skipped: not in the partitions list".into();
+            } else if options.excluded.contains(&p.key) {
+                plan.reason = "skipped: rewritten by Spark".into();
             } else if !p.requires_compaction {
                 plan.verdict = Verdict::Healthy;
                 plan.reason = format!("healthy: ratio {:.2} < {threshold}", p.fragmentation_ratio);

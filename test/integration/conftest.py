@@ -599,6 +599,9 @@ def clean_catalog_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest
 # would be two fixtures: two warehouses behind one JVM's catalog).
 from spark import spark, spark_warehouse  # noqa: E402, F401
 
+# The Spark Connect server the Spark executor's tests hand rewrites to (test/integration/spark_connect.py).
+from spark_connect import spark_connect, spark_connect_private  # noqa: E402, F401
+
 
 # --------------------------------------------------------------------------- interpreter exit
 

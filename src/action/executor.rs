@@ -1,0 +1,567 @@
+//! Who rewrites a degraded partition: this DuckDB session (`local`), a Spark cluster over Spark
+//! Connect (`spark`), or, per partition, whichever fits its size (`auto`).
+//!
+//! The gate keeps everything but the rewrite: profile, plan, verdicts, the scorecard, alerts and
+//! snapshot expiry stay here. A partition sent to Spark becomes one
+//! `CALL <catalog>.system.rewrite_data_files(table => …, where => <the partition's predicate>,
+//! options => map(…))` ([`crate::spark::predicate`]), run through the catalog both sides share.
+//! After each call the table is read again and every `replace` snapshot Spark committed is
+//! checked: it must add and remove files of that one partition only.
+//!
+//! Safety:
+//! - A partition goes to Spark only when its predicate can select it alone: the table must be
+//!   named through its catalog (Spark finds it by the same name), and no other partition spec
+//!   may have live data files (Iceberg's scan filter cannot tell specs apart: a range on `ts`
+//!   also picks older-spec files whose `ts` bounds overlap it, and Spark would rewrite them).
+//! - Spark unreachable, a failed `CALL`, a call that broke off (its outcome unknown), or a commit
+//!   that touched other partitions: reported per partition, and the caller raises (the gate
+//!   after posting its failure alert) without running its own expiry or manifest merge, so
+//!   nothing of ours deletes files while Spark's outcome is unsettled.
+//! - The local part runs first and commits on its own; Spark's commits are Spark's, each
+//!   atomic (`partial-progress.enabled = false`).
+
+use std::collections::{HashMap, HashSet};
+
+use iceberg::spec::{ManifestStatus, Operation, Struct};
+
+use crate::action::compact::{CompactionReport, compact};
+use crate::duck::HostDb;
+use crate::error::{Error, ErrorKind, Result};
+use crate::plan::compaction::{CompactionOptions, PartitionPlan, Verdict};
+use crate::profile::MIB;
+use crate::spark::predicate::{multipart, partition_predicate, string_literal};
+use crate::spark::{Failure, Remote, Session, first_i64};
+use crate::table::iceberg::IcebergTable;
+use crate::table::{LocateOptions, PartitionKey, Table, partition};
+
+/// `executor := …`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecutorKind {
+    /// Every partition here.
+    Local,
+    /// Every partition on Spark.
+    Spark,
+    /// Partitions whose planned rewrite exceeds `local_max_partition_mb` on Spark, the rest here.
+    Auto,
+}
+
+impl ExecutorKind {
+    /// Parses `local`, `spark`, `auto`.
+    pub fn parse(text: &str) -> Result<Self> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "local" => Ok(Self::Local),
+            "spark" => Ok(Self::Spark),
+            "auto" => Ok(Self::Auto),
+            other => Err(Error::invalid(format!("executor must be 'local', 'spark' or 'auto', got '{other}'"))),
+        }
+    }
+}
+
+/// Where Spark is and what it calls the catalog.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SparkTarget {
+    /// The Spark Connect server.
+    pub remote: Remote,
+    /// Spark's name of the catalog the table is in (`None`: the name we know it by).
+    pub catalog: Option<String>,
+}
+
+/// The executor options of `lakehouse_compact` and `lakehouse_gate`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutorOptions {
+    /// Who rewrites.
+    pub kind: ExecutorKind,
+    /// Spark, for `spark` and `auto`.
+    pub spark: Option<SparkTarget>,
+    /// `auto` sends a partition to Spark when its planned rewrite is larger than this, MiB.
+    pub local_max_partition_mb: f64,
+}
+
+/// `local_max_partition_mb`'s default: 10 GiB, what one node rewrites in a couple of minutes
+/// (bench/results/compact_memory.md: 10 GiB in ~100 s on 2 cores, under 1 GB of memory).
+pub const DEFAULT_LOCAL_MAX_PARTITION_MB: f64 = 10240.0;
+
+impl Default for ExecutorOptions {
+    fn default() -> Self {
+        Self { kind: ExecutorKind::Local, spark: None, local_max_partition_mb: DEFAULT_LOCAL_MAX_PARTITION_MB }
+    }
+}
+
+/// The executor a planned partition got, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Route {
+    /// `true`: Spark.
+    pub spark: bool,
+    /// Why, in words.
+    pub why: String,
+}
+
+/// What Spark did for one partition.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SparkOutcome {
+    /// Spark's snapshot (none: nothing committed).
+    pub snapshot_id: Option<i64>,
+    /// Data files Spark's snapshot removed and added, and the bytes it removed.
+    pub files_rewritten: u64,
+    /// See `files_rewritten`.
+    pub files_added: u64,
+    /// See `files_rewritten`.
+    pub bytes_rewritten: u64,
+    /// The Spark Connect operation id.
+    pub operation_id: String,
+    /// Why it failed (unreachable, failed call, unknown outcome, other partitions touched).
+    pub failure: Option<String>,
+}
+
+/// A compaction by one or both executors.
+#[derive(Debug)]
+pub struct Executed {
+    /// The plan (the local rewrite's report, Spark's partitions restored to their plan).
+    pub report: CompactionReport,
+    /// The executor of each planned partition.
+    pub routes: HashMap<PartitionKey, Route>,
+    /// What Spark did, per partition sent.
+    pub spark: HashMap<PartitionKey, SparkOutcome>,
+}
+
+impl Executed {
+    /// The snapshots Spark committed, by id.
+    pub fn spark_snapshots(&self) -> Vec<i64> {
+        let mut ids: Vec<i64> = self.spark.values().filter_map(|o| o.snapshot_id).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Partitions whose Spark rewrite failed, as `label: why`.
+    pub fn failures(&self) -> Vec<String> {
+        self.report
+            .plans
+            .iter()
+            .filter_map(|p| {
+                self.spark.get(&p.key).and_then(|o| o.failure.as_ref()).map(|f| format!("{}: {f}", p.partition))
+            })
+            .collect()
+    }
+
+    /// Whether anything was committed (here or by Spark).
+    pub fn committed(&self) -> bool {
+        self.report.snapshot_id.is_some() || self.spark.values().any(|o| o.snapshot_id.is_some())
+    }
+
+    /// The error a failed Spark rewrite raises, naming what stands. `None` when nothing failed.
+    pub fn failure_error(&self) -> Option<Error> {
+        let failures = self.failures();
+        if failures.is_empty() {
+            return None;
+        }
+        let mut stands = Vec::new();
+        if let Some(id) = self.report.snapshot_id {
+            stands.push(format!("the local rewrite committed snapshot {id}"));
+        }
+        let spark = self.spark_snapshots();
+        if !spark.is_empty() {
+            stands.push(format!(
+                "Spark committed snapshot{} {}",
+                if spark.len() == 1 { "" } else { "s" },
+                spark.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        Some(Error::new(
+            ErrorKind::Io,
+            format!(
+                "the Spark executor failed for {} of {} partition{} sent to it: {}; {}",
+                failures.len(),
+                self.spark.len(),
+                if self.spark.len() == 1 { "" } else { "s" },
+                failures.join("; "),
+                if stands.is_empty() {
+                    "nothing was committed".to_string()
+                } else {
+                    format!("{} (which stand{})", stands.join(" and "), if stands.len() == 1 { "s" } else { "" })
+                }
+            ),
+        ))
+    }
+}
+
+/// A table as opened, and how to open it again (after each commit, to see what Spark did).
+#[derive(Clone, Copy)]
+pub struct Opened<'a> {
+    /// The table.
+    pub table: &'a Table,
+    /// Its name as the user gave it.
+    pub name: &'a str,
+    /// How it was resolved.
+    pub locate: &'a LocateOptions,
+}
+
+/// Compacts `table` with `executor`: plans, routes each planned partition, rewrites the local
+/// ones (one commit), then sends each Spark one as its own `CALL`. A dry run routes and explains
+/// but runs nothing. Spark failures are in the result ([`Executed::failure_error`]), not raised.
+pub fn compact_with_executor(
+    opened: Opened<'_>,
+    options: &CompactionOptions,
+    executor: &ExecutorOptions,
+    dry_run: bool,
+    host: &HostDb,
+    known_ratio: Option<f64>,
+) -> Result<Executed> {
+    let Opened { table, name, locate } = opened;
+    if executor.kind == ExecutorKind::Local {
+        let report = compact(table, options, dry_run, host, known_ratio)?;
+        let routes = local_routes(&report.plans, "executor := 'local'");
+        return Ok(Executed { report, routes, spark: HashMap::new() });
+    }
+    let Table::Iceberg { located, table: iceberg } = table else {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            "executor := 'spark' or 'auto' rewrites Iceberg tables (Spark's rewrite_data_files); a Delta table is \
+             compacted with executor := 'local'",
+        ));
+    };
+    let spark = executor.spark.as_ref().ok_or_else(|| {
+        Error::invalid(
+            "executor := 'spark' or 'auto' needs spark_remote (or SPARK_REMOTE), e.g. 'sc://localhost:15002'",
+        )
+    })?;
+    let entry = located.catalog_table.as_ref().ok_or_else(|| {
+        Error::invalid(
+            "executor := 'spark' or 'auto' needs the table named through its catalog (namespace.table or \
+             catalog.namespace.table), so that Spark rewrites the same table; this one was named by path",
+        )
+    })?;
+    let spark_catalog = spark.catalog.clone().unwrap_or_else(|| entry.catalog.clone());
+    let mut namespace: Vec<&str> = entry.namespace.split('.').collect();
+    namespace.push(&entry.table);
+    let spark_table = multipart(&namespace);
+
+    let planned = compact(table, options, true, host, known_ratio)?;
+    let routes = route(iceberg, &planned.plans, executor, &spark_catalog)?;
+    let spark_keys: Vec<PartitionKey> = routes.iter().filter(|(_, (r, _))| r.spark).map(|(k, _)| k.clone()).collect();
+    let mut routed: HashMap<PartitionKey, Route> = routes.iter().map(|(k, (r, _))| (k.clone(), r.clone())).collect();
+    if dry_run || spark_keys.is_empty() {
+        let report = if dry_run || planned.plans.iter().all(|p| p.verdict != Verdict::Compact) {
+            planned
+        } else {
+            compact(table, options, false, host, planned.output_ratio)?
+        };
+        return Ok(Executed { report, routes: routed, spark: HashMap::new() });
+    }
+
+    // The local partitions first, in one commit of ours.
+    let local_options = CompactionOptions { excluded: spark_keys.clone(), ..options.clone() };
+    let any_local = planned.plans.iter().any(|p| p.verdict == Verdict::Compact && !spark_keys.contains(&p.key));
+    let mut report = if any_local {
+        compact(table, &local_options, false, host, planned.output_ratio)?
+    } else {
+        CompactionReport { dry_run: false, ..planned.clone() }
+    };
+    // The Spark partitions keep the plan they were sent with.
+    for p in &mut report.plans {
+        if let Some(sent) = planned.plans.iter().find(|s| s.key == p.key && spark_keys.contains(&s.key)) {
+            *p = sent.clone();
+        }
+    }
+    if !any_local {
+        report.groups.clear();
+    }
+
+    let options_map = spark_options(options);
+    let mut session = Session::new(&spark.remote);
+    let mut outcomes: HashMap<PartitionKey, SparkOutcome> = HashMap::new();
+    let mut stop: Option<String> = None;
+    for plan in planned.plans.iter().filter(|p| spark_keys.contains(&p.key)) {
+        let operation_id = uuid::Uuid::new_v4().to_string();
+        if let Some(why) = &stop {
+            outcomes.insert(
+                plan.key.clone(),
+                SparkOutcome { failure: Some(format!("not sent: {why}")), operation_id, ..Default::default() },
+            );
+            continue;
+        }
+        if crate::interrupt::check("").is_err() {
+            stop = Some("interrupted".into());
+            outcomes.insert(
+                plan.key.clone(),
+                SparkOutcome { failure: Some("not sent: interrupted".into()), operation_id, ..Default::default() },
+            );
+            continue;
+        }
+        #[allow(unused_mut)]
+        let mut predicate = routes[&plan.key].1.clone();
+        // Test builds: a predicate of the test's choosing, to make Spark overstep on purpose.
+        #[cfg(feature = "test-hooks")]
+        if let Ok(forced) = std::env::var("LAKEHOUSE_TEST_SPARK_WHERE") {
+            predicate = forced;
+        }
+        let before = current_snapshot(name, locate)?;
+        let statement = format!(
+            "CALL {}.system.rewrite_data_files(table => {}, where => {}, options => map({}))",
+            crate::spark::predicate::identifier(&spark_catalog),
+            string_literal(&spark_table),
+            string_literal(&predicate),
+            options_map
+        );
+        let result = session.sql(&statement, &operation_id);
+        let mut outcome = SparkOutcome { operation_id: operation_id.clone(), ..Default::default() };
+        match &result {
+            Ok(rows) => {
+                outcome.files_rewritten = first_i64(rows, "rewritten_data_files_count").unwrap_or(0).max(0) as u64;
+                outcome.files_added = first_i64(rows, "added_data_files_count").unwrap_or(0).max(0) as u64;
+                outcome.bytes_rewritten = first_i64(rows, "rewritten_bytes_count").unwrap_or(0).max(0) as u64;
+            }
+            Err(Failure::Unreachable(m)) => {
+                stop = Some(m.clone());
+                outcome.failure = Some(m.clone());
+            }
+            Err(Failure::Failed(m)) => outcome.failure = Some(format!("{m} (operation {operation_id})")),
+            Err(Failure::Unknown(m)) => {
+                stop = Some(format!("an earlier call's outcome is unknown ({m})"));
+                outcome.failure = Some(format!("{m} (operation {operation_id})"));
+            }
+        }
+        // Whatever Spark answered, what it committed is read from the table.
+        if !matches!(result, Err(Failure::Unreachable(_))) {
+            let commits = spark_commits(name, locate, before)?;
+            for commit in &commits {
+                let others: Vec<&String> =
+                    commit.touched.iter().filter(|(k, _)| *k != &plan.key).map(|(_, label)| label).collect();
+                if !others.is_empty() && outcome.failure.is_none() {
+                    outcome.failure = Some(format!(
+                        "Spark's snapshot {} also rewrote {} other partition{} ({}), which the gate did not plan",
+                        commit.snapshot_id,
+                        others.len(),
+                        if others.len() == 1 { "" } else { "s" },
+                        others.iter().take(5).map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                    ));
+                }
+            }
+            if let Some(last) = commits.last() {
+                outcome.snapshot_id = Some(last.snapshot_id);
+                if result.is_err() || outcome.files_rewritten == 0 {
+                    outcome.files_rewritten = commits.iter().map(|c| c.removed).sum();
+                    outcome.files_added = commits.iter().map(|c| c.added).sum();
+                    outcome.bytes_rewritten = commits.iter().map(|c| c.removed_bytes).sum();
+                }
+            }
+        }
+        outcomes.insert(plan.key.clone(), outcome);
+    }
+    for (key, outcome) in &outcomes {
+        if let Some(route) = routed.get_mut(key) {
+            let done = match (&outcome.failure, outcome.snapshot_id) {
+                (Some(failure), _) => format!("failed: {failure}"),
+                (None, Some(id)) => format!(
+                    "Spark rewrote {} files ({:.1} MiB) into {} in snapshot {id}",
+                    outcome.files_rewritten,
+                    outcome.bytes_rewritten as f64 / MIB,
+                    outcome.files_added
+                ),
+                (None, None) => "Spark found nothing to rewrite and committed nothing".into(),
+            };
+            route.why = format!("{}; {done} (operation {})", route.why, outcome.operation_id);
+        }
+    }
+    Ok(Executed { report, routes: routed, spark: outcomes })
+}
+
+/// Every planned partition on the local executor.
+fn local_routes(plans: &[PartitionPlan], why: &str) -> HashMap<PartitionKey, Route> {
+    plans
+        .iter()
+        .filter(|p| p.verdict == Verdict::Compact)
+        .map(|p| (p.key.clone(), Route { spark: false, why: why.to_string() }))
+        .collect()
+}
+
+/// Routes each planned partition and, for Spark's, writes its predicate. A partition Spark
+/// cannot select alone stays local under `auto` and is skipped (with the reason) under `spark`.
+fn route(
+    table: &IcebergTable,
+    plans: &[PartitionPlan],
+    executor: &ExecutorOptions,
+    catalog: &str,
+) -> Result<HashMap<PartitionKey, (Route, String)>> {
+    let limit_bytes = (executor.local_max_partition_mb * MIB) as u64;
+    let wanted: HashSet<&PartitionKey> = plans
+        .iter()
+        .filter(|p| {
+            p.verdict == Verdict::Compact && (executor.kind == ExecutorKind::Spark || p.bytes_to_rewrite > limit_bytes)
+        })
+        .map(|p| &p.key)
+        .collect();
+    // The partition tuple of each wanted key, and the specs with live data files.
+    let mut tuples: HashMap<PartitionKey, Struct> = HashMap::new();
+    let mut live_specs: HashSet<i32> = HashSet::new();
+    if !wanted.is_empty() {
+        for loaded in table.load_manifests()? {
+            let spec_id = loaded.file.partition_spec_id;
+            for entry in loaded.manifest.entries().iter().filter(|e| e.is_alive()) {
+                let file = entry.data_file();
+                if file.content_type() == iceberg::spec::DataContentType::Data {
+                    live_specs.insert(spec_id);
+                }
+                let key = PartitionKey { spec_id, values: partition::canonical(file.partition()) };
+                if wanted.contains(&key) && !tuples.contains_key(&key) {
+                    tuples.insert(key, file.partition().clone());
+                }
+            }
+        }
+    }
+    let metadata = &table.metadata;
+    let mut routes = HashMap::new();
+    for p in plans.iter().filter(|p| p.verdict == Verdict::Compact) {
+        let size = format!("{:.1} MiB", p.bytes_to_rewrite as f64 / MIB);
+        let why_spark = match executor.kind {
+            ExecutorKind::Spark => format!("executor := 'spark' ({size} to rewrite)"),
+            _ => format!("{size} to rewrite > local_max_partition_mb {}", executor.local_max_partition_mb),
+        };
+        if !wanted.contains(&p.key) {
+            let why = format!("{size} to rewrite <= local_max_partition_mb {}", executor.local_max_partition_mb);
+            routes.insert(p.key.clone(), (Route { spark: false, why }, String::new()));
+            continue;
+        }
+        let predicate = if live_specs.len() > 1 {
+            Err(format!(
+                "the table has live data files in {} partition specs, and Spark's where cannot keep its rewrite to \
+                 one spec",
+                live_specs.len()
+            ))
+        } else {
+            match (metadata.partition_spec_by_id(p.spec_id), tuples.get(&p.key)) {
+                (Some(spec), Some(data)) => partition_predicate(spec, metadata.current_schema(), data, catalog),
+                _ => Err("its partition tuple was not found in the current snapshot".into()),
+            }
+        };
+        let route = match predicate {
+            Ok(predicate) => (Route { spark: true, why: format!("spark: {why_spark}; where {predicate}") }, predicate),
+            Err(why) if executor.kind == ExecutorKind::Auto => (
+                Route { spark: false, why: format!("local: Spark cannot select this partition alone ({why})") },
+                String::new(),
+            ),
+            Err(why) => {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "partition {} cannot be sent to Spark: {why}; use executor := 'auto' or 'local'",
+                        p.partition
+                    ),
+                ));
+            }
+        };
+        routes.insert(p.key.clone(), route);
+    }
+    Ok(routes)
+}
+
+/// `rewrite_data_files` options that make Spark's bin-pack match our plan: our target, our
+/// small-file threshold as its lower bound (only small files are rewritten), our
+/// `min_input_files`, one atomic commit, and the starting sequence number (so concurrent
+/// equality deletes still apply to the rewritten rows).
+fn spark_options(options: &CompactionOptions) -> String {
+    let target = (options.target_file_size_mb * MIB) as u64;
+    let small = options.thresholds.small_file_threshold_bytes() as u64;
+    [
+        ("target-file-size-bytes", target.to_string()),
+        ("min-file-size-bytes", small.to_string()),
+        ("min-input-files", options.min_input_files.to_string()),
+        ("partial-progress.enabled", "false".into()),
+        ("use-starting-sequence-number", "true".into()),
+    ]
+    .iter()
+    .map(|(k, v)| format!("{}, {}", string_literal(k), string_literal(v)))
+    .collect::<Vec<_>>()
+    .join(", ")
+}
+
+/// The current snapshot id of the table as its catalog has it now.
+fn current_snapshot(name: &str, locate: &LocateOptions) -> Result<Option<i64>> {
+    let located = crate::table::locate(name, locate)?;
+    let table = IcebergTable::load(&located.metadata_location)?;
+    Ok(table.metadata.current_snapshot().map(|s| s.snapshot_id()))
+}
+
+/// One `replace` snapshot committed after the one a call started from.
+struct Commit {
+    snapshot_id: i64,
+    /// Partitions whose files it added or removed: key and label.
+    touched: HashMap<PartitionKey, String>,
+    added: u64,
+    removed: u64,
+    removed_bytes: u64,
+}
+
+/// The `replace` snapshots on `main` after `before`, oldest first, with what they touched.
+fn spark_commits(name: &str, locate: &LocateOptions, before: Option<i64>) -> Result<Vec<Commit>> {
+    let located = crate::table::locate(name, locate)?;
+    let table = IcebergTable::load(&located.metadata_location)?;
+    let metadata = table.metadata.clone();
+    let mut chain = Vec::new();
+    let mut cursor = metadata.current_snapshot().cloned();
+    while let Some(snapshot) = cursor {
+        if Some(snapshot.snapshot_id()) == before {
+            break;
+        }
+        cursor = snapshot.parent_snapshot_id().and_then(|id| metadata.snapshot_by_id(id).cloned());
+        chain.push(snapshot);
+    }
+    chain.reverse();
+    let schema = metadata.current_schema();
+    let mut commits = Vec::new();
+    for snapshot in chain.into_iter().filter(|s| s.summary().operation == Operation::Replace) {
+        let id = snapshot.snapshot_id();
+        let mut commit = Commit { snapshot_id: id, touched: HashMap::new(), added: 0, removed: 0, removed_bytes: 0 };
+        let manifests = crate::runtime::block_on(table.manifest_list(snapshot.manifest_list()))??;
+        for file in manifests.into_iter().filter(|m| m.added_snapshot_id == id) {
+            let spec_id = file.partition_spec_id;
+            let manifest = crate::runtime::block_on(crate::table::manifest::read(&table.file_io, &metadata, &file))??;
+            let spec = metadata.partition_spec_by_id(spec_id).cloned();
+            for entry in manifest.entries() {
+                if entry.snapshot_id() != Some(id) || entry.status() == ManifestStatus::Existing {
+                    continue;
+                }
+                let data = entry.data_file();
+                let key = PartitionKey { spec_id, values: partition::canonical(data.partition()) };
+                commit.touched.entry(key).or_insert_with(|| match &spec {
+                    Some(spec) => {
+                        let types: Option<Vec<iceberg::spec::Type>> = spec
+                            .partition_type(schema)
+                            .ok()
+                            .map(|t| t.fields().iter().map(|f| f.field_type.as_ref().clone()).collect());
+                        partition::label(spec, types.as_deref(), data.partition())
+                    }
+                    None => format!("spec {spec_id} {}", partition::canonical(data.partition())),
+                });
+                if data.content_type() == iceberg::spec::DataContentType::Data {
+                    match entry.status() {
+                        ManifestStatus::Added => commit.added += 1,
+                        _ => {
+                            commit.removed += 1;
+                            commit.removed_bytes += data.file_size_in_bytes();
+                        }
+                    }
+                }
+            }
+        }
+        commits.push(commit);
+    }
+    Ok(commits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn executors_parse_and_options_follow_the_plan() {
+        assert_eq!(ExecutorKind::parse(" Spark ").unwrap(), ExecutorKind::Spark);
+        assert_eq!(ExecutorKind::parse("auto").unwrap(), ExecutorKind::Auto);
+        assert!(ExecutorKind::parse("yarn").unwrap_err().to_string().contains("'local', 'spark' or 'auto'"));
+        let options = CompactionOptions::default();
+        assert_eq!(
+            spark_options(&options),
+            "'target-file-size-bytes', '134217728', 'min-file-size-bytes', '67108864', 'min-input-files', '2', \
+             'partial-progress.enabled', 'false', 'use-starting-sequence-number', 'true'"
+        );
+    }
+}
