@@ -92,9 +92,9 @@ SMALL_FILE_THRESHOLD_MB = 64
 TARGET_FILE_SIZE_MB = 128
 ROW_ALIGN = 2048  # DuckDB rounds ROW_GROUP_SIZE to a multiple of its vector size
 SOURCE_VERSION = 1  # bump when the generated data changes
-METHODS = ["lakehouse", "pyiceberg", "spark", "lakehouse-delta", "delta-rs", "spark-delta", "floor"]
+METHODS = ["lakehouse", "pyiceberg", "spark", "lakehouse-spark", "lakehouse-delta", "delta-rs", "spark-delta", "floor"]
 # Each method's table format; ratios compare a method with lakehouse on the same format.
-FORMAT = {"lakehouse": "iceberg", "pyiceberg": "iceberg", "spark": "iceberg", "floor": "iceberg",
+FORMAT = {"lakehouse": "iceberg", "pyiceberg": "iceberg", "spark": "iceberg", "lakehouse-spark": "iceberg", "floor": "iceberg",
           "lakehouse-delta": "delta", "delta-rs": "delta", "spark-delta": "delta"}
 OURS = {"iceberg": "lakehouse", "delta": "lakehouse-delta"}
 # Spark's JDBC catalog (sqlite) names its rows by the Spark catalog's name: the spark method's
@@ -406,6 +406,51 @@ def run_pyiceberg(workdir: Path) -> dict[str, Any]:
     return {"seconds": seconds, "baseline_rss_kib": baseline, "rows_rewritten": rows}
 
 
+def setup_shared_catalog(workdir: Path, bench_dir: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """The spark method's table, in a sqlite catalog a Spark Connect server can share with the
+    extension: Java's V0 catalog schema first (test/integration/spark_connect.py explains why)."""
+    sys.path.insert(0, str(REPO_ROOT / "test" / "integration"))
+    import spark_connect as scn
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    import sqlite3
+
+    con = sqlite3.connect(workdir / "catalog.db")
+    with con:
+        for statement in scn.JDBC_V0_SCHEMA:
+            con.execute(statement)
+    con.close()
+    return setup_iceberg(workdir, bench_dir, manifest, SPARK_CATALOG)
+
+
+def run_lakehouse_spark(workdir: Path, extension: str) -> dict[str, Any]:
+    """lakehouse_compact with executor := 'spark': we plan, a Spark Connect server (PySpark 4.0.1 +
+    Iceberg 1.10.1, local[2], the spark method's JVM settings) rewrites each degraded partition
+    with rewrite_data_files. The server's start is excluded; its JVM's peak RSS is added."""
+    sys.path.insert(0, str(REPO_ROOT / "test" / "integration"))
+    import spark_connect as scn
+
+    jvm_started = time.perf_counter()
+    server = scn.start_server(workdir, SPARK_CATALOG, driver_memory=SPARK_DRIVER_MEMORY, quick_jvm=False)
+    jvm_seconds = time.perf_counter() - jvm_started
+    try:
+        baseline = proc_status_kib("VmRSS")
+        started = time.perf_counter()
+        con = lakehouse_connection(extension)
+        rows = fetch_dicts(con.execute(
+            f"SELECT * FROM lakehouse_compact({quote(f'{NAMESPACE}.{TABLE_NAME}')}, catalog := {quote(SPARK_CATALOG)}, "
+            f"catalog_uri := {quote(catalog_uri(workdir))}, executor := 'spark', spark_remote := {quote(server.url)}, "
+            f"small_file_threshold_mb := {SMALL_FILE_THRESHOLD_MB}, target_file_size_mb := {TARGET_FILE_SIZE_MB})"
+        ))
+        con.close()
+        seconds = time.perf_counter() - started
+        jvm_peak = proc_status_kib("VmHWM", server.pid)
+    finally:
+        server.stop()
+    return {"seconds": seconds, "jvm_seconds": jvm_seconds, "baseline_rss_kib": baseline, "jvm_peak_rss_kib": jvm_peak,
+            "result_rows": rows}
+
+
 def spark_session(workdir: Path, delta: bool = False) -> tuple[Any, float]:
     """A local[2] SparkSession (Iceberg runtime from the jar cache) with the JDBC catalog
     SPARK_CATALOG on the method's sqlite catalog, and with ``delta`` Delta Lake (tables by path,
@@ -562,8 +607,10 @@ def validate(method: str, workdir: Path, manifest: dict[str, Any], setup: dict[s
     """Reads the compacted table back with its own reader and compares with the source."""
     want = manifest["checksums"]
     result: dict[str, Any] = {}
-    if method in ("lakehouse", "pyiceberg", "spark"):
-        if method == "spark":
+    if method in ("lakehouse", "pyiceberg", "spark", "lakehouse-spark"):
+        if method == "lakehouse-spark":
+            table = sql_catalog(workdir, SPARK_CATALOG).load_table(f"{NAMESPACE}.{TABLE_NAME}")
+        elif method == "spark":
             from pyiceberg.table import StaticTable
 
             run = json.loads((workdir / "run.json").read_text())
@@ -636,6 +683,8 @@ def child(args: argparse.Namespace) -> int:
     if phase == "setup":
         if method == "spark":
             out = setup_iceberg(workdir, bench_dir, manifest, SPARK_CATALOG)
+        elif method == "lakehouse-spark":
+            out = setup_shared_catalog(workdir, bench_dir, manifest)
         else:
             setup = {"lakehouse": setup_iceberg, "pyiceberg": setup_iceberg, "delta-rs": setup_delta, "lakehouse-delta": setup_delta,
                      "spark-delta": setup_delta, "floor": setup_floor}[method]
@@ -655,6 +704,8 @@ def child(args: argparse.Namespace) -> int:
             out = run_delta(workdir)
         elif method == "spark":
             out = run_spark(workdir)
+        elif method == "lakehouse-spark":
+            out = run_lakehouse_spark(workdir, args.extension)
         elif method == "spark-delta":
             out = run_spark_delta(workdir)
         else:
@@ -794,6 +845,13 @@ def report(results: dict[str, list[dict[str, Any]]], manifest: dict[str, Any], f
                   f"{r['jvm_seconds']:.1f} s to start (not in its seconds above); its peak RSS is the driver JVM's "
                   f"VmHWM ({r['jvm_peak_rss_kib'] / 1024:,.0f} MiB, `spark.driver.memory={SPARK_DRIVER_MEMORY}`) plus the Python "
                   "process's."]
+    if "lakehouse-spark" in results:
+        r = results["lakehouse-spark"][-1]["run"]
+        sent = [row for row in r["result_rows"] if row.get("executor") == "spark"]
+        lines += ["", f"`executor := 'spark'`: {len(sent)} partition(s) planned here and rewritten by Spark, one "
+                  f"`rewrite_data_files` each (Spark snapshots {', '.join(str(row['snapshot_id']) for row in sent)}); the "
+                  f"Spark Connect server took {r['jvm_seconds']:.1f} s to start (not in its seconds above); its JVM's peak RSS "
+                  f"{r['jvm_peak_rss_kib'] / 1024:,.0f} MiB is in the peak RSS."]
     if "spark-delta" in results:
         r = results["spark-delta"][-1]["run"]
         lines += ["", f"Spark Delta `OPTIMIZE` returned {r['metrics']}; the JVM took {r['jvm_seconds']:.1f} s to start "
@@ -810,7 +868,8 @@ def report(results: dict[str, list[dict[str, Any]]], manifest: dict[str, Any], f
 
 
 LABELS = {"lakehouse": "lakehouse_compact", "delta-rs": "delta-rs optimize.compact", "pyiceberg": "pyiceberg scan + overwrite",
-          "spark": "Spark rewrite_data_files", "lakehouse-delta": "lakehouse_compact (Delta)", "spark-delta": "Spark Delta OPTIMIZE",
+          "spark": "Spark rewrite_data_files", "lakehouse-spark": "lakehouse_compact, executor := 'spark'",
+          "lakehouse-delta": "lakehouse_compact (Delta)", "spark-delta": "Spark Delta OPTIMIZE",
           "floor": "floor: bare DuckDB COPY"}
 WHAT = {
     "lakehouse": f"pyiceberg `SqlCatalog` table, files registered with `add_files`; `lakehouse_compact('ns.t', catalog_uri := …, "
@@ -824,6 +883,12 @@ WHAT = {
              f"JDBC catalog); PySpark 4.0.1 + Iceberg 1.10.1 in `local[2]` (the same two cores), `CALL {SPARK_CATALOG}.system."
              f"rewrite_data_files(table => 'ns.t', options => map('target-file-size-bytes', '{TARGET_FILE_SIZE_MB} MiB'))` "
              "with Spark's defaults otherwise (bin-pack, zstd); JVM start excluded and reported apart.",
+    "lakehouse-spark": "the spark method's kind of table, in a sqlite catalog shared with a Spark Connect server (PySpark "
+                       "4.0.1 + Iceberg 1.10.1, `local[2]`, the spark method's JVM settings); `lakehouse_compact('ns.t', "
+                       f"catalog := '{SPARK_CATALOG}', executor := 'spark', spark_remote := 'sc://127.0.0.1:…', "
+                       f"small_file_threshold_mb := {SMALL_FILE_THRESHOLD_MB}, target_file_size_mb := {TARGET_FILE_SIZE_MB})`: "
+                       "planned here, one `rewrite_data_files(where => <partition>)` per degraded partition on Spark, each "
+                       "commit checked; server start excluded and reported apart, its JVM's peak RSS added.",
     "lakehouse-delta": "the delta-rs method's table (same files, `convert_to_deltalake`); `lakehouse_compact('<path>', "
                        f"small_file_threshold_mb := {SMALL_FILE_THRESHOLD_MB}, target_file_size_mb := {TARGET_FILE_SIZE_MB})` "
                        "(DuckDB connect + LOAD included); one OPTIMIZE commit.",

@@ -229,11 +229,18 @@ def attach_catalog(session: Any, server: SparkConnectServer, name: str | None = 
     return name
 
 
-def start_server(workdir: Path, catalog: str = CATALOG, timeout_s: float = START_TIMEOUT_S) -> SparkConnectServer:
+def start_server(
+    workdir: Path,
+    catalog: str = CATALOG,
+    timeout_s: float = START_TIMEOUT_S,
+    driver_memory: str = "1g",
+    quick_jvm: bool = True,
+) -> SparkConnectServer:
     """Starts a Spark Connect server with the JDBC catalog ``catalog`` on ``workdir/catalog.db``
     (warehouse ``workdir/warehouse``, namespace NAMESPACE created) and waits until its port
     accepts connections; fails the test with the server log's tail when it does not within
-    ``timeout_s``."""
+    ``timeout_s``. ``quick_jvm`` (tests) trades peak speed for start-up (C1 JIT only, serial GC);
+    benchmarks pass False and get the JVM's defaults, as spark.py's ``session_builder``."""
     script = spark_submit()
     jars = ",".join(str(p) for p in jar_paths())
     workdir.mkdir(parents=True, exist_ok=True)
@@ -258,12 +265,13 @@ def start_server(workdir: Path, catalog: str = CATALOG, timeout_s: float = START
         "spark.ui.showConsoleProgress": "false",
         "spark.local.dir": str(scratch),
         "spark.sql.warehouse.dir": str(scratch / "spark-warehouse"),
-        "spark.driver.memory": "1g",
+        "spark.driver.memory": driver_memory,
         "spark.sql.shuffle.partitions": "2",
         "spark.default.parallelism": "2",
         "spark.sql.adaptive.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
-        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC"
+        + (" -XX:+UseSerialGC -XX:TieredStopAtLevel=1" if quick_jvm else ""),
         "spark.sql.extensions": ICEBERG_EXTENSIONS,
         **catalog_conf(catalog, sqlite_path, warehouse),
     }

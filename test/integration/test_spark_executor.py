@@ -265,7 +265,7 @@ def test_gate_with_spark_reports_sparks_snapshot_in_the_scorecard(con, iceberg_c
     assert set(lab.snapshots(table)) > set(before_snapshots)
     assert all_rows(lab, iceberg_con, table) == before
     (req,) = slack.requests
-    assert "Spark rewrote" in json.dumps(req["body"]) or req["body"]["text"]
+    assert first["execution_id"] in json.dumps(req["body"]) and "Partitions Compacted:* 2 of 2" in req["body"]["text"]
 
 
 def test_spark_down_raises_alerts_and_leaves_the_table_as_it_was(con, iceberg_con, lab, slack):
