@@ -378,11 +378,17 @@ def setup_iceberg(workdir: Path, bench_dir: Path, manifest: dict[str, Any], cata
 def run_lakehouse(workdir: Path, extension: str, delta: bool = False) -> dict[str, Any]:
     """lakehouse_compact on the Iceberg table (by name in the sqlite catalog) or the Delta table (by path)."""
     table = quote(str(workdir / "delta")) if delta else f"{quote(f'{NAMESPACE}.{TABLE_NAME}')}, catalog_uri := {quote(catalog_uri(workdir))}"
+    return timed_compact(extension, table)
+
+
+def timed_compact(extension: str, arguments: str) -> dict[str, Any]:
+    """``lakehouse_compact(<arguments>, <threshold>, <target>)`` on a fresh connection (connect and
+    LOAD timed), with the RSS before it."""
     baseline = proc_status_kib("VmRSS")
     started = time.perf_counter()
     con = lakehouse_connection(extension)
     rows = fetch_dicts(con.execute(
-        f"SELECT * FROM lakehouse_compact({table}, "
+        f"SELECT * FROM lakehouse_compact({arguments}, "
         f"small_file_threshold_mb := {SMALL_FILE_THRESHOLD_MB}, target_file_size_mb := {TARGET_FILE_SIZE_MB})"
     ))
     con.close()
@@ -434,21 +440,15 @@ def run_lakehouse_spark(workdir: Path, extension: str) -> dict[str, Any]:
     server = scn.start_server(workdir, SPARK_CATALOG, driver_memory=SPARK_DRIVER_MEMORY, quick_jvm=False)
     jvm_seconds = time.perf_counter() - jvm_started
     try:
-        baseline = proc_status_kib("VmRSS")
-        started = time.perf_counter()
-        con = lakehouse_connection(extension)
-        rows = fetch_dicts(con.execute(
-            f"SELECT * FROM lakehouse_compact({quote(f'{NAMESPACE}.{TABLE_NAME}')}, catalog := {quote(SPARK_CATALOG)}, "
-            f"catalog_uri := {quote(catalog_uri(workdir))}, executor := 'spark', spark_remote := {quote(server.url)}, "
-            f"small_file_threshold_mb := {SMALL_FILE_THRESHOLD_MB}, target_file_size_mb := {TARGET_FILE_SIZE_MB})"
-        ))
-        con.close()
-        seconds = time.perf_counter() - started
-        jvm_peak = proc_status_kib("VmHWM", server.pid)
+        out = timed_compact(
+            extension,
+            f"{quote(f'{NAMESPACE}.{TABLE_NAME}')}, catalog := {quote(SPARK_CATALOG)}, catalog_uri := "
+            f"{quote(catalog_uri(workdir))}, executor := 'spark', spark_remote := {quote(server.url)}",
+        )
+        out["jvm_peak_rss_kib"] = proc_status_kib("VmHWM", server.pid)
     finally:
         server.stop()
-    return {"seconds": seconds, "jvm_seconds": jvm_seconds, "baseline_rss_kib": baseline, "jvm_peak_rss_kib": jvm_peak,
-            "result_rows": rows}
+    return out | {"jvm_seconds": jvm_seconds}
 
 
 def spark_session(workdir: Path, delta: bool = False) -> tuple[Any, float]:
