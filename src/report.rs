@@ -89,6 +89,8 @@ pub struct PartitionLine {
     pub executor: Option<String>,
     /// Why that executor, and what Spark did.
     pub executor_reason: Option<String>,
+    /// The layout a compacted partition was written in (`binpack`, `sort(…)`, `zorder(…)`).
+    pub strategy: Option<String>,
 }
 
 /// The whole scorecard of one run.

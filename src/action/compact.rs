@@ -34,12 +34,15 @@ use std::path::Path;
 use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFile as IcebergDataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion,
-    ManifestContentType, ManifestFile, NestedField, Operation, PrimitiveType, Schema, Summary, TableMetadata, Type,
+    ManifestContentType, ManifestFile, NestedField, Operation, PrimitiveType, Schema, Summary, TableMetadata, Transform,
+    Type,
 };
 
 use crate::duck::{HostDb, Nested, quote_ident, quote_list, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
+use crate::action::layout::{IcebergLayout, iceberg_layout};
 use crate::interrupt;
+use crate::plan::layout::{Layout, LayoutOptions, TimeUnit, is_recent, time_range};
 use crate::plan::compaction::{CompactionOptions, PartitionPlan, Verdict, plan_naming_deletes};
 use crate::runtime;
 use crate::table::commit::{CommitOutcome, commit_table, pause_for_tests, relocate, require_exclusive};
@@ -71,6 +74,9 @@ pub struct CompactionReport {
     /// their bytes, and after a commit the file it became (`None`: not committed, or every row
     /// deleted).
     pub groups: Vec<GroupFiles>,
+    /// The layout the files are (or would be) written in ([`Layout::label`]: `binpack`,
+    /// `sort(…)`, `zorder(…)`).
+    pub layout: Layout,
 }
 
 /// One rewrite group's inputs and output ([`CompactionReport::groups`]).
@@ -107,7 +113,7 @@ pub fn compact(
     match table {
         Table::Iceberg { located, table } => {
             table.require_rewritable()?;
-            run(&IcebergRewrite::new(located, table)?, options, dry_run, host, known_ratio)
+            run(&IcebergRewrite::new(located, table, &options.layout)?, options, dry_run, host, known_ratio)
         }
         Table::Delta(table) => {
             let rewrite = crate::action::compact_delta::DeltaRewrite::new(table, options)?;
@@ -129,6 +135,13 @@ pub(crate) trait Rewrite {
     const APPLIES_DELETES: bool = false;
     /// The live files, in the model the planner takes.
     fn files(&self) -> &[DataFile];
+    /// The layout the rewrite writes.
+    fn layout(&self) -> Layout;
+    /// The partitions whose time range ends after `now - window` (µs since the epoch), which
+    /// `skip_recent_partitions` holds back.
+    fn recent(&self, _now: i64, _window: i64) -> Vec<PartitionKey> {
+        Vec::new()
+    }
     /// The COPY of the planned files `group` into `target` (also what the calibration runs).
     fn copy_sql(&self, conn: &Nested, group: &[usize], target: &str) -> Result<String>;
     /// Skips, with the reason, planned partitions this format cannot rewrite safely.
@@ -162,13 +175,14 @@ pub(crate) fn run<R: Rewrite>(
     known_ratio: Option<f64>,
 ) -> Result<CompactionReport> {
     let files = rewrite.files();
-    let skipping_deletes;
-    let options = if R::APPLIES_DELETES || !options.apply_deletes {
-        options
-    } else {
-        skipping_deletes = CompactionOptions { apply_deletes: false, ..options.clone() };
-        &skipping_deletes
-    };
+    let mut adjusted = options.clone();
+    if !R::APPLIES_DELETES {
+        adjusted.apply_deletes = false;
+    }
+    if let Some(window) = options.recent_window {
+        adjusted.recent.extend(rewrite.recent(chrono::Utc::now().timestamp_micros(), window));
+    }
+    let options = &adjusted;
     let first_plan = plan_naming_deletes(files, options, 1.0, R::DELETES);
     let mut report = CompactionReport {
         plans: first_plan,
@@ -178,6 +192,7 @@ pub(crate) fn run<R: Rewrite>(
         output_ratio: None,
         written: Vec::new(),
         groups: Vec::new(),
+        layout: rewrite.layout(),
     };
     if report.plans.iter().all(|p| p.groups.is_empty()) {
         return Ok(report);
@@ -265,10 +280,13 @@ struct IcebergRewrite<'a> {
     named_paths: RefCell<HashMap<usize, HashSet<String>>>,
     /// After the commit: per partition, the delete files it removed.
     removed: RefCell<HashMap<PartitionKey, u64>>,
+    /// The order rows are written in, and the sort order id the files carry.
+    layout: IcebergLayout,
 }
 
 impl<'a> IcebergRewrite<'a> {
-    fn new(located: &'a Located, table: &'a IcebergTable) -> Result<Self> {
+    fn new(located: &'a Located, table: &'a IcebergTable, layout: &LayoutOptions) -> Result<Self> {
+        let layout = iceberg_layout(layout, &table.metadata)?;
         let manifests = table.load_manifests()?;
         let (mut files, mut sources) = (Vec::new(), Vec::new());
         for (m, loaded) in manifests.iter().enumerate() {
@@ -291,7 +309,42 @@ impl<'a> IcebergRewrite<'a> {
             delete_files,
             named_paths: RefCell::new(HashMap::new()),
             removed: RefCell::new(HashMap::new()),
+            layout,
         })
+    }
+
+    /// The time partitions ([`crate::plan::layout::TimeUnit`]) ending after `now - window`.
+    fn recent_partitions(&self, now: i64, window: i64) -> Vec<PartitionKey> {
+        let mut recent: Vec<PartitionKey> = Vec::new();
+        for (i, file) in self.files.iter().enumerate() {
+            if file.content != FileContent::Data || recent.contains(&file.key) {
+                continue;
+            }
+            let Some(spec) = self.table.metadata.partition_spec_by_id(file.spec_id) else { continue };
+            let schema = self.table.metadata.current_schema();
+            let values = self.source(i).partition();
+            let open = spec.fields().iter().zip(values.iter()).any(|(field, value)| {
+                let source = schema.field_by_id(field.source_id).map(|f| f.field_type.as_ref().clone());
+                let unit = match (&field.transform, source) {
+                    (Transform::Year, _) => TimeUnit::Year,
+                    (Transform::Month, _) => TimeUnit::Month,
+                    (Transform::Day, _) => TimeUnit::Day,
+                    (Transform::Hour, _) => TimeUnit::Hour,
+                    (Transform::Identity, Some(Type::Primitive(PrimitiveType::Date))) => TimeUnit::Day,
+                    _ => return false,
+                };
+                let value = match value {
+                    Some(iceberg::spec::Literal::Primitive(iceberg::spec::PrimitiveLiteral::Int(v))) => i64::from(*v),
+                    Some(iceberg::spec::Literal::Primitive(iceberg::spec::PrimitiveLiteral::Long(v))) => *v,
+                    _ => return false,
+                };
+                time_range(unit, value).is_some_and(|range| is_recent(range, now, window))
+            });
+            if open {
+                recent.push(file.key.clone());
+            }
+        }
+        recent
     }
 
     /// The manifest entry's data file of model file `i`.
@@ -456,9 +509,17 @@ impl Rewrite for IcebergRewrite<'_> {
         &self.files
     }
 
+    fn layout(&self) -> Layout {
+        self.layout.layout.clone()
+    }
+
+    fn recent(&self, now: i64, window: i64) -> Vec<PartitionKey> {
+        self.recent_partitions(now, window)
+    }
+
     fn copy_sql(&self, conn: &Nested, group: &[usize], target: &str) -> Result<String> {
         let (inputs, deletes) = self.inputs(group);
-        Ok(copy_sql(conn, self.table, &inputs, &deletes, target)?.0)
+        Ok(copy_sql(conn, self.table, &inputs, &deletes, target, &self.layout.order)?.0)
     }
 
     fn skip_unsafe(&self, conn: &Nested, plans: &mut [PartitionPlan]) -> Result<()> {
@@ -478,7 +539,7 @@ impl Rewrite for IcebergRewrite<'_> {
 
     fn rewrite(&self, conn: &Nested, plan: &PartitionPlan, group: &[usize]) -> Result<Written> {
         let (inputs, deletes) = self.inputs(group);
-        let written = rewrite_group(conn, self.table, &inputs, &deletes, plan.spec_id)?;
+        let written = rewrite_group(conn, self.table, &inputs, &deletes, plan.spec_id, &self.layout)?;
         if let Err(e) = self.record_named_paths(conn, group) {
             crate::store::remove_quietly([written.local_path.as_str()]);
             return Err(e);
@@ -495,7 +556,12 @@ impl Rewrite for IcebergRewrite<'_> {
     }
 
     fn commit(&self, written: &[Written]) -> Result<(i64, String, Vec<String>)> {
-        let base = Base { located: self.located.clone(), table: self.table.clone(), manifests: self.manifests.clone() };
+        let base = Base {
+            located: self.located.clone(),
+            table: self.table.clone(),
+            manifests: self.manifests.clone(),
+            add_order: self.layout.add.clone(),
+        };
         let replaced: HashSet<&str> = written.iter().flat_map(|w| w.replaces.iter().map(String::as_str)).collect();
         let candidates = self.removal_candidates(&replaced);
         let (snapshot_id, location, removed) =
@@ -528,7 +594,7 @@ pub(crate) fn merge_on_read_select(
     table: &IcebergTable,
     paths: &[String],
 ) -> Result<Option<String>> {
-    let rewrite = IcebergRewrite::new(located, table)?;
+    let rewrite = IcebergRewrite::new(located, table, &LayoutOptions::default())?;
     let wanted: HashSet<&str> = paths.iter().map(String::as_str).collect();
     let group: Vec<usize> = (0..rewrite.files.len())
         .filter(|&i| rewrite.files[i].content == FileContent::Data && wanted.contains(rewrite.files[i].path.as_str()))
@@ -676,24 +742,6 @@ fn parquet_source(schema: &Schema, inputs: &[String], files_have_ids: bool, extr
     }
 }
 
-/// `ORDER BY` terms for the table's default sort order (identity transforms only).
-fn sort_terms(table: &IcebergTable) -> Vec<String> {
-    let schema = table.metadata.current_schema();
-    table
-        .metadata
-        .default_sort_order()
-        .fields
-        .iter()
-        .filter(|f| f.transform == iceberg::spec::Transform::Identity)
-        .filter_map(|f| {
-            let field = schema.field_by_id(f.source_id)?;
-            let dir = if f.direction == iceberg::spec::SortDirection::Descending { "DESC" } else { "ASC" };
-            let nulls = if f.null_order == iceberg::spec::NullOrder::First { "NULLS FIRST" } else { "NULLS LAST" };
-            Some(format!("{} {dir} {nulls}", quote_ident(&field.name)))
-        })
-        .collect()
-}
-
 fn compression(table: &IcebergTable) -> &'static str {
     match table.metadata.properties().get("write.parquet.compression-codec").map(|s| s.to_lowercase()).as_deref() {
         Some("snappy") => "snappy",
@@ -707,7 +755,7 @@ fn compression(table: &IcebergTable) -> &'static str {
 
 /// The `COPY … TO target (FORMAT parquet, …, RETURN_STATS)` that rewrites `inputs` as one file:
 /// read as the current schema (by field id or by name, see [`select_sql`]), the rows `deletes`
-/// delete left out ([`DeleteSet`]), in the table's sort order, with its codec and the current
+/// delete left out ([`DeleteSet`]), in `sort` order ([`crate::action::layout`]), with its codec and the current
 /// schema's field ids. Also, when there are deletes, the query counting the deleted rows and
 /// their non-null values per checked leaf column ([`DeleteSet::deleted_counts_sql`]).
 fn copy_sql(
@@ -716,6 +764,7 @@ fn copy_sql(
     inputs: &[Input<'_>],
     deletes: &[Input<'_>],
     target: &str,
+    sort: &[String],
 ) -> Result<(String, Option<DeletedCounts>)> {
     let schema = table.metadata.current_schema();
     let local_inputs: Vec<String> = inputs.iter().map(|f| strip_file_scheme(f.file.file_path()).to_string()).collect();
@@ -731,12 +780,11 @@ fn copy_sql(
     let files: Vec<&IcebergDataFile> = inputs.iter().map(|i| i.file).collect();
     let probe = if has_column_counts(&files, schema) { &local_inputs[..1] } else { &local_inputs[..] };
     let files_have_ids = files_have_field_ids(conn, probe)?;
-    let sort = sort_terms(table);
     let (select, deleted) = if deletes.is_empty() {
-        (select_sql(schema, &local_inputs, &sort, files_have_ids), None)
+        (select_sql(schema, &local_inputs, sort, files_have_ids), None)
     } else {
         let set = DeleteSet::new(conn, schema, inputs, deletes, files_have_ids)?;
-        (set.select_sql(schema, &sort), Some(set.deleted_counts_sql()))
+        (set.select_sql(schema, sort), Some(set.deleted_counts_sql()))
     };
     Ok((
         format!(
@@ -972,6 +1020,7 @@ fn rewrite_group(
     inputs: &[Input<'_>],
     deletes: &[Input<'_>],
     spec_id: i32,
+    layout: &IcebergLayout,
 ) -> Result<Written> {
     let first = inputs[0].file;
     let dir = output_dir(table, first, spec_id);
@@ -990,7 +1039,7 @@ fn rewrite_group(
     }
     let schema = table.metadata.current_schema();
     let files: Vec<&IcebergDataFile> = inputs.iter().map(|i| i.file).collect();
-    let (sql, deleted_sql) = copy_sql(conn, table, inputs, deletes, &local_path)?;
+    let (sql, deleted_sql) = copy_sql(conn, table, inputs, deletes, &local_path, &layout.order)?;
     let written = (|| {
         // What the deletes remove, counted by a query of its own before the rewrite.
         let deleted = match &deleted_sql {
@@ -1016,7 +1065,8 @@ fn rewrite_group(
             crate::store::remove_quietly([local_path.as_str()]);
             return Ok(None);
         }
-        DataFileBuilder::default()
+        let mut builder = DataFileBuilder::default();
+        builder
             .content(DataContentType::Data)
             .file_path(file_path.clone())
             .file_format(DataFileFormat::Parquet)
@@ -1028,7 +1078,11 @@ fn rewrite_group(
             .value_counts(stats.values)
             .null_value_counts(stats.nulls)
             .lower_bounds(stats.lower)
-            .upper_bounds(stats.upper)
+            .upper_bounds(stats.upper);
+        if let Some(id) = layout.sort_order_id {
+            builder.sort_order_id(id);
+        }
+        builder
             .build()
             .map(Some)
             .map_err(|e| Error::new(ErrorKind::CorruptMetadata, format!("data file entry: {e}")))
@@ -1385,6 +1439,8 @@ struct Base {
     located: Located,
     table: IcebergTable,
     manifests: Vec<LoadedManifest>,
+    /// A sort order the commit adds, which the new files name ([`IcebergLayout::add`]).
+    add_order: Option<iceberg::spec::SortOrder>,
 }
 
 /// Commits, retrying on a moved head while the rewrite is still valid there ([`check_rebase`]).
@@ -1425,7 +1481,7 @@ fn commit_with_retries<'c>(
                 let located = relocate(&base.located)?;
                 let table = IcebergTable::load(&located.metadata_location)?;
                 let manifests = table.load_manifests()?;
-                base = Base { located, table, manifests };
+                base = Base { located, table, manifests, add_order: base.add_order };
                 check_rebase(&base, starting_sequence_number, &replaced)?;
             }
             Err(e) => {
@@ -1691,7 +1747,10 @@ fn build_snapshot(
             ]);
         }
         let summary = Summary { operation: Operation::Replace, additional_properties: properties };
-        let next = with_main_snapshot(table, snapshot_id, list_path, summary)?;
+        let next = with_main_snapshot(table, snapshot_id, list_path, summary, base.add_order.as_ref())?;
+        if let Some(order) = &base.add_order {
+            crate::action::layout::check_added(&next, order)?;
+        }
         Ok((next, snapshot_id))
     })?
 }

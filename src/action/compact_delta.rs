@@ -30,6 +30,8 @@ use serde_json::{Value, json};
 
 use crate::action::compact::Rewrite;
 use crate::duck::{Nested, quote_ident, quote_literal};
+use crate::action::layout::{order_by, resolve_names};
+use crate::plan::layout::Layout;
 use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt;
 use crate::plan::compaction::{CompactionOptions, PartitionPlan};
@@ -102,6 +104,9 @@ pub(crate) struct DeltaRewrite<'a> {
     live: Vec<Option<usize>>,
     columns: DeltaColumns,
     target_size: i64,
+    /// What the rewrite's order is (Delta tables have no sort order of their own: binpack
+    /// unless `sort_order` is given).
+    layout: Layout,
 }
 
 impl<'a> DeltaRewrite<'a> {
@@ -117,12 +122,16 @@ impl<'a> DeltaRewrite<'a> {
                 (f.content == FileContent::Data).then(|| index.get(std::ffi::OsStr::new(&f.path)).copied()).flatten()
             })
             .collect();
+        let mut columns = DeltaColumns::of(table);
+        let layout = resolve_names(options.layout.resolve(&[])?, &columns.sortable())?;
+        columns.order = order_by(&layout);
         Ok(Self {
             table,
             files,
             live,
-            columns: DeltaColumns::of(table),
+            columns,
             target_size: (options.target_file_size_mb * crate::profile::MIB) as i64,
+            layout,
         })
     }
 
@@ -145,6 +154,10 @@ impl Rewrite for DeltaRewrite<'_> {
 
     fn files(&self) -> &[DataFile] {
         &self.files
+    }
+
+    fn layout(&self) -> Layout {
+        self.layout.clone()
     }
 
     fn copy_sql(&self, conn: &Nested, group: &[usize], target: &str) -> Result<String> {
@@ -198,6 +211,8 @@ pub(crate) struct DeltaColumns {
     /// `delta.dataSkippingStatsColumns`).
     indexed: Vec<String>,
     compression: &'static str,
+    /// `ORDER BY` terms of the rewrite ([`crate::action::layout`]; empty: binpack).
+    order: Vec<String>,
 }
 
 impl DeltaColumns {
@@ -229,7 +244,7 @@ impl DeltaColumns {
             Some("uncompressed") => "uncompressed",
             _ => "zstd",
         };
-        Self { data, indexed, compression }
+        Self { data, indexed, compression, order: Vec::new() }
     }
 
     /// The data columns' names, in order.
@@ -267,11 +282,21 @@ impl DeltaColumns {
         Ok(format!("SELECT {} FROM {source}", select.join(", ")))
     }
 
-    /// The COPY of `inputs` into `target` ([`DeltaColumns::select_sql`]).
+    /// The data columns a rewrite can sort by: primitive ones.
+    fn sortable(&self) -> Vec<String> {
+        self.data
+            .iter()
+            .filter(|(_, ty, _)| ty.as_deref().is_some_and(|t| !t.starts_with("STRUCT") && !t.starts_with("MAP") && !t.ends_with(']')))
+            .map(|(name, ..)| name.clone())
+            .collect()
+    }
+
+    /// The COPY of `inputs` into `target` ([`DeltaColumns::select_sql`]), in the layout's order.
     fn copy_sql(&self, conn: &Nested, inputs: &[&LiveFile], target: &str) -> Result<String> {
         let files: Vec<String> = inputs.iter().map(|f| f.local_path.to_string_lossy().into_owned()).collect();
+        let order = if self.order.is_empty() { String::new() } else { format!(" ORDER BY {}", self.order.join(", ")) };
         Ok(format!(
-            "COPY ({}) TO {} (FORMAT parquet, COMPRESSION {}, RETURN_STATS)",
+            "COPY ({}{order}) TO {} (FORMAT parquet, COMPRESSION {}, RETURN_STATS)",
             self.select_sql(conn, &files)?,
             quote_literal(target),
             self.compression

@@ -26,6 +26,7 @@ use iceberg::spec::{ManifestStatus, Operation, Struct};
 
 use crate::action::compact::{CompactionReport, compact};
 use crate::duck::HostDb;
+use crate::plan::layout::Layout;
 use crate::error::{Error, ErrorKind, Result};
 use crate::plan::compaction::{CompactionOptions, PartitionPlan, Verdict};
 use crate::profile::MIB;
@@ -296,10 +297,11 @@ pub fn compact_with_executor(
         }
         let before = current_snapshot(name, locate)?;
         let statement = format!(
-            "CALL {}.system.rewrite_data_files(table => {}, where => {}, options => map({}))",
+            "CALL {}.system.rewrite_data_files(table => {}, where => {}{}, options => map({}))",
             crate::spark::predicate::identifier(&spark_catalog),
             string_literal(&spark_table),
             string_literal(&predicate),
+            spark_layout(&planned.layout),
             options_map
         );
         let result = session.sql(&statement, &operation_id);
@@ -474,6 +476,24 @@ fn spark_options(options: &CompactionOptions) -> String {
     .join(", ")
 }
 
+/// The `strategy` and `sort_order` arguments that make Spark write our layout: nothing for
+/// binpack (Spark's default), `strategy => 'sort'` alone for the table's own sort order (Spark's
+/// sort default), and the sort order or `zorder(…)` in Spark's spelling otherwise.
+fn spark_layout(layout: &Layout) -> String {
+    let column = |c: &str| format!("`{}`", c.replace('`', "``"));
+    let order = match layout {
+        Layout::Binpack => return String::new(),
+        Layout::Sort { table_order: true, .. } => return ", strategy => 'sort'".into(),
+        Layout::Sort { terms, .. } => {
+            terms.iter().map(|t| format!("{} {}", column(&t.column), t.modifiers())).collect::<Vec<_>>().join(", ")
+        }
+        Layout::Zorder(columns) => {
+            format!("zorder({})", columns.iter().map(|c| column(c)).collect::<Vec<_>>().join(", "))
+        }
+    };
+    format!(", strategy => 'sort', sort_order => {}", string_literal(&order))
+}
+
 /// The current snapshot id of the table as its catalog has it now.
 fn current_snapshot(name: &str, locate: &LocateOptions) -> Result<Option<i64>> {
     let located = crate::table::locate(name, locate)?;
@@ -551,6 +571,7 @@ fn spark_commits(name: &str, locate: &LocateOptions, before: Option<i64>) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::layout::OrderTerm;
 
     #[test]
     fn executors_parse_and_options_follow_the_plan() {
@@ -558,6 +579,15 @@ mod tests {
         assert_eq!(ExecutorKind::parse("auto").unwrap(), ExecutorKind::Auto);
         assert!(ExecutorKind::parse("yarn").unwrap_err().to_string().contains("'local', 'spark' or 'auto'"));
         let options = CompactionOptions::default();
+        assert_eq!(spark_layout(&Layout::Binpack), "");
+        assert_eq!(
+            spark_layout(&Layout::Sort { terms: vec![OrderTerm::new("a`b", true, None)], table_order: false }),
+            ", strategy => 'sort', sort_order => '`a``b` DESC NULLS LAST'"
+        );
+        assert_eq!(
+            spark_layout(&Layout::Zorder(vec!["x".into(), "it's".into()])),
+            ", strategy => 'sort', sort_order => 'zorder(`x`, `it\\'s`)'"
+        );
         assert_eq!(
             spark_options(&options),
             "'target-file-size-bytes', '134217728', 'min-file-size-bytes', '67108864', 'min-input-files', '2', \

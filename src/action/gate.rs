@@ -266,6 +266,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
                     output_ratio: None,
                     written: Vec::new(),
                     groups: Vec::new(),
+                    layout: crate::plan::layout::Layout::Binpack,
                 },
                 routes: Default::default(),
                 spark: Default::default(),
@@ -455,6 +456,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
             action,
             executor: route.map(|r| if r.spark { "spark" } else { "local" }.to_string()),
             executor_reason: route.map(|r| r.why.clone()),
+            strategy: (p.verdict == Verdict::Compact).then(|| report.layout.label()),
         });
     }
     let compacted_lines: Vec<&PartitionLine> = lines.iter().filter(|l| l.bytes_consolidated > 0).collect();

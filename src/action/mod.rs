@@ -5,6 +5,7 @@ pub mod compact_delta;
 pub mod executor;
 pub mod expire;
 pub mod gate;
+pub mod layout;
 pub mod orphans;
 pub mod rewrite_manifests;
 pub mod scan;

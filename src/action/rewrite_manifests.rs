@@ -453,7 +453,7 @@ fn build(
             ("engine-name".to_string(), "lakehouse".to_string()),
         ]);
         let summary = Summary { operation: Operation::Replace, additional_properties: properties };
-        let next = with_main_snapshot(table, snapshot_id, list_path, summary)?;
+        let next = with_main_snapshot(table, snapshot_id, list_path, summary, None)?;
         Ok((next, snapshot_id, bytes_per_group))
     })?
 }

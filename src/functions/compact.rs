@@ -15,6 +15,7 @@ use crate::action::executor::{
 use crate::duck::HostDb;
 use crate::error::{Error, Result};
 use crate::plan::compaction::{CompactionOptions, Verdict};
+use crate::plan::layout::{LayoutOptions, parse_recent_window};
 use crate::spark::Remote;
 use crate::table::LocateOptions;
 
@@ -31,7 +32,15 @@ pub struct CompactInput {
 pub struct Compact;
 
 /// The compaction's named parameters besides the thresholds, `dry_run` and the table ones.
-pub const COMPACTION_PARAMETERS: [&str; 4] = ["target_file_size_mb", "min_input_files", "partitions", "apply_deletes"];
+pub const COMPACTION_PARAMETERS: [&str; 7] = [
+    "target_file_size_mb",
+    "min_input_files",
+    "partitions",
+    "apply_deletes",
+    "strategy",
+    "sort_order",
+    "skip_recent_partitions",
+];
 
 /// Who rewrites ([`crate::action::executor`]).
 pub const EXECUTOR_PARAMETERS: [&str; 4] = ["executor", "spark_remote", "spark_catalog", "local_max_partition_mb"];
@@ -77,6 +86,15 @@ pub fn compaction_options(args: &Args) -> Result<CompactionOptions> {
         partitions: args.opt_string_list("partitions")?,
         apply_deletes: args.bool("apply_deletes", true)?,
         excluded: Vec::new(),
+        layout: LayoutOptions::new(
+            args.opt_string("strategy", false)?.as_deref(),
+            args.opt_string("sort_order", false)?.as_deref(),
+        )?,
+        recent_window: match args.opt_string("skip_recent_partitions", false)? {
+            Some(text) => parse_recent_window(&text)?,
+            None => Some(0),
+        },
+        recent: Vec::new(),
     };
     options.validate()?;
     Ok(options)
@@ -115,6 +133,7 @@ impl RowFunction for Compact {
             ("delete_files_removed", Bigint),
             ("executor", Varchar),
             ("executor_reason", Varchar),
+            ("strategy", Varchar),
         ]
     }
 
@@ -201,6 +220,7 @@ impl RowFunction for Compact {
                     Cell::BigInt(p.delete_files_removed as i64),
                     route.map_or(Cell::Null, |r| Cell::Text(if r.spark { "spark" } else { "local" }.into())),
                     route.map_or(Cell::Null, |r| Cell::Text(r.why.clone())),
+                    if p.verdict == Verdict::Compact { Cell::Text(report.layout.label()) } else { Cell::Null },
                 ]
             })
             .collect())

@@ -14,17 +14,21 @@ use crate::action::compact::{CompactionReport, compact};
 use crate::duck::HostDb;
 use crate::error::{Error, Result};
 use crate::plan::compaction::{CompactionOptions, Verdict};
+use crate::plan::layout::{LayoutOptions, parse_recent_window};
 use crate::profile::Thresholds;
 use crate::table::LocateOptions;
 
 const NAME: &str = "lakehouse_compact";
-const KEYS: [&str; 11] = [
+const KEYS: [&str; 14] = [
     "small_file_threshold_mb",
     "fragmentation_ratio_threshold",
     "target_file_size_mb",
     "min_input_files",
     "partitions",
     "apply_deletes",
+    "strategy",
+    "sort_order",
+    "skip_recent_partitions",
     "dry_run",
     TABLE_KEYS[0],
     TABLE_KEYS[1],
@@ -60,6 +64,12 @@ pub fn parse_options(options: Option<&str>) -> Result<(LocateOptions, Compaction
         partitions,
         apply_deletes: map.boolean("apply_deletes", true)?,
         excluded: Vec::new(),
+        layout: LayoutOptions::new(map.text("strategy")?.as_deref(), map.text("sort_order")?.as_deref())?,
+        recent_window: match map.text("skip_recent_partitions")? {
+            Some(text) => parse_recent_window(&text)?,
+            None => Some(0),
+        },
+        recent: Vec::new(),
     };
     options.validate()?;
     Ok((map.locate_options()?, options, map.boolean("dry_run", false)?))
@@ -79,6 +89,7 @@ pub fn summary_json(table: &str, report: &CompactionReport) -> Value {
         "files_written": compacting.iter().map(|p| p.groups.len() as u64).sum::<u64>(),
         "bytes_rewritten": compacting.iter().map(|p| p.bytes_to_rewrite).sum::<u64>(),
         "output_size_ratio": report.output_ratio,
+        "strategy": report.layout.label(),
         "partitions": report.plans.iter().map(|p| json!({
             "partition": p.partition,
             "spec_id": p.spec_id,

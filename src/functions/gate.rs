@@ -117,7 +117,7 @@ impl RowFunction for Gate {
 }
 
 /// The scorecard's columns (also the history table's).
-pub const COLUMNS: [(&str, LogicalTypeId); 39] = {
+pub const COLUMNS: [(&str, LogicalTypeId); 40] = {
     use LogicalTypeId::*;
     [
         ("execution_id", Varchar),
@@ -159,6 +159,7 @@ pub const COLUMNS: [(&str, LogicalTypeId); 39] = {
         ("scan_sample_share", Double),
         ("executor", Varchar),
         ("executor_reason", Varchar),
+        ("strategy", Varchar),
     ]
 };
 
@@ -233,6 +234,7 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
             row.extend([
                 p.executor.clone().map_or(Cell::Null, Cell::Text),
                 p.executor_reason.clone().map_or(Cell::Null, Cell::Text),
+                p.strategy.clone().map_or(Cell::Null, Cell::Text),
             ]);
             row
         })

@@ -195,5 +195,6 @@ pub fn register(connection: &duckdb::Connection, host: HostDb) -> duckdb::Result
     connection.register_table_function_with_extra_info::<Table<gate::Gate>, _>(gate::Gate::NAME, &host)?;
     connection.register_table_function_with_extra_info::<Table<serve::Serve>, _>(serve::Serve::NAME, &host)?;
     connection.register_scalar_function_with_state::<notify_slack::NotifySlack>("lakehouse_notify_slack", &host)?;
+    connection.register_scalar_function::<crate::action::layout::ZorderKey>("lakehouse_zorder_key")?;
     Ok(())
 }

@@ -261,6 +261,7 @@ mod tests {
                     action: "x".into(),
                     executor: None,
                     executor_reason: None,
+                    strategy: None,
                 })
                 .collect(),
             partitions_degraded: 1,

@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
+use crate::plan::layout::LayoutOptions;
 use crate::profile::{MIB, Thresholds, check_target_file_size_mb, profile};
 use crate::table::{DataFile, FileContent, PartitionKey};
 
@@ -31,6 +32,14 @@ pub struct CompactionOptions {
     pub apply_deletes: bool,
     /// Partitions another executor rewrites (Spark, [`crate::action::executor`]): left alone here.
     pub excluded: Vec<PartitionKey>,
+    /// The order rows are written in ([`crate::plan::layout`]).
+    pub layout: LayoutOptions,
+    /// `skip_recent_partitions`: time partitions ending after now minus this many µs are held
+    /// back (`None`: none are).
+    pub recent_window: Option<i64>,
+    /// The partitions that window holds back, found by the format's rewrite (its time
+    /// transforms); left alone with `skipped: still being written`.
+    pub recent: Vec<PartitionKey>,
 }
 
 impl Default for CompactionOptions {
@@ -42,6 +51,9 @@ impl Default for CompactionOptions {
             partitions: None,
             apply_deletes: true,
             excluded: Vec::new(),
+            layout: LayoutOptions::default(),
+            recent_window: Some(0),
+            recent: Vec::new(),
         }
     }
 }
@@ -186,6 +198,8 @@ pub fn plan_naming_deletes(
             } else if !p.requires_compaction {
                 plan.verdict = Verdict::Healthy;
                 plan.reason = format!("healthy: ratio {:.2} < {threshold}", p.fragmentation_ratio);
+            } else if options.recent.contains(&p.key) {
+                plan.reason = "skipped: still being written".into();
             } else if p.delete_files > 0 && !options.apply_deletes {
                 plan.reason = format!("skipped: has {} {deletes}", p.delete_files);
             } else if p.small_files < options.min_input_files {
@@ -338,6 +352,20 @@ mod tests {
         {
             assert!(p.groups.is_empty() && p.bytes_to_rewrite == 0 && p.files_after() == p.files_before, "{p:?}");
         }
+    }
+
+    #[test]
+    fn recent_partitions_are_held_back_unless_healthy() {
+        let mut files: Vec<DataFile> = (0..4).map(|_| file("d=today", 1, FileContent::Data)).collect();
+        files.extend((0..4).map(|_| file("d=yesterday", 1, FileContent::Data)));
+        files.push(file("d=big", 500, FileContent::Data));
+        let recent = vec![files[0].key.clone(), files[8].key.clone()];
+        let plans = plan(&files, &CompactionOptions { recent, ..options(100.0, 1000.0) }, 1.0);
+        let of = |label: &str| plans.iter().find(|p| p.partition == label).unwrap();
+        assert_eq!(of("d=today").reason, "skipped: still being written");
+        assert!(of("d=today").groups.is_empty());
+        assert_eq!(of("d=yesterday").verdict, Verdict::Compact);
+        assert_eq!(of("d=big").verdict, Verdict::Healthy, "a healthy partition says so, recent or not");
     }
 
     #[test]

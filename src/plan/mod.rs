@@ -3,3 +3,4 @@
 
 pub mod compaction;
 pub mod expiry;
+pub mod layout;

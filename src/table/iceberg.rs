@@ -507,12 +507,16 @@ pub fn with_main_snapshot(
     snapshot_id: i64,
     manifest_list: String,
     summary: iceberg::spec::Summary,
+    add_order: Option<&iceberg::spec::SortOrder>,
 ) -> Result<TableMetadata> {
     let metadata = &table.metadata;
-    let builder = iceberg::spec::TableMetadataBuilder::new_from_metadata(
+    let mut builder = iceberg::spec::TableMetadataBuilder::new_from_metadata(
         metadata.as_ref().clone(),
         Some(table.metadata_location.clone()),
     );
+    if let Some(order) = add_order {
+        builder = crate::action::layout::add_sort_order(builder, order)?;
+    }
     add_to_main(
         builder,
         NewSnapshot {

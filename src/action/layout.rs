@@ -1,0 +1,296 @@
+//! A [`Layout`] made concrete for one table: the `ORDER BY` each rewrite group is written with,
+//! and for Iceberg the sort order id its files carry.
+//!
+//! Z-order: each column's order-preserving key is DuckDB's own `create_sort_key(col, 'ASC NULLS
+//! LAST', …)` (the normalized key its sorter compares with memcmp: a null byte, then e.g. big-endian
+//! integers with the sign bit flipped, IEEE floats made comparable, string bytes), of which the
+//! first [`ZORDER_KEY_BYTES`] are kept; [`interleave`] takes their bits most significant first,
+//! one column after the other, so the z-value sorts rows that are close on every column close
+//! together (Iceberg's `ZOrderByteUtils` does the same with 8-byte keys). The interleave is
+//! `lakehouse_zorder_key(BLOB, ...)`, registered with the extension.
+
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, BinaryArray, RecordBatch};
+use duckdb::arrow::datatypes::DataType;
+use duckdb::vscalar::{ArrowFunctionSignature, VArrowScalar};
+use iceberg::spec::{NullOrder, PrimitiveType, Schema, SortDirection, SortField, SortOrder, TableMetadata, Transform, Type};
+
+use crate::duck::quote_ident;
+use crate::error::{Error, Result};
+use crate::plan::layout::{Layout, LayoutOptions, OrderTerm};
+
+/// What follows the column in its `create_sort_key` call: its modifiers, and a constant empty
+/// string, which makes DuckDB return the key as a BLOB even when it fits in 8 bytes (it returns
+/// those as BIGINT); the string's bytes come after the column's and are the same in every row.
+const ZORDER_KEY_SUFFIX: &str = "'ASC NULLS LAST', ''::VARCHAR, 'ASC NULLS LAST'";
+
+/// Bytes of each column's sort key that enter the z-value: the null marker and 8 more.
+pub const ZORDER_KEY_BYTES: usize = 9;
+
+/// Interleaves the bits of `keys` (each cut or zero-padded to `width` bytes), most significant
+/// first: bit `i` of key `c` goes to bit `i * keys.len() + c` of the result.
+pub fn interleave(keys: &[&[u8]], width: usize) -> Vec<u8> {
+    let n = keys.len();
+    let mut out = vec![0u8; n * width];
+    for bit in 0..width * 8 {
+        for (c, key) in keys.iter().enumerate() {
+            let set = key.get(bit / 8).is_some_and(|b| b & (0x80 >> (bit % 8)) != 0);
+            if set {
+                let pos = bit * n + c;
+                out[pos / 8] |= 0x80 >> (pos % 8);
+            }
+        }
+    }
+    out
+}
+
+/// `lakehouse_zorder_key(k1 BLOB, k2 BLOB, ...)`: the z-value of the keys ([`interleave`]).
+pub struct ZorderKey;
+
+impl VArrowScalar for ZorderKey {
+    type State = ();
+
+    fn invoke(_: &(), input: RecordBatch) -> std::result::Result<Arc<dyn Array>, Box<dyn std::error::Error>> {
+        let columns: Vec<&BinaryArray> = input
+            .columns()
+            .iter()
+            .map(|c| {
+                c.as_any().downcast_ref::<BinaryArray>().ok_or_else(|| "lakehouse_zorder_key: arguments must be BLOB".into())
+            })
+            .collect::<std::result::Result<_, Box<dyn std::error::Error>>>()?;
+        if columns.is_empty() {
+            return Err("lakehouse_zorder_key: needs at least one key".into());
+        }
+        let values: Vec<Vec<u8>> = (0..input.num_rows())
+            .map(|row| {
+                let keys: Vec<&[u8]> =
+                    columns.iter().map(|c| if c.is_null(row) { &[][..] } else { c.value(row) }).collect();
+                interleave(&keys, ZORDER_KEY_BYTES)
+            })
+            .collect();
+        let array: ArrayRef = Arc::new(BinaryArray::from_iter_values(values));
+        Ok(array)
+    }
+
+    fn signatures() -> Vec<ArrowFunctionSignature> {
+        vec![ArrowFunctionSignature::variadic(DataType::Binary, DataType::Binary)]
+    }
+}
+
+/// The `ORDER BY` terms of `layout` over columns named (already resolved) as in the output.
+pub fn order_by(layout: &Layout) -> Vec<String> {
+    match layout {
+        Layout::Binpack => Vec::new(),
+        Layout::Sort { terms, .. } => terms.iter().map(|t| format!("{} {}", quote_ident(&t.column), t.modifiers())).collect(),
+        Layout::Zorder(columns) => {
+            let keys: Vec<String> =
+                columns.iter().map(|c| format!("create_sort_key({}, {ZORDER_KEY_SUFFIX})", quote_ident(c))).collect();
+            vec![format!("lakehouse_zorder_key({})", keys.join(", "))]
+        }
+    }
+}
+
+/// The name `wanted` has among `columns` (exact, else the one equal ignoring case, as Spark
+/// resolves names), `who` naming the function's parameter in errors.
+pub fn resolve_column<'c>(wanted: &str, columns: &'c [String]) -> Result<&'c str> {
+    if let Some(c) = columns.iter().find(|c| *c == wanted) {
+        return Ok(c);
+    }
+    let folded: Vec<&String> = columns.iter().filter(|c| c.eq_ignore_ascii_case(wanted)).collect();
+    match folded.as_slice() {
+        [one] => Ok(one),
+        [] => Err(Error::invalid(format!(
+            "sort_order names column '{wanted}', which is not a column the rewrite can sort by (top-level, primitive, \
+             not a partition column of a Delta table); columns: {}",
+            columns.join(", ")
+        ))),
+        _ => Err(Error::invalid(format!("sort_order column '{wanted}' matches several columns ignoring case"))),
+    }
+}
+
+/// `layout` with its column names resolved among `columns` ([`resolve_column`]).
+pub fn resolve_names(layout: Layout, columns: &[String]) -> Result<Layout> {
+    Ok(match layout {
+        Layout::Binpack => Layout::Binpack,
+        Layout::Sort { terms, table_order } => Layout::Sort {
+            terms: terms
+                .into_iter()
+                .map(|t| Ok(OrderTerm { column: resolve_column(&t.column, columns)?.to_string(), ..t }))
+                .collect::<Result<_>>()?,
+            table_order,
+        },
+        Layout::Zorder(names) => {
+            Layout::Zorder(names.iter().map(|n| Ok(resolve_column(n, columns)?.to_string())).collect::<Result<_>>()?)
+        }
+    })
+}
+
+/// An Iceberg table's layout for a compaction: the `ORDER BY`, the sort order id the files carry,
+/// and the sort order to add to the metadata when the files' order is not one of the table's.
+#[derive(Debug, Clone)]
+pub struct IcebergLayout {
+    /// What was resolved.
+    pub layout: Layout,
+    /// `ORDER BY` terms (empty: no sort).
+    pub order: Vec<String>,
+    /// The files' `sort_order_id` (`None`: binpack and z-order, which no Iceberg sort order
+    /// describes).
+    pub sort_order_id: Option<i32>,
+    /// A sort order the commit adds (not as the default) so that `sort_order_id` names it.
+    pub add: Option<SortOrder>,
+}
+
+/// The `ORDER BY` expression of a sort order field: the transform applied as Iceberg does
+/// (UTC for `timestamptz`), or `Err(why)` for a transform DuckDB cannot evaluate here.
+fn transform_sql(field: &SortField, schema: &Schema) -> std::result::Result<Option<String>, String> {
+    let source = schema.field_by_id(field.source_id).ok_or_else(|| format!("source field {} is missing", field.source_id))?;
+    let column = quote_ident(&source.name);
+    let ty = source.field_type.as_primitive_type();
+    let utc = if matches!(ty, Some(PrimitiveType::Timestamptz)) { format!("timezone('UTC', {column})") } else { column.clone() };
+    Ok(Some(match (&field.transform, ty) {
+        (Transform::Identity, Some(_)) => column,
+        (Transform::Void, _) => return Ok(None),
+        (Transform::Year, Some(_)) => format!("date_trunc('year', {utc})"),
+        (Transform::Month, Some(_)) => format!("date_trunc('month', {utc})"),
+        (Transform::Day, Some(_)) => format!("date_trunc('day', {utc})"),
+        (Transform::Hour, Some(_)) => format!("date_trunc('hour', {utc})"),
+        (Transform::Truncate(w), Some(PrimitiveType::Int | PrimitiveType::Long)) => {
+            format!("({column} - ((({column} % {w}) + {w}) % {w}))")
+        }
+        (Transform::Truncate(w), Some(PrimitiveType::String)) => format!("left({column}, {w})"),
+        (other, _) => return Err(format!("{other}({})", source.name)),
+    }))
+}
+
+/// The table's default sort order as terms and `ORDER BY` SQL, or `Err(why)` when a field's
+/// transform cannot be evaluated (`bucket`).
+fn table_order(metadata: &TableMetadata) -> std::result::Result<(Vec<OrderTerm>, Vec<String>), String> {
+    let schema = metadata.current_schema();
+    let (mut terms, mut sql) = (Vec::new(), Vec::new());
+    for field in &metadata.default_sort_order().fields {
+        let Some(expr) = transform_sql(field, schema)? else { continue };
+        let name = schema.field_by_id(field.source_id).map(|f| f.name.clone()).unwrap_or_default();
+        let label = if field.transform == Transform::Identity { name } else { format!("{}({name})", field.transform) };
+        let term = OrderTerm {
+            column: label,
+            descending: field.direction == SortDirection::Descending,
+            nulls_first: field.null_order == NullOrder::First,
+        };
+        sql.push(format!("{expr} {}", term.modifiers()));
+        terms.push(term);
+    }
+    Ok((terms, sql))
+}
+
+/// Resolves `options` on an Iceberg table.
+pub fn iceberg_layout(options: &LayoutOptions, metadata: &TableMetadata) -> Result<IcebergLayout> {
+    let schema = metadata.current_schema();
+    let (table_terms, table_sql) = match table_order(metadata) {
+        Ok(order) => order,
+        Err(why) if options.sort_order.is_none() && options.strategy == Some(crate::plan::layout::Strategy::Sort) => {
+            return Err(Error::invalid(format!(
+                "strategy 'sort' without sort_order sorts by the table's sort order, which uses {why}: lakehouse cannot \
+                 evaluate that transform; pass sort_order := 'col1, col2'"
+            )));
+        }
+        // A table order with a transform we cannot evaluate: binpack unless told otherwise.
+        Err(_) => (Vec::new(), Vec::new()),
+    };
+    let layout = options.resolve(&table_terms)?;
+    let sortable: Vec<String> = schema
+        .as_struct()
+        .fields()
+        .iter()
+        .filter(|f| matches!(f.field_type.as_ref(), Type::Primitive(_)))
+        .map(|f| f.name.clone())
+        .collect();
+    Ok(match layout {
+        Layout::Binpack => IcebergLayout { layout: Layout::Binpack, order: Vec::new(), sort_order_id: None, add: None },
+        Layout::Sort { table_order: true, .. } => IcebergLayout {
+            order: table_sql,
+            sort_order_id: i32::try_from(metadata.default_sort_order_id()).ok(),
+            layout,
+            add: None,
+        },
+        Layout::Zorder(_) => {
+            let layout = resolve_names(layout, &sortable)?;
+            IcebergLayout { order: order_by(&layout), layout, sort_order_id: None, add: None }
+        }
+        Layout::Sort { .. } => {
+            let layout = resolve_names(layout, &sortable)?;
+            let Layout::Sort { terms, .. } = &layout else { unreachable!("resolve_names keeps the variant") };
+            let fields: Vec<SortField> = terms
+                .iter()
+                .map(|t| SortField {
+                    source_id: schema.field_by_name(&t.column).map_or(0, |f| f.id),
+                    transform: Transform::Identity,
+                    direction: if t.descending { SortDirection::Descending } else { SortDirection::Ascending },
+                    null_order: if t.nulls_first { NullOrder::First } else { NullOrder::Last },
+                })
+                .collect();
+            let existing = metadata.sort_orders_iter().find(|o| o.fields == fields).map(|o| o.order_id);
+            let id = existing
+                .unwrap_or_else(|| metadata.sort_orders_iter().map(|o| o.order_id).max().unwrap_or(0).max(0) + 1);
+            let add = existing.is_none().then(|| SortOrder { order_id: id, fields });
+            IcebergLayout {
+                order: order_by(&layout),
+                sort_order_id: i32::try_from(id).ok(),
+                layout,
+                add,
+            }
+        }
+    })
+}
+
+/// Adds `order` to the metadata being built, not as the default (an equal order already there is
+/// reused); [`check_added`] then checks it got the id the files were written with.
+pub fn add_sort_order(
+    builder: iceberg::spec::TableMetadataBuilder,
+    order: &SortOrder,
+) -> Result<iceberg::spec::TableMetadataBuilder> {
+    if order.fields.iter().any(|f| f.source_id == 0) {
+        return Err(Error::invalid("sort_order names a column missing from the current schema"));
+    }
+    Ok(builder.add_sort_order(SortOrder { order_id: order.order_id, fields: order.fields.clone() })?)
+}
+
+/// Checks that `metadata` holds `order` under its id (after [`add_sort_order`]): a concurrent
+/// writer that added another order meanwhile makes the commit fail rather than mislabel files.
+pub fn check_added(metadata: &TableMetadata, order: &SortOrder) -> Result<()> {
+    match metadata.sort_order_by_id(order.order_id) {
+        Some(found) if found.fields == order.fields => Ok(()),
+        _ => Err(Error::conflict(format!(
+            "another writer changed the table's sort orders while we compacted (sort order id {} is taken); nothing \
+             was committed and the rewritten files were removed; run again",
+            order.order_id
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interleave_takes_bits_most_significant_first() {
+        // Two one-byte keys 0b1111_0000 and 0b0000_1111 → 10101010 01010101.
+        assert_eq!(interleave(&[&[0xF0], &[0x0F]], 1), vec![0xAA, 0x55]);
+        // Short keys are zero-padded, long ones cut.
+        assert_eq!(interleave(&[&[0xFF], &[]], 2), vec![0xAA, 0xAA, 0, 0]);
+        assert_eq!(interleave(&[&[0xFF, 0xFF, 0xFF]], 1), vec![0xFF]);
+        // One key: itself.
+        assert_eq!(interleave(&[&[1, 2, 3]], 3), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn z_values_order_a_grid_along_the_z_curve() {
+        // On a 4×4 grid the z-order visits (0,0) (0,1) (1,0) (1,1) (0,2) ... : quadrant by quadrant.
+        let mut cells: Vec<(u8, u8)> = (0..4).flat_map(|x| (0..4).map(move |y| (x, y))).collect();
+        cells.sort_by_key(|&(x, y)| interleave(&[&[x << 6], &[y << 6]], 1));
+        let first_quadrant: Vec<(u8, u8)> = cells[..4].to_vec();
+        assert_eq!(first_quadrant, vec![(0, 0), (0, 1), (1, 0), (1, 1)]);
+        assert!(cells[4..8].iter().all(|&(x, y)| x < 2 && y >= 2), "{cells:?}");
+        assert_eq!(cells[15], (3, 3));
+    }
+}
