@@ -70,24 +70,26 @@ pub struct CompactionReport {
     pub output_ratio: Option<f64>,
     /// The data files the committed snapshot added.
     pub written: Vec<String>,
-    /// Every planned rewrite group, in plan order: its input files (as the table names them),
-    /// their bytes, and after a commit the file it became (`None`: not committed, or every row
-    /// deleted).
+    /// Every planned rewrite unit, in plan order ([`GroupFiles`]): its input files (as the
+    /// table names them), their bytes, and after a commit the files it became.
     pub groups: Vec<GroupFiles>,
     /// The layout the files are (or would be) written in ([`Layout::label`]: `binpack`,
     /// `sort(…)`, `zorder(…)`).
     pub layout: Layout,
 }
 
-/// One rewrite group's inputs and output ([`CompactionReport::groups`]).
+/// One rewrite unit's inputs and outputs ([`CompactionReport::groups`]): a bin-pack group
+/// (one output file), or a whole partition of a sorted layout (its files, in order).
 #[derive(Debug, Clone, PartialEq)]
 pub struct GroupFiles {
+    /// The partition.
+    pub key: PartitionKey,
     /// Input files, as the table names them.
     pub inputs: Vec<String>,
     /// Their bytes.
     pub input_bytes: u64,
-    /// The file written, once committed.
-    pub output: Option<String>,
+    /// The files written, once committed (none: not committed, or every row deleted).
+    pub outputs: Vec<String>,
 }
 
 /// A file written by the rewrite, ready for a manifest.
@@ -152,12 +154,19 @@ pub(crate) trait Rewrite {
     fn check_commit(&self) -> Result<()> {
         Ok(())
     }
-    /// Rewrites the planned files `group` of partition `plan` into one file.
-    fn rewrite(&self, conn: &Nested, plan: &PartitionPlan, group: &[usize]) -> Result<Self::Written>;
+    /// Rewrites the planned files `group` of partition `plan` into `outputs` files (more than
+    /// one only for a sorted layout, which rewrites a whole partition at once: [`Unit`]); the
+    /// first written carries every replaced input.
+    fn rewrite(&self, conn: &Nested, plan: &PartitionPlan, group: &[usize], outputs: usize)
+    -> Result<Vec<Self::Written>>;
     /// Where a written file is on disk.
     fn local_path(written: &Self::Written) -> &Path;
     /// The written file as the table names it once committed (`None`: nothing was added).
     fn output(written: &Self::Written) -> Option<String>;
+    /// Whether the layout sorts (then a partition is rewritten as one [`Unit`]).
+    fn sorts(&self) -> bool {
+        !matches!(self.layout(), Layout::Binpack)
+    }
     /// Commits everything written: (snapshot id or version, metadata location, new data files).
     fn commit(&self, written: &[Self::Written]) -> Result<(i64, String, Vec<String>)>;
     /// After a commit: per partition, the delete files it removed as dangling.
@@ -215,28 +224,40 @@ pub(crate) fn run<R: Rewrite>(
     }
     report.output_ratio = ratio;
     rewrite.skip_unsafe(&conn, &mut report.plans)?;
-    report.groups = report
-        .plans
+    let units = units(&report.plans, rewrite.sorts());
+    report.groups = units
         .iter()
-        .filter(|p| p.verdict == Verdict::Compact)
-        .flat_map(|p| &p.groups)
-        .map(|g| GroupFiles {
-            inputs: g.iter().map(|&i| files[i].path.clone()).collect(),
-            input_bytes: g.iter().map(|&i| files[i].size_bytes).sum(),
-            output: None,
+        .map(|u| GroupFiles {
+            key: report.plans[u.plan].key.clone(),
+            inputs: u.files.iter().map(|&i| files[i].path.clone()).collect(),
+            input_bytes: u.files.iter().map(|&i| files[i].size_bytes).sum(),
+            outputs: Vec::new(),
         })
         .collect();
     if dry_run || report.plans.iter().all(|p| p.groups.is_empty()) {
         return Ok(report);
     }
     rewrite.check_commit()?;
+    if rewrite.sorts() {
+        // Rows keep the ORDER BY into the files only while DuckDB preserves insertion order.
+        let preserved = conn.query("SELECT current_setting('preserve_insertion_order')::VARCHAR")?;
+        if preserved.first("preserve_insertion_order")?[0].text() == Some("false") {
+            return Err(Error::invalid(format!(
+                "strategy {} writes rows in order, which DuckDB keeps only with preserve_insertion_order = true \
+                 (it is false here): SET preserve_insertion_order = true, or pass strategy := 'binpack'",
+                report.layout.label()
+            )));
+        }
+    }
     let mut written: Vec<R::Written> = Vec::new();
+    // Per unit: its range in `written`.
+    let mut spans: Vec<std::ops::Range<usize>> = Vec::new();
     let result = (|| {
-        for p in report.plans.iter().filter(|p| p.verdict == Verdict::Compact) {
-            for group in &p.groups {
-                interrupt::check("nothing was committed")?;
-                written.push(rewrite.rewrite(&conn, p, group)?);
-            }
+        for unit in &units {
+            interrupt::check("nothing was committed")?;
+            let start = written.len();
+            written.extend(rewrite.rewrite(&conn, &report.plans[unit.plan], &unit.files, unit.outputs)?);
+            spans.push(start..written.len());
         }
         rewrite.commit(&written)
     })();
@@ -250,8 +271,13 @@ pub(crate) fn run<R: Rewrite>(
             report.snapshot_id = Some(snapshot_id);
             report.metadata_location = Some(location);
             report.written = paths;
-            for (group, w) in report.groups.iter_mut().zip(&written) {
-                group.output = R::output(w);
+            for (group, span) in report.groups.iter_mut().zip(&spans) {
+                group.outputs = written[span.clone()].iter().filter_map(R::output).collect();
+            }
+            for (unit, span) in units.iter().zip(&spans) {
+                let plan = &mut report.plans[unit.plan];
+                let files = written[span.clone()].iter().filter_map(R::output).count() as u64;
+                plan.files_written = Some(plan.files_written.unwrap_or(0) + files);
             }
             Ok(report)
         }
@@ -261,6 +287,33 @@ pub(crate) fn run<R: Rewrite>(
             Err(e)
         }
     }
+}
+
+/// One rewrite: a bin-pack group into one file, or, for a sorted layout, every planned file of a
+/// partition into as many files as the plan has groups (sorting across the whole partition is
+/// what makes files cover disjoint ranges of the sort columns, so readers skip them).
+struct Unit {
+    /// Index of the partition's plan.
+    plan: usize,
+    /// Planned files (model indices).
+    files: Vec<usize>,
+    /// Output files.
+    outputs: usize,
+}
+
+/// The rewrites of the compacting plans, in plan order ([`Unit`]).
+fn units(plans: &[PartitionPlan], sorts: bool) -> Vec<Unit> {
+    let mut out = Vec::new();
+    for (i, p) in plans.iter().enumerate().filter(|(_, p)| p.verdict == Verdict::Compact) {
+        if sorts {
+            let mut files: Vec<usize> = p.groups.iter().flatten().copied().collect();
+            files.sort_unstable();
+            out.push(Unit { plan: i, files, outputs: p.groups.len() });
+        } else {
+            out.extend(p.groups.iter().map(|g| Unit { plan: i, files: g.clone(), outputs: 1 }));
+        }
+    }
+    out
 }
 
 /// An Iceberg table's part in a compaction: the current snapshot's live files, rewritten by
@@ -519,7 +572,7 @@ impl Rewrite for IcebergRewrite<'_> {
 
     fn copy_sql(&self, conn: &Nested, group: &[usize], target: &str) -> Result<String> {
         let (inputs, deletes) = self.inputs(group);
-        Ok(copy_sql(conn, self.table, &inputs, &deletes, target, &self.layout.order)?.0)
+        Ok(copy_sql(conn, self.table, &inputs, &deletes, target, &self.layout)?.0)
     }
 
     fn skip_unsafe(&self, conn: &Nested, plans: &mut [PartitionPlan]) -> Result<()> {
@@ -537,11 +590,11 @@ impl Rewrite for IcebergRewrite<'_> {
         require_exclusive(self.located)
     }
 
-    fn rewrite(&self, conn: &Nested, plan: &PartitionPlan, group: &[usize]) -> Result<Written> {
+    fn rewrite(&self, conn: &Nested, plan: &PartitionPlan, group: &[usize], outputs: usize) -> Result<Vec<Written>> {
         let (inputs, deletes) = self.inputs(group);
-        let written = rewrite_group(conn, self.table, &inputs, &deletes, plan.spec_id, &self.layout)?;
+        let written = rewrite_group(conn, self.table, &inputs, &deletes, plan.spec_id, &self.layout, outputs)?;
         if let Err(e) = self.record_named_paths(conn, group) {
-            crate::store::remove_quietly([written.local_path.as_str()]);
+            crate::store::remove_quietly(written.iter().map(|w| w.local_path.as_str()));
             return Err(e);
         }
         Ok(written)
@@ -764,36 +817,83 @@ fn copy_sql(
     inputs: &[Input<'_>],
     deletes: &[Input<'_>],
     target: &str,
-    sort: &[String],
+    layout: &IcebergLayout,
+) -> Result<(String, Option<DeletedCounts>)> {
+    let (select, deleted) = rewrite_select(conn, table, inputs, deletes, layout)?;
+    Ok((format!("COPY ({select}) TO {} {}", quote_literal(target), copy_options(table)), deleted))
+}
+
+/// The `SELECT` of [`copy_sql`] in the layout's order, and its deleted-counts query.
+fn rewrite_select(
+    conn: &Nested,
+    table: &IcebergTable,
+    inputs: &[Input<'_>],
+    deletes: &[Input<'_>],
+    layout: &IcebergLayout,
 ) -> Result<(String, Option<DeletedCounts>)> {
     let schema = table.metadata.current_schema();
     let local_inputs: Vec<String> = inputs.iter().map(|f| strip_file_scheme(f.file.file_path()).to_string()).collect();
-    let ids = schema
-        .as_struct()
-        .fields()
-        .iter()
-        .map(|f| format!("{}: {}", quote_ident(&f.name), field_ids(f)))
-        .collect::<Vec<_>>()
-        .join(", ");
     // With the manifests' value/null counts on every input, the non-null check after the rewrite
     // catches any file read the wrong way, so one footer decides; otherwise every footer does.
     let files: Vec<&IcebergDataFile> = inputs.iter().map(|i| i.file).collect();
     let probe = if has_column_counts(&files, schema) { &local_inputs[..1] } else { &local_inputs[..] };
     let files_have_ids = files_have_field_ids(conn, probe)?;
     let (select, deleted) = if deletes.is_empty() {
-        (select_sql(schema, &local_inputs, sort, files_have_ids), None)
+        (select_sql(schema, &local_inputs, &[], files_have_ids), None)
     } else {
         let set = DeleteSet::new(conn, schema, inputs, deletes, files_have_ids)?;
-        (set.select_sql(schema, sort), Some(set.deleted_counts_sql()))
+        (set.select_sql(schema, &[]), Some(set.deleted_counts_sql()))
     };
-    Ok((
-        format!(
-            "COPY ({select}) TO {} (FORMAT parquet, COMPRESSION {}, FIELD_IDS {{{ids}}}, RETURN_STATS)",
-            quote_literal(target),
-            compression(table),
-        ),
-        deleted,
-    ))
+    Ok((layout.ordered(conn, &select)?, deleted))
+}
+
+/// The `COPY` options of a rewrite: Parquet with the table's codec and the current schema's
+/// field ids, returning the file's statistics.
+fn copy_options(table: &IcebergTable) -> String {
+    let ids = table
+        .metadata
+        .current_schema()
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| format!("{}: {}", quote_ident(&f.name), field_ids(f)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("(FORMAT parquet, COMPRESSION {}, FIELD_IDS {{{ids}}}, RETURN_STATS)", compression(table))
+}
+
+/// Writes the rows of `select` (in its order) as `targets.len()` files of even row counts:
+/// one `COPY` for one file; for more, the rows are numbered once into a temporary table (in
+/// order) and each file is a `COPY` of its range, so the files cover consecutive runs of the
+/// order. `copy_to(select, target)` makes a file's `COPY`. Returns (rows, bytes) per file.
+pub(crate) fn copy_in_order(
+    conn: &Nested,
+    select: &str,
+    targets: &[String],
+    copy_to: &dyn Fn(&str, &str) -> String,
+) -> Result<Vec<(u64, u64)>> {
+    if let [one] = targets {
+        return Ok(vec![conn.query(&copy_to(select, one))?.copy_stats()?]);
+    }
+    let temp = format!("__lakehouse_sorted_{}", uuid::Uuid::new_v4().simple());
+    conn.execute(&format!("CREATE TEMPORARY TABLE {temp} AS {select}"))?;
+    let result = (|| {
+        let total = conn.query(&format!("SELECT count(*) FROM {temp}"))?.first("count")?[0].int()?.max(0) as u64;
+        let n = targets.len() as u64;
+        targets
+            .iter()
+            .enumerate()
+            .map(|(i, target)| {
+                let (from, to) = (total * i as u64 / n, total * (i as u64 + 1) / n);
+                let range = format!("SELECT * FROM {temp} WHERE rowid >= {from} AND rowid < {to} ORDER BY rowid");
+                conn.query(&copy_to(&range, target))?.copy_stats()
+            })
+            .collect::<Result<Vec<_>>>()
+    })();
+    let dropped = conn.execute(&format!("DROP TABLE IF EXISTS {temp}"));
+    let out = result?;
+    dropped?;
+    Ok(out)
 }
 
 /// The query counting a group's deleted rows and their non-null values, with the field ids of
@@ -1011,9 +1111,10 @@ pub(crate) fn measured_output_ratio(
 const MIN_OUTPUT_RATIO: f64 = 1.0 / 32.0;
 const MAX_OUTPUT_RATIO: f64 = 32.0;
 
-/// Rewrites one group into one file next to its first input, with `deletes` applied; checks the
-/// rows and per-column non-null counts written, plus those deleted, against the manifests. A group
-/// whose every row was deleted writes no file (its inputs are only removed).
+/// Rewrites one group into `outputs` files (in layout order, [`copy_in_order`]) next to its first
+/// input, with `deletes` applied; checks the rows and per-column non-null counts written, plus
+/// those deleted, against the manifests. A file that gets no row (every row deleted) is not
+/// added; the first written carries the replaced inputs.
 fn rewrite_group(
     conn: &Nested,
     table: &IcebergTable,
@@ -1021,13 +1122,15 @@ fn rewrite_group(
     deletes: &[Input<'_>],
     spec_id: i32,
     layout: &IcebergLayout,
-) -> Result<Written> {
+    outputs: usize,
+) -> Result<Vec<Written>> {
     let first = inputs[0].file;
     let dir = output_dir(table, first, spec_id);
-    let file_path = format!("{dir}/{}-compacted.parquet", uuid::Uuid::new_v4());
-    let local_path = strip_file_scheme(&file_path).to_string();
-    if !crate::store::is_remote(&local_path)
-        && let Some(parent) = Path::new(&local_path).parent()
+    let file_paths: Vec<String> =
+        (0..outputs.max(1)).map(|_| format!("{dir}/{}-compacted.parquet", uuid::Uuid::new_v4())).collect();
+    let local_paths: Vec<String> = file_paths.iter().map(|p| strip_file_scheme(p).to_string()).collect();
+    if !crate::store::is_remote(&local_paths[0])
+        && let Some(parent) = Path::new(&local_paths[0]).parent()
     {
         std::fs::create_dir_all(parent)?;
     }
@@ -1039,14 +1142,18 @@ fn rewrite_group(
     }
     let schema = table.metadata.current_schema();
     let files: Vec<&IcebergDataFile> = inputs.iter().map(|i| i.file).collect();
-    let (sql, deleted_sql) = copy_sql(conn, table, inputs, deletes, &local_path, &layout.order)?;
+    let (select, deleted_sql) = rewrite_select(conn, table, inputs, deletes, layout)?;
+    let options = copy_options(table);
     let written = (|| {
         // What the deletes remove, counted by a query of its own before the rewrite.
         let deleted = match &deleted_sql {
             None => Deleted::default(),
             Some((sql, ids)) => Deleted::read(conn, sql, ids)?,
         };
-        let (rows, bytes) = conn.query(&sql)?.copy_stats()?;
+        let copied = copy_in_order(conn, &select, &local_paths, &|select, target| {
+            format!("COPY ({select}) TO {} {options}", quote_literal(target))
+        })?;
+        let rows: u64 = copied.iter().map(|(rows, _)| rows).sum();
         let listed: u64 = files.iter().map(|f| f.record_count()).sum();
         if rows + deleted.rows != listed {
             return Err(Error::new(
@@ -1059,43 +1166,56 @@ fn rewrite_group(
                 ),
             ));
         }
-        let stats = column_stats(conn, &local_path, schema)?;
-        check_non_null_counts(&files, &stats, &deleted.non_null, schema)?;
-        if rows == 0 {
-            crate::store::remove_quietly([local_path.as_str()]);
-            return Ok(None);
+        let stats = local_paths.iter().map(|p| column_stats(conn, p, schema)).collect::<Result<Vec<_>>>()?;
+        check_non_null_counts(&files, &ColumnStats::summed(&stats), &deleted.non_null, schema)?;
+        let mut data_files = Vec::new();
+        for ((file_path, (rows, bytes)), stats) in file_paths.iter().zip(copied).zip(stats) {
+            if rows == 0 {
+                data_files.push(None);
+                continue;
+            }
+            let mut builder = DataFileBuilder::default();
+            builder
+                .content(DataContentType::Data)
+                .file_path(file_path.clone())
+                .file_format(DataFileFormat::Parquet)
+                .partition(first.partition().clone())
+                .partition_spec_id(spec_id)
+                .record_count(rows)
+                .file_size_in_bytes(bytes)
+                .column_sizes(stats.sizes)
+                .value_counts(stats.values)
+                .null_value_counts(stats.nulls)
+                .lower_bounds(stats.lower)
+                .upper_bounds(stats.upper);
+            if let Some(id) = layout.sort_order_id {
+                builder.sort_order_id(id);
+            }
+            data_files.push(Some(
+                builder.build().map_err(|e| Error::new(ErrorKind::CorruptMetadata, format!("data file entry: {e}")))?,
+            ));
         }
-        let mut builder = DataFileBuilder::default();
-        builder
-            .content(DataContentType::Data)
-            .file_path(file_path.clone())
-            .file_format(DataFileFormat::Parquet)
-            .partition(first.partition().clone())
-            .partition_spec_id(spec_id)
-            .record_count(rows)
-            .file_size_in_bytes(bytes)
-            .column_sizes(stats.sizes)
-            .value_counts(stats.values)
-            .null_value_counts(stats.nulls)
-            .lower_bounds(stats.lower)
-            .upper_bounds(stats.upper);
-        if let Some(id) = layout.sort_order_id {
-            builder.sort_order_id(id);
-        }
-        builder
-            .build()
-            .map(Some)
-            .map_err(|e| Error::new(ErrorKind::CorruptMetadata, format!("data file entry: {e}")))
+        Ok(data_files)
     })();
     match written {
-        Ok(data_file) => Ok(Written {
-            local_path,
-            data_file,
-            replaces: files.iter().map(|f| f.file_path().to_string()).collect(),
-            spec_id,
-        }),
+        Ok(data_files) => {
+            // Files without rows are removed; the inputs are replaced all the same.
+            let empty = local_paths.iter().zip(&data_files).filter(|(_, f)| f.is_none()).map(|(p, _)| p.as_str());
+            crate::store::remove_quietly(empty);
+            let mut out: Vec<Written> = local_paths
+                .into_iter()
+                .zip(data_files)
+                .filter(|(_, f)| f.is_some())
+                .map(|(local_path, data_file)| Written { local_path, data_file, replaces: Vec::new(), spec_id })
+                .collect();
+            if out.is_empty() {
+                out.push(Written { local_path: String::new(), data_file: None, replaces: Vec::new(), spec_id });
+            }
+            out[0].replaces = files.iter().map(|f| f.file_path().to_string()).collect();
+            Ok(out)
+        }
         Err(e) => {
-            crate::store::remove_quietly([local_path.as_str()]);
+            crate::store::remove_quietly(local_paths.iter().map(String::as_str));
             Err(e)
         }
     }
@@ -1297,6 +1417,28 @@ struct ColumnStats {
     nulls: HashMap<i32, u64>,
     lower: HashMap<i32, Datum>,
     upper: HashMap<i32, Datum>,
+}
+
+impl ColumnStats {
+    /// The counts of several files added up, for the checks over a whole rewrite (no bounds).
+    fn summed(all: &[ColumnStats]) -> ColumnStats {
+        let mut out = ColumnStats::default();
+        let add = |into: &mut HashMap<i32, u64>, from: &HashMap<i32, u64>| {
+            for (id, n) in from {
+                *into.entry(*id).or_default() += n;
+            }
+        };
+        for stats in all {
+            add(&mut out.sizes, &stats.sizes);
+            add(&mut out.values, &stats.values);
+            add(&mut out.nulls, &stats.nulls);
+        }
+        // A count one file lacks is unknown for the whole.
+        for map in [&mut out.values, &mut out.nulls] {
+            map.retain(|id, _| all.iter().all(|s| s.values.contains_key(id) && s.nulls.contains_key(id)));
+        }
+        out
+    }
 }
 
 /// DuckDB truncates string statistics to this many bytes: a maximum that long may be a prefix

@@ -30,7 +30,8 @@ use serde_json::{Value, json};
 
 use crate::action::compact::Rewrite;
 use crate::duck::{Nested, quote_ident, quote_literal};
-use crate::action::layout::{order_by, resolve_names};
+use crate::action::compact::copy_in_order;
+use crate::action::layout::{ZorderScale, order_by, resolve_names, zorder_order};
 use crate::plan::layout::Layout;
 use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt;
@@ -125,6 +126,15 @@ impl<'a> DeltaRewrite<'a> {
         let mut columns = DeltaColumns::of(table);
         let layout = resolve_names(options.layout.resolve(&[])?, &columns.sortable())?;
         columns.order = order_by(&layout);
+        if let Layout::Zorder(names) = &layout {
+            columns.zorder = names
+                .iter()
+                .map(|n| {
+                    let ty = columns.data.iter().find(|(d, ..)| d == n).and_then(|(_, t, _)| t.clone()).unwrap_or_default();
+                    (n.clone(), ZorderScale::of(n, &ty))
+                })
+                .collect();
+        }
         Ok(Self {
             table,
             files,
@@ -164,8 +174,8 @@ impl Rewrite for DeltaRewrite<'_> {
         self.columns.copy_sql(conn, &self.inputs(group)?, target)
     }
 
-    fn rewrite(&self, conn: &Nested, _plan: &PartitionPlan, group: &[usize]) -> Result<Written> {
-        rewrite_group(conn, self.table, &self.columns, &self.inputs(group)?)
+    fn rewrite(&self, conn: &Nested, _plan: &PartitionPlan, group: &[usize], outputs: usize) -> Result<Vec<Written>> {
+        rewrite_group(conn, self.table, &self.columns, &self.inputs(group)?, outputs)
     }
 
     fn local_path(written: &Written) -> &Path {
@@ -213,6 +223,8 @@ pub(crate) struct DeltaColumns {
     compression: &'static str,
     /// `ORDER BY` terms of the rewrite ([`crate::action::layout`]; empty: binpack).
     order: Vec<String>,
+    /// For z-order: the columns and how each enters the z-value.
+    zorder: Vec<(String, ZorderScale)>,
 }
 
 impl DeltaColumns {
@@ -244,7 +256,7 @@ impl DeltaColumns {
             Some("uncompressed") => "uncompressed",
             _ => "zstd",
         };
-        Self { data, indexed, compression, order: Vec::new() }
+        Self { data, indexed, compression, order: Vec::new(), zorder: Vec::new() }
     }
 
     /// The data columns' names, in order.
@@ -293,14 +305,29 @@ impl DeltaColumns {
 
     /// The COPY of `inputs` into `target` ([`DeltaColumns::select_sql`]), in the layout's order.
     fn copy_sql(&self, conn: &Nested, inputs: &[&LiveFile], target: &str) -> Result<String> {
+        Ok(self.copy_to(&self.ordered_select(conn, inputs)?, target))
+    }
+
+    /// [`DeltaColumns::select_sql`] of `inputs`, in the layout's order.
+    fn ordered_select(&self, conn: &Nested, inputs: &[&LiveFile]) -> Result<String> {
         let files: Vec<String> = inputs.iter().map(|f| f.local_path.to_string_lossy().into_owned()).collect();
-        let order = if self.order.is_empty() { String::new() } else { format!(" ORDER BY {}", self.order.join(", ")) };
-        Ok(format!(
-            "COPY ({}{order}) TO {} (FORMAT parquet, COMPRESSION {}, RETURN_STATS)",
-            self.select_sql(conn, &files)?,
+        let select = self.select_sql(conn, &files)?;
+        Ok(if !self.zorder.is_empty() {
+            format!("SELECT * FROM ({select}) ORDER BY {}", zorder_order(conn, &self.zorder, &select)?)
+        } else if self.order.is_empty() {
+            select
+        } else {
+            format!("SELECT * FROM ({select}) ORDER BY {}", self.order.join(", "))
+        })
+    }
+
+    /// The COPY of `select` into `target`.
+    fn copy_to(&self, select: &str, target: &str) -> String {
+        format!(
+            "COPY ({select}) TO {} (FORMAT parquet, COMPRESSION {}, RETURN_STATS)",
             quote_literal(target),
             self.compression
-        ))
+        )
     }
 }
 
@@ -348,13 +375,15 @@ fn duckdb_type(ty: &Value) -> Option<String> {
     })
 }
 
-/// Rewrites one group into one new file in the partition directory of its first input.
+/// Rewrites one group into `outputs` new files (in layout order, [`copy_in_order`]) in the
+/// partition directory of its first input; the first written carries the removes.
 fn rewrite_group(
     conn: &Nested,
     table: &DeltaLakeTable,
     columns: &DeltaColumns,
     inputs: &[&LiveFile],
-) -> Result<Written> {
+    outputs: usize,
+) -> Result<Vec<Written>> {
     if inputs.iter().any(|f| f.partition_values != inputs[0].partition_values) {
         return Err(Error::new(
             ErrorKind::CorruptMetadata,
@@ -366,17 +395,20 @@ fn rewrite_group(
     // the root instead).
     let relative_dir =
         if first_dir.is_absolute() || inputs[0].path.contains("://") { PathBuf::new() } else { first_dir };
-    let name = format!("part-00000-{}-c000.{}.parquet", uuid::Uuid::new_v4(), columns.compression);
-    let relative = relative_dir.join(&name);
-    let local_path = table.root.join(&relative);
-    if !crate::store::is_remote(&local_path.to_string_lossy())
-        && let Some(parent) = local_path.parent()
+    let relatives: Vec<PathBuf> = (0..outputs.max(1))
+        .map(|_| relative_dir.join(format!("part-00000-{}-c000.{}.parquet", uuid::Uuid::new_v4(), columns.compression)))
+        .collect();
+    let local_paths: Vec<PathBuf> = relatives.iter().map(|r| table.root.join(r)).collect();
+    if !crate::store::is_remote(&local_paths[0].to_string_lossy())
+        && let Some(parent) = local_paths[0].parent()
     {
         std::fs::create_dir_all(parent)?;
     }
-    let sql = columns.copy_sql(conn, inputs, &local_path.to_string_lossy())?;
+    let targets: Vec<String> = local_paths.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    let select = columns.ordered_select(conn, inputs)?;
     let done = (|| {
-        let (rows, bytes) = conn.query(&sql)?.copy_stats()?;
+        let copied = copy_in_order(conn, &select, &targets, &|select, target| columns.copy_to(select, target))?;
+        let rows: u64 = copied.iter().map(|(rows, _)| rows).sum();
         let expected: Option<u64> = inputs.iter().map(|f| f.num_records).sum();
         if let Some(expected) = expected
             && rows != expected
@@ -389,26 +421,44 @@ fn rewrite_group(
                 ),
             ));
         }
-        let stats = file_stats(conn, &local_path, columns, rows)?;
-        check_null_counts(inputs, &stats, columns)?;
-        Ok(Add {
-            path: relative.to_string_lossy().into_owned(),
-            partition_values: inputs[0].partition_values.clone(),
-            size: bytes as i64,
-            modification_time: chrono::Utc::now().timestamp_millis(),
-            data_change: false,
-            stats: Some(stats.to_string()),
-            tags: None,
-            deletion_vector: None,
-            base_row_id: None,
-            default_row_commit_version: None,
-            clustering_provider: None,
-        })
+        let mut adds = Vec::new();
+        let mut null_counts: HashMap<String, Option<u64>> = HashMap::new();
+        for ((relative, local_path), (rows, bytes)) in relatives.iter().zip(&local_paths).zip(copied) {
+            let stats = file_stats(conn, local_path, columns, rows)?;
+            for (name, ..) in &columns.data {
+                let n = stats["nullCount"].get(name).and_then(Value::as_u64);
+                let total = null_counts.entry(name.clone()).or_insert(Some(0));
+                *total = total.zip(n).map(|(a, b)| a + b);
+            }
+            adds.push(Add {
+                path: relative.to_string_lossy().into_owned(),
+                partition_values: inputs[0].partition_values.clone(),
+                size: bytes as i64,
+                modification_time: chrono::Utc::now().timestamp_millis(),
+                data_change: false,
+                stats: Some(stats.to_string()),
+                tags: None,
+                deletion_vector: None,
+                base_row_id: None,
+                default_row_commit_version: None,
+                clustering_provider: None,
+            });
+        }
+        check_null_counts(inputs, &null_counts, columns)?;
+        Ok(adds)
     })();
     match done {
-        Ok(add) => Ok(Written { local_path, add, replaces: inputs.iter().map(|f| f.remove.clone()).collect() }),
+        Ok(adds) => {
+            let mut out: Vec<Written> = local_paths
+                .into_iter()
+                .zip(adds)
+                .map(|(local_path, add)| Written { local_path, add, replaces: Vec::new() })
+                .collect();
+            out[0].replaces = inputs.iter().map(|f| f.remove.clone()).collect();
+            Ok(out)
+        }
         Err(e) => {
-            crate::store::remove_quietly([local_path.to_string_lossy().as_ref()]);
+            crate::store::remove_quietly(targets.iter().map(String::as_str));
             Err(e)
         }
     }
@@ -416,10 +466,14 @@ fn rewrite_group(
 
 /// Every data column whose inputs all carry a null count must keep it (a column read as NULL,
 /// e.g. by a wrong name, would not). Inputs' counts come from their own stats.
-fn check_null_counts(inputs: &[&LiveFile], stats: &Value, columns: &DeltaColumns) -> Result<()> {
+fn check_null_counts(
+    inputs: &[&LiveFile],
+    written_counts: &HashMap<String, Option<u64>>,
+    columns: &DeltaColumns,
+) -> Result<()> {
     for (name, ..) in &columns.data {
         let expected: Option<u64> = inputs.iter().map(|f| f.null_counts.get(name).copied()).sum();
-        let written = stats["nullCount"].get(name).and_then(Value::as_u64);
+        let written = written_counts.get(name).copied().flatten();
         if let (Some(expected), Some(written)) = (expected, written)
             && expected != written
         {

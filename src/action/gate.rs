@@ -278,18 +278,8 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         plan.plans.iter().filter(|p| p.verdict == Verdict::Compact).map(|p| p.key.clone()).collect();
     // The measured scans cover a bounded sample of the rewrite groups ([`scan_sample`]) this
     // session rewrites (groups are in plan order; Spark's partitions are not sampled).
-    let local_groups: Vec<GroupFiles> = plan
-        .plans
-        .iter()
-        .filter(|p| p.verdict == Verdict::Compact)
-        .flat_map(|p| {
-            let local = planned.routes.get(&p.key).is_none_or(|r| !r.spark);
-            std::iter::repeat_n(local, p.groups.len())
-        })
-        .zip(&plan.groups)
-        .filter(|(local, _)| *local)
-        .map(|(_, g)| g.clone())
-        .collect();
+    let local_groups: Vec<GroupFiles> =
+        plan.groups.iter().filter(|g| planned.routes.get(&g.key).is_none_or(|r| !r.spark)).cloned().collect();
     let sampled: Vec<GroupFiles> =
         scan_sample(&local_groups, SCAN_SAMPLE_BYTES).into_iter().map(|g| local_groups[g].clone()).collect();
     let measure = options.measure_speedup && !options.dry_run && !sampled.is_empty();
@@ -336,9 +326,9 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
                 .groups
                 .iter()
                 .find(|r| r.inputs.len() == wanted.len() && r.inputs.iter().all(|p| wanted.contains(p)))
-                .map(|r| r.output.clone())
+                .map(|r| r.outputs.clone())
         })
-        .collect::<Option<Vec<Option<String>>>>()
+        .collect::<Option<Vec<Vec<String>>>>()
         .map(|outputs| outputs.into_iter().flatten().collect());
     let (scan_before, scan_after) = match (scan_before, after_paths) {
         (Some(before_scan), Some(after_paths)) if report.snapshot_id.is_some() => {
@@ -519,7 +509,12 @@ mod tests {
     fn the_scan_sample_is_a_tenth_of_the_groups_bytes_within_the_cap_and_at_least_one_group() {
         let groups = |mib: &[u64]| -> Vec<GroupFiles> {
             mib.iter()
-                .map(|m| GroupFiles { inputs: vec![format!("{m}")], input_bytes: m << 20, output: None })
+                .map(|m| GroupFiles {
+                    key: PartitionKey { spec_id: 0, values: String::new() },
+                    inputs: vec![format!("{m}")],
+                    input_bytes: m << 20,
+                    outputs: Vec::new(),
+                })
                 .collect()
         };
         // 1,000 MiB in ten groups of 100: the budget (100 MiB) takes the first group.

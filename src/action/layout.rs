@@ -78,6 +78,83 @@ impl VArrowScalar for ZorderKey {
     }
 }
 
+/// How a z-order column enters the z-value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ZorderScale {
+    /// A number, date or timestamp: this DOUBLE expression of it, scaled linearly onto 32 bits
+    /// between its minimum and maximum in the rows rewritten ([`zorder_order`]).
+    Linear(String),
+    /// Anything else (strings, binary, booleans, UUIDs): its raw sort key.
+    Raw,
+}
+
+impl ZorderScale {
+    /// The scale for a column of DuckDB type `ty`.
+    pub fn of(column: &str, ty: &str) -> Self {
+        let id = quote_ident(column);
+        let upper = ty.to_ascii_uppercase();
+        if upper.starts_with("DATE") || upper.starts_with("TIMESTAMP") {
+            ZorderScale::Linear(format!("epoch({id})"))
+        } else if ["TINYINT", "SMALLINT", "INTEGER", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT"]
+            .iter()
+            .any(|t| upper.starts_with(t))
+        {
+            ZorderScale::Linear(format!("CAST({id} AS DOUBLE)"))
+        } else {
+            ZorderScale::Raw
+        }
+    }
+}
+
+/// The z-order `ORDER BY` term for the rows of `select`. Numbers, dates and timestamps are first
+/// scaled linearly onto 32 bits between their minimum and maximum in these rows (one aggregate
+/// query): raw keys would let the column whose values differ in the highest bits (a double's
+/// exponent beside a small integer's low bits) decide the order alone, which is a sort by that
+/// column, not a z-order (Iceberg's Spark z-order interleaves raw 8-byte keys and has that
+/// skew). Non-finite values and NULLs go last.
+pub fn zorder_order(conn: &crate::duck::Nested, columns: &[(String, ZorderScale)], select: &str) -> Result<String> {
+    let linear: Vec<&String> = columns
+        .iter()
+        .filter_map(|(_, s)| match s {
+            ZorderScale::Linear(e) => Some(e),
+            ZorderScale::Raw => None,
+        })
+        .collect();
+    let mut ranges: Vec<Option<(f64, f64)>> = Vec::new();
+    if !linear.is_empty() {
+        let aggregates: Vec<String> = linear
+            .iter()
+            .map(|e| format!("min({e}) FILTER (WHERE isfinite({e})), max({e}) FILTER (WHERE isfinite({e}))"))
+            .collect();
+        let result = conn.query(&format!("SELECT {} FROM ({select})", aggregates.join(", ")))?;
+        let row = result.first("z-order ranges")?;
+        for k in 0..linear.len() {
+            let value = |v: &crate::duck::Value| match v {
+                crate::duck::Value::Double(f) => Some(*f),
+                crate::duck::Value::Int(i) => Some(*i as f64),
+                _ => None,
+            };
+            ranges.push(value(&row[2 * k]).zip(value(&row[2 * k + 1])));
+        }
+    }
+    let mut next = ranges.into_iter();
+    let keys: Vec<String> = columns
+        .iter()
+        .map(|(name, scale)| match scale {
+            ZorderScale::Raw => format!("create_sort_key({}, {ZORDER_KEY_SUFFIX})", quote_ident(name)),
+            ZorderScale::Linear(e) => match next.next().flatten() {
+                Some((lo, hi)) if hi > lo => format!(
+                    "create_sort_key(CASE WHEN isfinite({e}) THEN CAST(least(greatest(({e} - {lo:e}) / {span:e}, 0), 1) * 4294967295 AS UBIGINT) END, {ZORDER_KEY_SUFFIX})",
+                    span = hi - lo
+                ),
+                // Constant (or no finite value): nothing to interleave but NULLs last.
+                _ => format!("create_sort_key(({e}) IS NULL, {ZORDER_KEY_SUFFIX})"),
+            },
+        })
+        .collect();
+    Ok(format!("lakehouse_zorder_key({})", keys.join(", ")))
+}
+
 /// The `ORDER BY` terms of `layout` over columns named (already resolved) as in the output.
 pub fn order_by(layout: &Layout) -> Vec<String> {
     match layout {
@@ -139,6 +216,21 @@ pub struct IcebergLayout {
     pub sort_order_id: Option<i32>,
     /// A sort order the commit adds (not as the default) so that `sort_order_id` names it.
     pub add: Option<SortOrder>,
+    /// For z-order: the columns and how each enters the z-value ([`zorder_order`]).
+    pub zorder: Vec<(String, ZorderScale)>,
+}
+
+impl IcebergLayout {
+    /// `select` (unordered) in the layout's order.
+    pub fn ordered(&self, conn: &crate::duck::Nested, select: &str) -> Result<String> {
+        Ok(if !self.zorder.is_empty() {
+            format!("SELECT * FROM ({select}) ORDER BY {}", zorder_order(conn, &self.zorder, select)?)
+        } else if self.order.is_empty() {
+            select.to_string()
+        } else {
+            format!("SELECT * FROM ({select}) ORDER BY {}", self.order.join(", "))
+        })
+    }
 }
 
 /// The `ORDER BY` expression of a sort order field: the transform applied as Iceberg does
@@ -206,16 +298,27 @@ pub fn iceberg_layout(options: &LayoutOptions, metadata: &TableMetadata) -> Resu
         .map(|f| f.name.clone())
         .collect();
     Ok(match layout {
-        Layout::Binpack => IcebergLayout { layout: Layout::Binpack, order: Vec::new(), sort_order_id: None, add: None },
+        Layout::Binpack => {
+            IcebergLayout { layout: Layout::Binpack, order: Vec::new(), sort_order_id: None, add: None, zorder: Vec::new() }
+        }
         Layout::Sort { table_order: true, .. } => IcebergLayout {
             order: table_sql,
             sort_order_id: i32::try_from(metadata.default_sort_order_id()).ok(),
             layout,
             add: None,
+            zorder: Vec::new(),
         },
         Layout::Zorder(_) => {
             let layout = resolve_names(layout, &sortable)?;
-            IcebergLayout { order: order_by(&layout), layout, sort_order_id: None, add: None }
+            let zorder = layout
+                .columns()
+                .iter()
+                .map(|c| {
+                    let ty = schema.field_by_name(c).and_then(|f| f.field_type.as_primitive_type().map(|p| p.to_string()));
+                    (c.to_string(), ty.map_or(ZorderScale::Raw, |t| ZorderScale::of(c, &iceberg_duckdb_name(&t))))
+                })
+                .collect();
+            IcebergLayout { order: order_by(&layout), layout, sort_order_id: None, add: None, zorder }
         }
         Layout::Sort { .. } => {
             let layout = resolve_names(layout, &sortable)?;
@@ -233,14 +336,24 @@ pub fn iceberg_layout(options: &LayoutOptions, metadata: &TableMetadata) -> Resu
             let id = existing
                 .unwrap_or_else(|| metadata.sort_orders_iter().map(|o| o.order_id).max().unwrap_or(0).max(0) + 1);
             let add = existing.is_none().then(|| SortOrder { order_id: id, fields });
-            IcebergLayout {
-                order: order_by(&layout),
-                sort_order_id: i32::try_from(id).ok(),
-                layout,
-                add,
-            }
+            IcebergLayout { order: order_by(&layout), sort_order_id: i32::try_from(id).ok(), layout, add, zorder: Vec::new() }
         }
     })
+}
+
+/// An Iceberg primitive type's name (`int`, `long`, `decimal(9,2)`, `timestamptz`, …) mapped to the
+/// DuckDB type name [`ZorderScale::of`] reads.
+fn iceberg_duckdb_name(iceberg: &str) -> String {
+    match iceberg {
+        "int" => "INTEGER".into(),
+        "long" => "BIGINT".into(),
+        "float" => "FLOAT".into(),
+        "double" => "DOUBLE".into(),
+        "date" => "DATE".into(),
+        t if t.starts_with("timestamp") => "TIMESTAMP".into(),
+        t if t.starts_with("decimal") => "DECIMAL".into(),
+        other => other.to_ascii_uppercase(),
+    }
 }
 
 /// Adds `order` to the metadata being built, not as the default (an equal order already there is

@@ -125,6 +125,8 @@ pub struct PartitionPlan {
     /// Delete files the committed rewrite removed because they no longer apply to any live
     /// data file (they applied to this partition's rewritten files).
     pub delete_files_removed: u64,
+    /// After a commit: the data files written for the partition.
+    pub files_written: Option<u64>,
 }
 
 impl PartitionPlan {
@@ -141,9 +143,15 @@ impl PartitionPlan {
         self.groups.iter().map(|g| g.len() as u64).sum()
     }
 
-    /// Live data files once the plan is applied.
+    /// Live data files once the plan is applied (after a commit: the files it wrote).
     pub fn files_after(&self) -> u64 {
-        self.files_before - self.input_files() + self.groups.len() as u64
+        self.files_before - self.input_files() + self.output_files()
+    }
+
+    /// Files the plan writes (after a commit: the files written, which a group whose every row
+    /// was deleted does not add to).
+    pub fn output_files(&self) -> u64 {
+        self.files_written.unwrap_or(self.groups.len() as u64)
     }
 }
 
@@ -189,6 +197,7 @@ pub fn plan_naming_deletes(
                 bytes_to_rewrite: 0,
                 delete_files: p.delete_files,
                 delete_files_removed: 0,
+                files_written: None,
             };
             let selected = options.partitions.as_ref().is_none_or(|list| list.iter().any(|l| l == &p.partition));
             if !selected {

@@ -909,10 +909,14 @@ def test_point_lookups_after_compaction(lab, con, iceberg_con, name):
 
 @pytest.mark.parametrize("name", sorted(SORTED))
 def test_compacted_files_follow_the_sort_order(lab, con, iceberg_con, name):
-    """Rows of each compacted file, read by Spark in file order (``_pos``), follow the table's sort order."""
+    """Rows of each compacted file, read by Spark in file order (``_pos``), follow the table's sort
+    order (the default layout of a sorted table), and the files carry its sort order id."""
     state = compacted(lab, con, iceberg_con, name)
     keys = SORTED[name]
     cols = ", ".join(f"`{k}`" for k, _ in keys)
+    default_order = lab.java_table(name).sortOrder().orderId()
+    assert default_order > 0
+    assert {f["sort_order_id"] for f in _new_files(state)} == {default_order}, "the files carry the order they follow"
     for f in _new_files(state):
         rows = lab.spark.sql(
             f"SELECT {cols} FROM {lab.ident(name)} WHERE _file = '{f['file_path']}' ORDER BY _pos"
