@@ -362,3 +362,37 @@ def test_an_evolved_spec_stays_local_under_auto_and_is_refused_under_spark(con, 
     assert compacted and all(r["executor"] == "local" for r in compacted)
     assert all("Spark cannot select this partition alone" in r["executor_reason"] for r in compacted)
     assert all_rows(lab, iceberg_con, table) == before
+
+
+@pytest.mark.parametrize("sort_order", ["x DESC NULLS LAST, id", "zorder(x, id)"])
+def test_spark_rewrites_in_the_layout_asked_for(con, iceberg_con, lab, sort_order):
+    """The layout travels with the CALL (``strategy => 'sort', sort_order => …`` in Spark's
+    spelling, back-quoted names): Spark accepts it, the rows stay the same, and with a sort order
+    Spark's new files (read by Spark in file order) follow it."""
+    table = lab.new_table(
+        "id bigint, x int, d date",
+        "d",
+        [
+            "SELECT id, CASE WHEN id % 13 = 0 THEN NULL ELSE CAST(pmod(hash(id), 1000) AS INT) END AS x, "
+            "DATE '2026-11-01' + CAST(id % 2 AS INT) AS d FROM range(0, 600)",
+            "SELECT id, CAST(pmod(hash(id), 1000) AS INT), DATE '2026-11-01' + CAST(id % 2 AS INT) FROM range(600, 1200)",
+        ],
+    )
+    before = all_rows(lab, iceberg_con, table)
+    before_snapshots = lab.snapshots(table)
+    params = lab.params(executor="spark", small_file_threshold_mb=1.0, target_file_size_mb=8.0, sort_order=sort_order)
+    dry = run(con, "lakehouse_compact", table, dry_run=True, **params)
+    assert [r["executor"] for r in dry if r["verdict"] == "would compact"] == ["spark", "spark"], dry
+    rows = run(con, "lakehouse_compact", table, **params)
+    compacted = [r for r in rows if r["verdict"] == "compacted"]
+    assert len(compacted) == 2 and all(r["executor"] == "spark" for r in compacted), rows
+    check_spark_rewrites(lab, table, rows, before_snapshots)
+    assert all_rows(lab, iceberg_con, table) == before
+    if not sort_order.startswith("zorder"):
+        files = [r["file_path"] for r in lab.spark.sql(f"SELECT file_path FROM {lab.server.catalog}.{table}.files").collect()]
+        for f in files:
+            got = lab.spark.sql(
+                f"SELECT x, id FROM {lab.server.catalog}.{table} WHERE _file = '{f}' ORDER BY _pos"
+            ).collect()
+            keys = [(r.x is None, -(r.x or 0), r.id) for r in got]
+            assert keys == sorted(keys), f
