@@ -85,6 +85,18 @@ def test_compact_keeps_every_row(con, demo):
     assert summary["snapshot_id"] is None, "nothing left to compact"
 
 
+def test_sorted_and_zordered_compaction_keep_every_row(con, demo):
+    """Sort and z-order use DuckDB's create_sort_key and our lakehouse_zorder_key on every host."""
+    key = con.execute("SELECT lakehouse_zorder_key('\\xF0'::BLOB, '\\x0F'::BLOB)").fetchone()[0]
+    assert bytes(key)[:2] == b"\xaa\x55" and len(bytes(key)) == 18
+    before = rows(newest(demo))
+    result = con.execute(
+        f"SELECT verdict, strategy FROM lakehouse_compact('{demo}', {SCALED}, sort_order := 'zorder(amount, event_id)')"
+    ).fetchall()
+    assert [s for v, s in result if v == "compacted"] == ["zorder(amount, event_id)"] * 2
+    assert rows(newest(demo)) == before
+
+
 def test_expire_and_health(con, demo):
     before = rows(newest(demo))
     health = con.execute(f"SELECT expirable_snapshots, metadata_bloated FROM lakehouse_metadata_health('{demo}')").fetchone()
