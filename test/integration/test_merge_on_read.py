@@ -74,6 +74,50 @@ def test_deletes_are_applied_and_dangling_ones_removed(con, iceberg_con, catalog
     assert records == len(before)
 
 
+@pytest.mark.parametrize("sort_order", ["id DESC", "zorder(id, payload)"])
+def test_sorted_rewrite_applies_deletes_across_its_files(con, iceberg_con, catalog, sort_order):
+    """A sorted partition is rewritten as a whole into several files: 24 appends of 5,000 rows
+    on one day (ids interleaved across files), a position delete on one file, an equality delete
+    of ids in others. The deletes stay applied, no row is lost or comes back, dangling deletes
+    go, and the rows of each new file follow the order."""
+    table = catalog.create_table(f"{c.NAMESPACE}.sorted_mor", schema=c._DATE_SCHEMA, partition_spec=c._DATE_SPEC)
+    for k in range(24):
+        table.append(c._date_rows(range(k, 120_000, 24), dt.date(2026, 10, 1)))
+    first = sorted(c.live_data_files(table), key=lambda f: f.file_path)[0]
+    # Every file small, the target three files' size: whatever the rewrite's output ratio
+    # (0.2-1), round(24 * ratio / 3) is 2 to 8 groups of at least 3 files.
+    small_mb = (max(f.file_size_in_bytes for f in c.live_data_files(table)) + 1) / (1024 * 1024)
+    table = c.commit_files(table, [c.position_delete_file(table, first, [0, 1, 2, 500])], deletes=True)
+    table = c.commit_files(table, [c.equality_delete_file(table, Record(_day(1)), "id", [7, 13, 119_999])], deletes=True)
+    before = duckdb_rows(iceberg_con, table.metadata_location)
+    import pyarrow.parquet as pq
+
+    named = pq.read_table(first.file_path.removeprefix("file://"), columns=["id"]).column("id").to_pylist()
+    deleted = {named[p] for p in (0, 1, 2, 500)} | {7, 13, 119_999}
+    assert sorted(r[1] for r in before) == sorted(set(range(120_000)) - deleted), "DuckDB applies both deletes"
+    result = compact(
+        con, f"{c.NAMESPACE}.sorted_mor", catalog_uri=catalog.test_uri,
+        small_file_threshold_mb=small_mb, target_file_size_mb=3 * small_mb, sort_order=sort_order,
+    )
+    compacted = [r for r in result if r["verdict"] == "compacted"]
+    assert len(compacted) == 1, result
+    (row,) = compacted
+    assert row["output_files"] >= 2 and row["delete_files_removed"] == 2, row
+    table = catalog.load_table(f"{c.NAMESPACE}.sorted_mor")
+    assert duckdb_rows(iceberg_con, table.metadata_location) == before, "a deleted row came back or a row was lost"
+    assert pyiceberg_rows(table) == before
+    files = table.inspect.files().to_pylist()
+    assert live_delete_files(table) == [] and len(files) == row["output_files"]
+    assert sum(f["record_count"] for f in files) == len(before)
+    if sort_order == "id DESC":
+        runs = [pq.read_table(f["file_path"].removeprefix("file://"), columns=["id"]).column("id").to_pylist() for f in files]
+        for ids in runs:
+            assert ids == sorted(ids, reverse=True)
+        # Disjoint, consecutive runs of the order across the files.
+        runs.sort(key=lambda ids: -ids[0])
+        assert all(a[-1] > b[0] for a, b in zip(runs, runs[1:]))
+
+
 def test_apply_deletes_false_keeps_the_skip(con, iceberg_con, catalog):
     table = build_merge_on_read(catalog)
     location = table.metadata_location
