@@ -40,7 +40,7 @@ use iceberg::spec::{
 
 use crate::duck::{HostDb, Nested, quote_ident, quote_list, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
-use crate::action::layout::{IcebergLayout, iceberg_layout};
+use crate::action::layout::{IcebergLayout, OrderedRows, iceberg_layout};
 use crate::interrupt;
 use crate::plan::layout::{Layout, LayoutOptions, TimeUnit, is_recent, time_range};
 use crate::plan::compaction::{CompactionOptions, PartitionPlan, Verdict, plan_naming_deletes};
@@ -245,6 +245,16 @@ pub(crate) fn run<R: Rewrite>(
             return Err(Error::invalid(format!(
                 "strategy {} writes rows in order, which DuckDB keeps only with preserve_insertion_order = true \
                  (it is false here): SET preserve_insertion_order = true, or pass strategy := 'binpack'",
+                report.layout.label()
+            )));
+        }
+        // Text sorts by bytes (what Iceberg's sort orders and readers' bounds mean) only without a
+        // default collation.
+        let collation = conn.query("SELECT current_setting('default_collation')::VARCHAR")?;
+        if let Some(c) = collation.first("default_collation")?[0].text().filter(|c| !c.is_empty()) {
+            return Err(Error::invalid(format!(
+                "strategy {} sorts text by its bytes, but this database sorts it with default_collation '{c}': \
+                 SET default_collation = '', or pass strategy := 'binpack'",
                 report.layout.label()
             )));
         }
@@ -819,8 +829,8 @@ fn copy_sql(
     target: &str,
     layout: &IcebergLayout,
 ) -> Result<(String, Option<DeletedCounts>)> {
-    let (select, deleted) = rewrite_select(conn, table, inputs, deletes, layout)?;
-    Ok((format!("COPY ({select}) TO {} {}", quote_literal(target), copy_options(table)), deleted))
+    let (rows, deleted) = rewrite_select(conn, table, inputs, deletes, layout)?;
+    Ok((format!("COPY ({}) TO {} {}", rows.sql(), quote_literal(target), copy_options(table)), deleted))
 }
 
 /// The `SELECT` of [`copy_sql`] in the layout's order, and its deleted-counts query.
@@ -830,7 +840,7 @@ fn rewrite_select(
     inputs: &[Input<'_>],
     deletes: &[Input<'_>],
     layout: &IcebergLayout,
-) -> Result<(String, Option<DeletedCounts>)> {
+) -> Result<(OrderedRows, Option<DeletedCounts>)> {
     let schema = table.metadata.current_schema();
     let local_inputs: Vec<String> = inputs.iter().map(|f| strip_file_scheme(f.file.file_path()).to_string()).collect();
     // With the manifests' value/null counts on every input, the non-null check after the rewrite
@@ -844,7 +854,7 @@ fn rewrite_select(
         let set = DeleteSet::new(conn, schema, inputs, deletes, files_have_ids)?;
         (set.select_sql(schema, &[]), Some(set.deleted_counts_sql()))
     };
-    Ok((layout.ordered(conn, &select)?, deleted))
+    Ok((layout.ordered(conn, select)?, deleted))
 }
 
 /// The `COPY` options of a rewrite: Parquet with the table's codec and the current schema's
@@ -862,21 +872,29 @@ fn copy_options(table: &IcebergTable) -> String {
     format!("(FORMAT parquet, COMPRESSION {}, FIELD_IDS {{{ids}}}, RETURN_STATS)", compression(table))
 }
 
-/// Writes the rows of `select` (in its order) as `targets.len()` files of even row counts:
-/// one `COPY` for one file; for more, the rows are numbered once into a temporary table (in
-/// order) and each file is a `COPY` of its range, so the files cover consecutive runs of the
-/// order. `copy_to(select, target)` makes a file's `COPY`. Returns (rows, bytes) per file.
+/// Writes `rows` (in their order) as `targets.len()` files of even row counts: one `COPY` for
+/// one file; for more, the rows are numbered once in their order (`row_number()` into a column
+/// of a temporary table, named per run so no column of the table can shadow it) and each file
+/// is a `COPY` of its range of numbers, so the files cover consecutive, disjoint runs of the
+/// order and every row lands in exactly one. `copy_to(select, target)` makes a file's `COPY`.
+/// Returns (rows, bytes) per file (a file may get no row when there are fewer rows than files).
 pub(crate) fn copy_in_order(
     conn: &Nested,
-    select: &str,
+    rows: &OrderedRows,
     targets: &[String],
     copy_to: &dyn Fn(&str, &str) -> String,
 ) -> Result<Vec<(u64, u64)>> {
     if let [one] = targets {
-        return Ok(vec![conn.query(&copy_to(select, one))?.copy_stats()?]);
+        return Ok(vec![conn.query(&copy_to(&rows.sql(), one))?.copy_stats()?]);
     }
-    let temp = format!("__lakehouse_sorted_{}", uuid::Uuid::new_v4().simple());
-    conn.execute(&format!("CREATE TEMPORARY TABLE {temp} AS {select}"))?;
+    let run = uuid::Uuid::new_v4().simple().to_string();
+    let temp = format!("__lakehouse_sorted_{run}");
+    let position = quote_ident(&format!("__lakehouse_position_{run}"));
+    let window = if rows.order.is_empty() { String::new() } else { format!("ORDER BY {}", rows.order.join(", ")) };
+    conn.execute(&format!(
+        "CREATE TEMPORARY TABLE {temp} AS SELECT row_number() OVER ({window}) AS {position}, * FROM ({}) AS __lakehouse_rows",
+        rows.select
+    ))?;
     let result = (|| {
         let total = conn.query(&format!("SELECT count(*) FROM {temp}"))?.first("count")?[0].int()?.max(0) as u64;
         let n = targets.len() as u64;
@@ -884,8 +902,12 @@ pub(crate) fn copy_in_order(
             .iter()
             .enumerate()
             .map(|(i, target)| {
+                // Numbers run 1..=total: file i takes (total·i/n, total·(i+1)/n].
                 let (from, to) = (total * i as u64 / n, total * (i as u64 + 1) / n);
-                let range = format!("SELECT * FROM {temp} WHERE rowid >= {from} AND rowid < {to} ORDER BY rowid");
+                let range = format!(
+                    "SELECT * EXCLUDE ({position}) FROM {temp} WHERE {position} > {from} AND {position} <= {to} \
+                     ORDER BY {position}"
+                );
                 conn.query(&copy_to(&range, target))?.copy_stats()
             })
             .collect::<Result<Vec<_>>>()
@@ -1142,7 +1164,7 @@ fn rewrite_group(
     }
     let schema = table.metadata.current_schema();
     let files: Vec<&IcebergDataFile> = inputs.iter().map(|i| i.file).collect();
-    let (select, deleted_sql) = rewrite_select(conn, table, inputs, deletes, layout)?;
+    let (rows_in_order, deleted_sql) = rewrite_select(conn, table, inputs, deletes, layout)?;
     let options = copy_options(table);
     let written = (|| {
         // What the deletes remove, counted by a query of its own before the rewrite.
@@ -1150,7 +1172,7 @@ fn rewrite_group(
             None => Deleted::default(),
             Some((sql, ids)) => Deleted::read(conn, sql, ids)?,
         };
-        let copied = copy_in_order(conn, &select, &local_paths, &|select, target| {
+        let copied = copy_in_order(conn, &rows_in_order, &local_paths, &|select, target| {
             format!("COPY ({select}) TO {} {options}", quote_literal(target))
         })?;
         let rows: u64 = copied.iter().map(|(rows, _)| rows).sum();

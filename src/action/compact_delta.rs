@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 use crate::action::compact::Rewrite;
 use crate::duck::{Nested, quote_ident, quote_literal};
 use crate::action::compact::copy_in_order;
-use crate::action::layout::{ZorderScale, order_by, resolve_names, zorder_order};
+use crate::action::layout::{OrderedRows, ZorderScale, order_by, order_rows, resolve_names};
 use crate::plan::layout::Layout;
 use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt;
@@ -305,20 +305,13 @@ impl DeltaColumns {
 
     /// The COPY of `inputs` into `target` ([`DeltaColumns::select_sql`]), in the layout's order.
     fn copy_sql(&self, conn: &Nested, inputs: &[&LiveFile], target: &str) -> Result<String> {
-        Ok(self.copy_to(&self.ordered_select(conn, inputs)?, target))
+        Ok(self.copy_to(&self.ordered_select(conn, inputs)?.sql(), target))
     }
 
     /// [`DeltaColumns::select_sql`] of `inputs`, in the layout's order.
-    fn ordered_select(&self, conn: &Nested, inputs: &[&LiveFile]) -> Result<String> {
+    fn ordered_select(&self, conn: &Nested, inputs: &[&LiveFile]) -> Result<OrderedRows> {
         let files: Vec<String> = inputs.iter().map(|f| f.local_path.to_string_lossy().into_owned()).collect();
-        let select = self.select_sql(conn, &files)?;
-        Ok(if !self.zorder.is_empty() {
-            format!("SELECT * FROM ({select}) ORDER BY {}", zorder_order(conn, &self.zorder, &select)?)
-        } else if self.order.is_empty() {
-            select
-        } else {
-            format!("SELECT * FROM ({select}) ORDER BY {}", self.order.join(", "))
-        })
+        order_rows(conn, &self.order, &self.zorder, self.select_sql(conn, &files)?)
     }
 
     /// The COPY of `select` into `target`.
@@ -430,7 +423,7 @@ fn rewrite_group(
                 let total = null_counts.entry(name.clone()).or_insert(Some(0));
                 *total = total.zip(n).map(|(a, b)| a + b);
             }
-            adds.push(Add {
+            adds.push((rows, Add {
                 path: relative.to_string_lossy().into_owned(),
                 partition_values: inputs[0].partition_values.clone(),
                 size: bytes as i64,
@@ -442,18 +435,27 @@ fn rewrite_group(
                 base_row_id: None,
                 default_row_commit_version: None,
                 clustering_provider: None,
-            });
+            }));
         }
         check_null_counts(inputs, &null_counts, columns)?;
         Ok(adds)
     })();
     match done {
         Ok(adds) => {
-            let mut out: Vec<Written> = local_paths
-                .into_iter()
-                .zip(adds)
-                .map(|(local_path, add)| Written { local_path, add, replaces: Vec::new() })
-                .collect();
+            // A file that got no row (fewer rows than files) is not added, unless every one is
+            // empty: then the first carries the removes, as a single-file rewrite of empty inputs
+            // always did.
+            let any_rows = adds.iter().any(|(rows, _)| *rows > 0);
+            let mut out: Vec<Written> = Vec::new();
+            let mut dropped: Vec<String> = Vec::new();
+            for (i, (local_path, (rows, add))) in local_paths.into_iter().zip(adds).enumerate() {
+                if rows > 0 || (!any_rows && i == 0) {
+                    out.push(Written { local_path, add, replaces: Vec::new() });
+                } else {
+                    dropped.push(local_path.to_string_lossy().into_owned());
+                }
+            }
+            crate::store::remove_quietly(dropped.iter().map(String::as_str));
             out[0].replaces = inputs.iter().map(|f| f.remove.clone()).collect();
             Ok(out)
         }

@@ -143,10 +143,14 @@ pub fn zorder_order(conn: &crate::duck::Nested, columns: &[(String, ZorderScale)
         .map(|(name, scale)| match scale {
             ZorderScale::Raw => format!("create_sort_key({}, {ZORDER_KEY_SUFFIX})", quote_ident(name)),
             ZorderScale::Linear(e) => match next.next().flatten() {
-                Some((lo, hi)) if hi > lo => format!(
+                Some((lo, hi)) if hi > lo && (hi - lo).is_finite() => format!(
                     "create_sort_key(CASE WHEN isfinite({e}) THEN CAST(least(greatest(({e} - {lo:e}) / {span:e}, 0), 1) * 4294967295 AS UBIGINT) END, {ZORDER_KEY_SUFFIX})",
                     span = hi - lo
                 ),
+                // A span beyond a double's range: the raw key.
+                Some((lo, hi)) if hi > lo => {
+                    format!("create_sort_key({}, {ZORDER_KEY_SUFFIX})", quote_ident(name))
+                }
                 // Constant (or no finite value): nothing to interleave but NULLs last.
                 _ => format!("create_sort_key(({e}) IS NULL, {ZORDER_KEY_SUFFIX})"),
             },
@@ -221,22 +225,53 @@ pub struct IcebergLayout {
 }
 
 impl IcebergLayout {
-    /// `select` (unordered) in the layout's order.
-    pub fn ordered(&self, conn: &crate::duck::Nested, select: &str) -> Result<String> {
-        Ok(if !self.zorder.is_empty() {
-            format!("SELECT * FROM ({select}) ORDER BY {}", zorder_order(conn, &self.zorder, select)?)
-        } else if self.order.is_empty() {
-            select.to_string()
-        } else {
-            format!("SELECT * FROM ({select}) ORDER BY {}", self.order.join(", "))
-        })
+    /// `select` (unordered) with the layout's order.
+    pub fn ordered(&self, conn: &crate::duck::Nested, select: String) -> Result<OrderedRows> {
+        order_rows(conn, &self.order, &self.zorder, select)
     }
+}
+
+/// The rows a rewrite writes (`select`, unordered) and the `ORDER BY` terms they are written in
+/// (empty: any order).
+#[derive(Debug, Clone)]
+pub struct OrderedRows {
+    /// The rows.
+    pub select: String,
+    /// The order.
+    pub order: Vec<String>,
+}
+
+impl OrderedRows {
+    /// The ordered `SELECT`.
+    pub fn sql(&self) -> String {
+        if self.order.is_empty() {
+            self.select.clone()
+        } else {
+            format!("SELECT * FROM ({}) AS __lakehouse_rows ORDER BY {}", self.select, self.order.join(", "))
+        }
+    }
+}
+
+/// `select` with `order`, or for z-order ([`zorder_order`], measured on these rows) its key.
+pub fn order_rows(
+    conn: &crate::duck::Nested,
+    order: &[String],
+    zorder: &[(String, ZorderScale)],
+    select: String,
+) -> Result<OrderedRows> {
+    let order = if zorder.is_empty() { order.to_vec() } else { vec![zorder_order(conn, zorder, &select)?] };
+    Ok(OrderedRows { select, order })
 }
 
 /// The `ORDER BY` expression of a sort order field: the transform applied as Iceberg does
 /// (UTC for `timestamptz`), or `Err(why)` for a transform DuckDB cannot evaluate here.
 fn transform_sql(field: &SortField, schema: &Schema) -> std::result::Result<Option<String>, String> {
     let source = schema.field_by_id(field.source_id).ok_or_else(|| format!("source field {} is missing", field.source_id))?;
+    // Only top-level columns are sorted by name; a nested field would resolve to a top-level
+    // namesake (or nothing).
+    if !schema.as_struct().fields().iter().any(|f| f.id == field.source_id) {
+        return Err(format!("{}(nested field {})", field.transform, source.name));
+    }
     let column = quote_ident(&source.name);
     let ty = source.field_type.as_primitive_type();
     let utc = if matches!(ty, Some(PrimitiveType::Timestamptz)) { format!("timezone('UTC', {column})") } else { column.clone() };

@@ -118,6 +118,29 @@ def test_sorted_rewrite_applies_deletes_across_its_files(con, iceberg_con, catal
         assert all(a[-1] > b[0] for a, b in zip(runs, runs[1:]))
 
 
+def test_sorted_rewrite_of_a_table_with_a_rowid_column(con, iceberg_con, catalog):
+    """A column named like DuckDB's row id pseudo-column does not shadow how a sorted rewrite
+    cuts its files (each row lands in exactly one file, by its position in the order)."""
+    import pyarrow as pa
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    schema = Schema(NestedField(1, "rowid", LongType(), required=False), NestedField(2, "v", StringType(), required=False))
+    table = catalog.create_table(f"{c.NAMESPACE}.with_rowid", schema=schema)
+    for k in range(24):
+        ids = list(range(k * 1000 + 500, k * 1000 + 1500))  # not 0..n-1
+        table.append(pa.table({"rowid": pa.array(ids, pa.int64()), "v": [f"v{(i * 7919) % 10007:05d}" for i in ids]}))
+    before = duckdb_rows(iceberg_con, table.metadata_location)
+    small_mb = (max(f.file_size_in_bytes for f in c.live_data_files(table)) + 1) / (1024 * 1024)
+    result = compact(con, f"{c.NAMESPACE}.with_rowid", catalog_uri=catalog.test_uri,
+                     small_file_threshold_mb=small_mb, target_file_size_mb=3 * small_mb, sort_order="v")
+    (row,) = [r for r in result if r["verdict"] == "compacted"]
+    assert row["output_files"] >= 2, row
+    table = catalog.load_table(f"{c.NAMESPACE}.with_rowid")
+    assert duckdb_rows(iceberg_con, table.metadata_location) == before
+    assert pyiceberg_rows(table) == before
+
+
 def test_apply_deletes_false_keeps_the_skip(con, iceberg_con, catalog):
     table = build_merge_on_read(catalog)
     location = table.metadata_location
