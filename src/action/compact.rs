@@ -34,16 +34,16 @@ use std::path::Path;
 use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFile as IcebergDataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion,
-    ManifestContentType, ManifestFile, NestedField, Operation, PrimitiveType, Schema, Summary, TableMetadata, Transform,
-    Type,
+    ManifestContentType, ManifestFile, NestedField, Operation, PrimitiveType, Schema, Summary, TableMetadata,
+    Transform, Type,
 };
 
+use crate::action::layout::{IcebergLayout, OrderedRows, iceberg_layout};
 use crate::duck::{HostDb, Nested, quote_ident, quote_list, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
-use crate::action::layout::{IcebergLayout, OrderedRows, iceberg_layout};
 use crate::interrupt;
-use crate::plan::layout::{Layout, LayoutOptions, TimeUnit, is_recent, time_range};
 use crate::plan::compaction::{CompactionOptions, PartitionPlan, Verdict, plan_naming_deletes};
+use crate::plan::layout::{Layout, LayoutOptions, is_recent};
 use crate::runtime;
 use crate::table::commit::{CommitOutcome, commit_table, pause_for_tests, relocate, require_exclusive};
 use crate::table::iceberg::{
@@ -157,8 +157,13 @@ pub(crate) trait Rewrite {
     /// Rewrites the planned files `group` of partition `plan` into `outputs` files (more than
     /// one only for a sorted layout, which rewrites a whole partition at once: [`Unit`]); the
     /// first written carries every replaced input.
-    fn rewrite(&self, conn: &Nested, plan: &PartitionPlan, group: &[usize], outputs: usize)
-    -> Result<Vec<Self::Written>>;
+    fn rewrite(
+        &self,
+        conn: &Nested,
+        plan: &PartitionPlan,
+        group: &[usize],
+        outputs: usize,
+    ) -> Result<Vec<Self::Written>>;
     /// Where a written file is on disk.
     fn local_path(written: &Self::Written) -> &Path;
     /// The written file as the table names it once committed (`None`: nothing was added).
@@ -239,9 +244,12 @@ pub(crate) fn run<R: Rewrite>(
     }
     rewrite.check_commit()?;
     if rewrite.sorts() {
+        let setting = |name: &str| -> Result<Option<String>> {
+            let result = conn.query(&format!("SELECT current_setting('{name}')::VARCHAR"))?;
+            Ok(result.first(name)?[0].text().map(str::to_string))
+        };
         // Rows keep the ORDER BY into the files only while DuckDB preserves insertion order.
-        let preserved = conn.query("SELECT current_setting('preserve_insertion_order')::VARCHAR")?;
-        if preserved.first("preserve_insertion_order")?[0].text() == Some("false") {
+        if setting("preserve_insertion_order")?.as_deref() == Some("false") {
             return Err(Error::invalid(format!(
                 "strategy {} writes rows in order, which DuckDB keeps only with preserve_insertion_order = true \
                  (it is false here): SET preserve_insertion_order = true, or pass strategy := 'binpack'",
@@ -250,8 +258,7 @@ pub(crate) fn run<R: Rewrite>(
         }
         // Text sorts by bytes (what Iceberg's sort orders and readers' bounds mean) only without a
         // default collation.
-        let collation = conn.query("SELECT current_setting('default_collation')::VARCHAR")?;
-        if let Some(c) = collation.first("default_collation")?[0].text().filter(|c| !c.is_empty()) {
+        if let Some(c) = setting("default_collation")?.filter(|c| !c.is_empty()) {
             return Err(Error::invalid(format!(
                 "strategy {} sorts text by its bytes, but this database sorts it with default_collation '{c}': \
                  SET default_collation = '', or pass strategy := 'binpack'",
@@ -281,13 +288,10 @@ pub(crate) fn run<R: Rewrite>(
             report.snapshot_id = Some(snapshot_id);
             report.metadata_location = Some(location);
             report.written = paths;
-            for (group, span) in report.groups.iter_mut().zip(&spans) {
+            for ((group, unit), span) in report.groups.iter_mut().zip(&units).zip(&spans) {
                 group.outputs = written[span.clone()].iter().filter_map(R::output).collect();
-            }
-            for (unit, span) in units.iter().zip(&spans) {
                 let plan = &mut report.plans[unit.plan];
-                let files = written[span.clone()].iter().filter_map(R::output).count() as u64;
-                plan.files_written = Some(plan.files_written.unwrap_or(0) + files);
+                plan.files_written = Some(plan.files_written.unwrap_or(0) + group.outputs.len() as u64);
             }
             Ok(report)
         }
@@ -376,32 +380,31 @@ impl<'a> IcebergRewrite<'a> {
         })
     }
 
-    /// The time partitions ([`crate::plan::layout::TimeUnit`]) ending after `now - window`.
+    /// The time partitions (year, month, day, hour transforms; identity on a date, as days)
+    /// ending after `now - window` ([`crate::table::partition::time_range`]).
     fn recent_partitions(&self, now: i64, window: i64) -> Vec<PartitionKey> {
+        let schema = self.table.metadata.current_schema();
         let mut recent: Vec<PartitionKey> = Vec::new();
         for (i, file) in self.files.iter().enumerate() {
             if file.content != FileContent::Data || recent.contains(&file.key) {
                 continue;
             }
             let Some(spec) = self.table.metadata.partition_spec_by_id(file.spec_id) else { continue };
-            let schema = self.table.metadata.current_schema();
             let values = self.source(i).partition();
             let open = spec.fields().iter().zip(values.iter()).any(|(field, value)| {
-                let source = schema.field_by_id(field.source_id).map(|f| f.field_type.as_ref().clone());
-                let unit = match (&field.transform, source) {
-                    (Transform::Year, _) => TimeUnit::Year,
-                    (Transform::Month, _) => TimeUnit::Month,
-                    (Transform::Day, _) => TimeUnit::Day,
-                    (Transform::Hour, _) => TimeUnit::Hour,
-                    (Transform::Identity, Some(Type::Primitive(PrimitiveType::Date))) => TimeUnit::Day,
+                let date = || {
+                    schema
+                        .field_by_id(field.source_id)
+                        .is_some_and(|f| f.field_type.as_ref() == &Type::Primitive(PrimitiveType::Date))
+                };
+                let transform = match field.transform {
+                    Transform::Year | Transform::Month | Transform::Day | Transform::Hour => field.transform,
+                    Transform::Identity if date() => Transform::Day,
                     _ => return false,
                 };
-                let value = match value {
-                    Some(iceberg::spec::Literal::Primitive(iceberg::spec::PrimitiveLiteral::Int(v))) => i64::from(*v),
-                    Some(iceberg::spec::Literal::Primitive(iceberg::spec::PrimitiveLiteral::Long(v))) => *v,
-                    _ => return false,
-                };
-                time_range(unit, value).is_some_and(|range| is_recent(range, now, window))
+                let Some(iceberg::spec::Literal::Primitive(value)) = value else { return false };
+                crate::table::partition::time_range_micros(transform, value)
+                    .is_some_and(|range| is_recent(range, now, window))
             });
             if open {
                 recent.push(file.key.clone());
@@ -669,7 +672,7 @@ pub(crate) fn merge_on_read_select(
     let schema = table.metadata.current_schema();
     let local: Vec<String> = inputs.iter().map(|i| strip_file_scheme(i.file.file_path()).to_string()).collect();
     let ids = files_have_field_ids(conn, &local)?;
-    Ok(Some(DeleteSet::new(conn, schema, &inputs, &deletes, ids)?.select_sql(schema, &[])))
+    Ok(Some(DeleteSet::new(conn, schema, &inputs, &deletes, ids)?.select_sql(schema)))
 }
 
 /// DuckDB's name for an Iceberg primitive type.
@@ -775,11 +778,10 @@ fn field_ids(field: &NestedField) -> String {
 /// where that would differ from reading by id); by name otherwise (files registered without ids,
 /// e.g. pyiceberg `add_files`, are read through their column names, as Iceberg's name mapping
 /// does).
-pub(crate) fn select_sql(schema: &Schema, inputs: &[String], sort: &[String], files_have_ids: bool) -> String {
+pub(crate) fn select_sql(schema: &Schema, inputs: &[String], files_have_ids: bool) -> String {
     let columns = schema.as_struct().fields().iter().map(|f| quote_ident(&f.name)).collect::<Vec<_>>().join(", ");
     let source = parquet_source(schema, inputs, files_have_ids, "");
-    let order = if sort.is_empty() { String::new() } else { format!(" ORDER BY {}", sort.join(", ")) };
-    format!("SELECT {columns} FROM {source}{order}")
+    format!("SELECT {columns} FROM {source}")
 }
 
 /// The `read_parquet(…)` of [`select_sql`], with `extra` options appended (`, filename = …`).
@@ -849,12 +851,12 @@ fn rewrite_select(
     let probe = if has_column_counts(&files, schema) { &local_inputs[..1] } else { &local_inputs[..] };
     let files_have_ids = files_have_field_ids(conn, probe)?;
     let (select, deleted) = if deletes.is_empty() {
-        (select_sql(schema, &local_inputs, &[], files_have_ids), None)
+        (select_sql(schema, &local_inputs, files_have_ids), None)
     } else {
         let set = DeleteSet::new(conn, schema, inputs, deletes, files_have_ids)?;
-        (set.select_sql(schema, &[]), Some(set.deleted_counts_sql()))
+        (set.select_sql(schema), Some(set.deleted_counts_sql()))
     };
-    Ok((layout.ordered(conn, select)?, deleted))
+    Ok((layout.order.rows(conn, select)?, deleted))
 }
 
 /// The `COPY` options of a rewrite: Parquet with the table's codec and the current schema's
@@ -1061,8 +1063,8 @@ impl DeleteSet {
         Ok(Self { data, sources, leaves })
     }
 
-    /// The rows kept, as the current schema's columns, in `sort` order.
-    fn select_sql(&self, schema: &Schema, sort: &[String]) -> String {
+    /// The rows kept, as the current schema's columns (ordered by the caller: [`OrderedRows`]).
+    fn select_sql(&self, schema: &Schema) -> String {
         let mut kept = format!("SELECT __d.* FROM {}", self.data);
         for (k, (source, condition)) in self.sources.iter().enumerate() {
             kept.push_str(&format!(
@@ -1071,8 +1073,7 @@ impl DeleteSet {
             ));
         }
         let columns = schema.as_struct().fields().iter().map(|f| quote_ident(&f.name)).collect::<Vec<_>>().join(", ");
-        let order = if sort.is_empty() { String::new() } else { format!(" ORDER BY {}", sort.join(", ")) };
-        format!("SELECT {columns} FROM ({kept}){order}")
+        format!("SELECT {columns} FROM ({kept})")
     }
 
     /// Counts of the deleted rows: `count(*)`, then `count(leaf)` for each of [`Self::leaves`],
@@ -2012,10 +2013,14 @@ mod tests {
             ])
             .build()
             .unwrap();
-        let by_id = select_sql(&schema, &["/d/a.parquet".into()], &[], true);
+        let by_id = select_sql(&schema, &["/d/a.parquet".into()], true);
         assert!(by_id.contains("schema = MAP {1: {name: 'id', type: 'BIGINT'"), "{by_id}");
         assert!(by_id.contains("\"it's\"") && by_id.contains("'it''s'"), "{by_id}");
-        let by_name = select_sql(&schema, &["/d/a.parquet".into()], &["\"id\" DESC NULLS LAST".into()], false);
+        let by_name = OrderedRows {
+            select: select_sql(&schema, &["/d/a.parquet".into()], false),
+            order: vec!["\"id\" DESC NULLS LAST".into()],
+        }
+        .sql();
         assert!(
             by_name.contains("union_by_name = true") && by_name.ends_with("ORDER BY \"id\" DESC NULLS LAST"),
             "{by_name}"

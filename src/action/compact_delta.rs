@@ -29,13 +29,13 @@ use deltalake_core::protocol::DeltaOperation;
 use serde_json::{Value, json};
 
 use crate::action::compact::Rewrite;
-use crate::duck::{Nested, quote_ident, quote_literal};
 use crate::action::compact::copy_in_order;
-use crate::action::layout::{OrderedRows, ZorderScale, order_by, order_rows, resolve_names};
-use crate::plan::layout::Layout;
+use crate::action::layout::{OrderedRows, RowOrder, resolve_names};
+use crate::duck::{Nested, quote_ident, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt;
 use crate::plan::compaction::{CompactionOptions, PartitionPlan};
+use crate::plan::layout::Layout;
 use crate::table::commit::pause_for_tests;
 use crate::table::delta::{DeltaLakeTable, LiveFile, delta_error};
 use crate::table::delta_commit::{CompactionView, UriPathLogStore};
@@ -125,16 +125,9 @@ impl<'a> DeltaRewrite<'a> {
             .collect();
         let mut columns = DeltaColumns::of(table);
         let layout = resolve_names(options.layout.resolve(&[])?, &columns.sortable())?;
-        columns.order = order_by(&layout);
-        if let Layout::Zorder(names) = &layout {
-            columns.zorder = names
-                .iter()
-                .map(|n| {
-                    let ty = columns.data.iter().find(|(d, ..)| d == n).and_then(|(_, t, _)| t.clone()).unwrap_or_default();
-                    (n.clone(), ZorderScale::of(n, &ty))
-                })
-                .collect();
-        }
+        columns.order = RowOrder::of(&layout, |n| {
+            columns.data.iter().find(|(d, ..)| d == n).and_then(|(_, t, _)| t.clone()).unwrap_or_default()
+        });
         Ok(Self {
             table,
             files,
@@ -221,10 +214,8 @@ pub(crate) struct DeltaColumns {
     /// `delta.dataSkippingStatsColumns`).
     indexed: Vec<String>,
     compression: &'static str,
-    /// `ORDER BY` terms of the rewrite ([`crate::action::layout`]; empty: binpack).
-    order: Vec<String>,
-    /// For z-order: the columns and how each enters the z-value.
-    zorder: Vec<(String, ZorderScale)>,
+    /// The order the rewrite writes rows in ([`crate::action::layout`]).
+    order: RowOrder,
 }
 
 impl DeltaColumns {
@@ -256,7 +247,7 @@ impl DeltaColumns {
             Some("uncompressed") => "uncompressed",
             _ => "zstd",
         };
-        Self { data, indexed, compression, order: Vec::new(), zorder: Vec::new() }
+        Self { data, indexed, compression, order: RowOrder::Unordered }
     }
 
     /// The data columns' names, in order.
@@ -298,7 +289,9 @@ impl DeltaColumns {
     fn sortable(&self) -> Vec<String> {
         self.data
             .iter()
-            .filter(|(_, ty, _)| ty.as_deref().is_some_and(|t| !t.starts_with("STRUCT") && !t.starts_with("MAP") && !t.ends_with(']')))
+            .filter(|(_, ty, _)| {
+                ty.as_deref().is_some_and(|t| !t.starts_with("STRUCT") && !t.starts_with("MAP") && !t.ends_with(']'))
+            })
             .map(|(name, ..)| name.clone())
             .collect()
     }
@@ -311,7 +304,7 @@ impl DeltaColumns {
     /// [`DeltaColumns::select_sql`] of `inputs`, in the layout's order.
     fn ordered_select(&self, conn: &Nested, inputs: &[&LiveFile]) -> Result<OrderedRows> {
         let files: Vec<String> = inputs.iter().map(|f| f.local_path.to_string_lossy().into_owned()).collect();
-        order_rows(conn, &self.order, &self.zorder, self.select_sql(conn, &files)?)
+        self.order.rows(conn, self.select_sql(conn, &files)?)
     }
 
     /// The COPY of `select` into `target`.
@@ -423,19 +416,22 @@ fn rewrite_group(
                 let total = null_counts.entry(name.clone()).or_insert(Some(0));
                 *total = total.zip(n).map(|(a, b)| a + b);
             }
-            adds.push((rows, Add {
-                path: relative.to_string_lossy().into_owned(),
-                partition_values: inputs[0].partition_values.clone(),
-                size: bytes as i64,
-                modification_time: chrono::Utc::now().timestamp_millis(),
-                data_change: false,
-                stats: Some(stats.to_string()),
-                tags: None,
-                deletion_vector: None,
-                base_row_id: None,
-                default_row_commit_version: None,
-                clustering_provider: None,
-            }));
+            adds.push((
+                rows,
+                Add {
+                    path: relative.to_string_lossy().into_owned(),
+                    partition_values: inputs[0].partition_values.clone(),
+                    size: bytes as i64,
+                    modification_time: chrono::Utc::now().timestamp_millis(),
+                    data_change: false,
+                    stats: Some(stats.to_string()),
+                    tags: None,
+                    deletion_vector: None,
+                    base_row_id: None,
+                    default_row_commit_version: None,
+                    clustering_provider: None,
+                },
+            ));
         }
         check_null_counts(inputs, &null_counts, columns)?;
         Ok(adds)

@@ -26,9 +26,9 @@ use iceberg::spec::{ManifestStatus, Operation, Struct};
 
 use crate::action::compact::{CompactionReport, compact};
 use crate::duck::HostDb;
-use crate::plan::layout::Layout;
 use crate::error::{Error, ErrorKind, Result};
 use crate::plan::compaction::{CompactionOptions, PartitionPlan, Verdict};
+use crate::plan::layout::Layout;
 use crate::profile::MIB;
 use crate::spark::predicate::{multipart, partition_predicate, string_literal};
 use crate::spark::{Failure, Remote, Session, first_i64};

@@ -14,7 +14,9 @@ use std::sync::Arc;
 use arrow_array::{Array, ArrayRef, BinaryArray, RecordBatch};
 use duckdb::arrow::datatypes::DataType;
 use duckdb::vscalar::{ArrowFunctionSignature, VArrowScalar};
-use iceberg::spec::{NullOrder, PrimitiveType, Schema, SortDirection, SortField, SortOrder, TableMetadata, Transform, Type};
+use iceberg::spec::{
+    NullOrder, PrimitiveType, Schema, SortDirection, SortField, SortOrder, TableMetadata, Transform, Type,
+};
 
 use crate::duck::quote_ident;
 use crate::error::{Error, Result};
@@ -56,7 +58,9 @@ impl VArrowScalar for ZorderKey {
             .columns()
             .iter()
             .map(|c| {
-                c.as_any().downcast_ref::<BinaryArray>().ok_or_else(|| "lakehouse_zorder_key: arguments must be BLOB".into())
+                c.as_any()
+                    .downcast_ref::<BinaryArray>()
+                    .ok_or_else(|| "lakehouse_zorder_key: arguments must be BLOB".into())
             })
             .collect::<std::result::Result<_, Box<dyn std::error::Error>>>()?;
         if columns.is_empty() {
@@ -95,9 +99,22 @@ impl ZorderScale {
         let upper = ty.to_ascii_uppercase();
         if upper.starts_with("DATE") || upper.starts_with("TIMESTAMP") {
             ZorderScale::Linear(format!("epoch({id})"))
-        } else if ["TINYINT", "SMALLINT", "INTEGER", "BIGINT", "FLOAT", "DOUBLE", "DECIMAL", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT"]
-            .iter()
-            .any(|t| upper.starts_with(t))
+        } else if [
+            "TINYINT",
+            "SMALLINT",
+            "INTEGER",
+            "BIGINT",
+            "FLOAT",
+            "DOUBLE",
+            "DECIMAL",
+            "HUGEINT",
+            "UTINYINT",
+            "USMALLINT",
+            "UINTEGER",
+            "UBIGINT",
+        ]
+        .iter()
+        .any(|t| upper.starts_with(t))
         {
             ZorderScale::Linear(format!("CAST({id} AS DOUBLE)"))
         } else {
@@ -159,21 +176,46 @@ pub fn zorder_order(conn: &crate::duck::Nested, columns: &[(String, ZorderScale)
     Ok(format!("lakehouse_zorder_key({})", keys.join(", ")))
 }
 
-/// The `ORDER BY` terms of `layout` over columns named (already resolved) as in the output.
-pub fn order_by(layout: &Layout) -> Vec<String> {
-    match layout {
-        Layout::Binpack => Vec::new(),
-        Layout::Sort { terms, .. } => terms.iter().map(|t| format!("{} {}", quote_ident(&t.column), t.modifiers())).collect(),
-        Layout::Zorder(columns) => {
-            let keys: Vec<String> =
-                columns.iter().map(|c| format!("create_sort_key({}, {ZORDER_KEY_SUFFIX})", quote_ident(c))).collect();
-            vec![format!("lakehouse_zorder_key({})", keys.join(", "))]
+/// How a rewrite orders its rows ([`RowOrder::of`]).
+#[derive(Debug, Clone, Default)]
+pub enum RowOrder {
+    /// Any order (binpack).
+    #[default]
+    Unordered,
+    /// These `ORDER BY` terms.
+    Terms(Vec<String>),
+    /// Z-order on these columns, each entering the z-value as its scale says ([`zorder_order`]).
+    Zorder(Vec<(String, ZorderScale)>),
+}
+
+impl RowOrder {
+    /// The order of `layout` over columns named (already resolved) as in the output; a z-order
+    /// column is scaled by its DuckDB type, `type_of(column)`.
+    pub fn of(layout: &Layout, type_of: impl Fn(&str) -> String) -> Self {
+        match layout {
+            Layout::Binpack => RowOrder::Unordered,
+            Layout::Sort { terms, .. } => {
+                RowOrder::Terms(terms.iter().map(|t| format!("{} {}", quote_ident(&t.column), t.modifiers())).collect())
+            }
+            Layout::Zorder(columns) => {
+                RowOrder::Zorder(columns.iter().map(|c| (c.clone(), ZorderScale::of(c, &type_of(c)))).collect())
+            }
         }
+    }
+
+    /// `select` (unordered) with this order; a z-order's key is measured on these rows.
+    pub fn rows(&self, conn: &crate::duck::Nested, select: String) -> Result<OrderedRows> {
+        let order = match self {
+            RowOrder::Unordered => Vec::new(),
+            RowOrder::Terms(terms) => terms.clone(),
+            RowOrder::Zorder(columns) => vec![zorder_order(conn, columns, &select)?],
+        };
+        Ok(OrderedRows { select, order })
     }
 }
 
 /// The name `wanted` has among `columns` (exact, else the one equal ignoring case, as Spark
-/// resolves names), `who` naming the function's parameter in errors.
+/// resolves names).
 pub fn resolve_column<'c>(wanted: &str, columns: &'c [String]) -> Result<&'c str> {
     if let Some(c) = columns.iter().find(|c| *c == wanted) {
         return Ok(c);
@@ -213,22 +255,13 @@ pub fn resolve_names(layout: Layout, columns: &[String]) -> Result<Layout> {
 pub struct IcebergLayout {
     /// What was resolved.
     pub layout: Layout,
-    /// `ORDER BY` terms (empty: no sort).
-    pub order: Vec<String>,
+    /// The order the rows are written in.
+    pub order: RowOrder,
     /// The files' `sort_order_id` (`None`: binpack and z-order, which no Iceberg sort order
     /// describes).
     pub sort_order_id: Option<i32>,
     /// A sort order the commit adds (not as the default) so that `sort_order_id` names it.
     pub add: Option<SortOrder>,
-    /// For z-order: the columns and how each enters the z-value ([`zorder_order`]).
-    pub zorder: Vec<(String, ZorderScale)>,
-}
-
-impl IcebergLayout {
-    /// `select` (unordered) with the layout's order.
-    pub fn ordered(&self, conn: &crate::duck::Nested, select: String) -> Result<OrderedRows> {
-        order_rows(conn, &self.order, &self.zorder, select)
-    }
 }
 
 /// The rows a rewrite writes (`select`, unordered) and the `ORDER BY` terms they are written in
@@ -252,21 +285,11 @@ impl OrderedRows {
     }
 }
 
-/// `select` with `order`, or for z-order ([`zorder_order`], measured on these rows) its key.
-pub fn order_rows(
-    conn: &crate::duck::Nested,
-    order: &[String],
-    zorder: &[(String, ZorderScale)],
-    select: String,
-) -> Result<OrderedRows> {
-    let order = if zorder.is_empty() { order.to_vec() } else { vec![zorder_order(conn, zorder, &select)?] };
-    Ok(OrderedRows { select, order })
-}
-
 /// The `ORDER BY` expression of a sort order field: the transform applied as Iceberg does
 /// (UTC for `timestamptz`), or `Err(why)` for a transform DuckDB cannot evaluate here.
 fn transform_sql(field: &SortField, schema: &Schema) -> std::result::Result<Option<String>, String> {
-    let source = schema.field_by_id(field.source_id).ok_or_else(|| format!("source field {} is missing", field.source_id))?;
+    let source =
+        schema.field_by_id(field.source_id).ok_or_else(|| format!("source field {} is missing", field.source_id))?;
     // Only top-level columns are sorted by name; a nested field would resolve to a top-level
     // namesake (or nothing).
     if !schema.as_struct().fields().iter().any(|f| f.id == field.source_id) {
@@ -274,7 +297,11 @@ fn transform_sql(field: &SortField, schema: &Schema) -> std::result::Result<Opti
     }
     let column = quote_ident(&source.name);
     let ty = source.field_type.as_primitive_type();
-    let utc = if matches!(ty, Some(PrimitiveType::Timestamptz)) { format!("timezone('UTC', {column})") } else { column.clone() };
+    let utc = if matches!(ty, Some(PrimitiveType::Timestamptz)) {
+        format!("timezone('UTC', {column})")
+    } else {
+        column.clone()
+    };
     Ok(Some(match (&field.transform, ty) {
         (Transform::Identity, Some(_)) => column,
         (Transform::Void, _) => return Ok(None),
@@ -334,26 +361,21 @@ pub fn iceberg_layout(options: &LayoutOptions, metadata: &TableMetadata) -> Resu
         .collect();
     Ok(match layout {
         Layout::Binpack => {
-            IcebergLayout { layout: Layout::Binpack, order: Vec::new(), sort_order_id: None, add: None, zorder: Vec::new() }
+            IcebergLayout { layout: Layout::Binpack, order: RowOrder::Unordered, sort_order_id: None, add: None }
         }
         Layout::Sort { table_order: true, .. } => IcebergLayout {
-            order: table_sql,
+            order: RowOrder::Terms(table_sql),
             sort_order_id: i32::try_from(metadata.default_sort_order_id()).ok(),
             layout,
             add: None,
-            zorder: Vec::new(),
         },
         Layout::Zorder(_) => {
             let layout = resolve_names(layout, &sortable)?;
-            let zorder = layout
-                .columns()
-                .iter()
-                .map(|c| {
-                    let ty = schema.field_by_name(c).and_then(|f| f.field_type.as_primitive_type().map(|p| p.to_string()));
-                    (c.to_string(), ty.map_or(ZorderScale::Raw, |t| ZorderScale::of(c, &iceberg_duckdb_name(&t))))
-                })
-                .collect();
-            IcebergLayout { order: order_by(&layout), layout, sort_order_id: None, add: None, zorder }
+            let type_of = |c: &str| {
+                let ty = schema.field_by_name(c).and_then(|f| f.field_type.as_primitive_type().map(|p| p.to_string()));
+                ty.map_or_else(String::new, |t| iceberg_duckdb_name(&t))
+            };
+            IcebergLayout { order: RowOrder::of(&layout, type_of), layout, sort_order_id: None, add: None }
         }
         Layout::Sort { .. } => {
             let layout = resolve_names(layout, &sortable)?;
@@ -370,8 +392,13 @@ pub fn iceberg_layout(options: &LayoutOptions, metadata: &TableMetadata) -> Resu
             let existing = metadata.sort_orders_iter().find(|o| o.fields == fields).map(|o| o.order_id);
             let id = existing
                 .unwrap_or_else(|| metadata.sort_orders_iter().map(|o| o.order_id).max().unwrap_or(0).max(0) + 1);
-            let add = existing.is_none().then(|| SortOrder { order_id: id, fields });
-            IcebergLayout { order: order_by(&layout), sort_order_id: i32::try_from(id).ok(), layout, add, zorder: Vec::new() }
+            let add = existing.is_none().then_some(SortOrder { order_id: id, fields });
+            IcebergLayout {
+                order: RowOrder::of(&layout, |_| String::new()),
+                sort_order_id: i32::try_from(id).ok(),
+                layout,
+                add,
+            }
         }
     })
 }

@@ -83,7 +83,7 @@ fn iceberg_source(conn: &crate::duck::Nested, table: &IcebergTable, local: &[Str
     let parts: Vec<String> = [(by_id, true), (by_name, false)]
         .into_iter()
         .filter(|(files, _)| !files.is_empty())
-        .map(|(files, ids)| select_sql(schema, &files, &[], ids))
+        .map(|(files, ids)| select_sql(schema, &files, ids))
         .collect();
     Ok((columns, parts.join(" UNION ALL ")))
 }

@@ -15,7 +15,7 @@ use crate::action::executor::{
 use crate::duck::HostDb;
 use crate::error::{Error, Result};
 use crate::plan::compaction::{CompactionOptions, Verdict};
-use crate::plan::layout::{LayoutOptions, parse_recent_window};
+use crate::plan::layout::{LayoutOptions, recent_window};
 use crate::spark::Remote;
 use crate::table::LocateOptions;
 
@@ -90,10 +90,7 @@ pub fn compaction_options(args: &Args) -> Result<CompactionOptions> {
             args.opt_string("strategy", false)?.as_deref(),
             args.opt_string("sort_order", false)?.as_deref(),
         )?,
-        recent_window: match args.opt_string("skip_recent_partitions", false)? {
-            Some(text) => parse_recent_window(&text)?,
-            None => Some(0),
-        },
+        recent_window: recent_window(args.opt_string("skip_recent_partitions", false)?.as_deref())?,
         recent: Vec::new(),
     };
     options.validate()?;

@@ -14,7 +14,7 @@ use crate::action::compact::{CompactionReport, compact};
 use crate::duck::HostDb;
 use crate::error::{Error, Result};
 use crate::plan::compaction::{CompactionOptions, Verdict};
-use crate::plan::layout::{LayoutOptions, parse_recent_window};
+use crate::plan::layout::{LayoutOptions, recent_window};
 use crate::profile::Thresholds;
 use crate::table::LocateOptions;
 
@@ -65,10 +65,7 @@ pub fn parse_options(options: Option<&str>) -> Result<(LocateOptions, Compaction
         apply_deletes: map.boolean("apply_deletes", true)?,
         excluded: Vec::new(),
         layout: LayoutOptions::new(map.text("strategy")?.as_deref(), map.text("sort_order")?.as_deref())?,
-        recent_window: match map.text("skip_recent_partitions")? {
-            Some(text) => parse_recent_window(&text)?,
-            None => Some(0),
-        },
+        recent_window: recent_window(map.text("skip_recent_partitions")?.as_deref())?,
         recent: Vec::new(),
     };
     options.validate()?;

@@ -125,9 +125,11 @@ impl LayoutOptions {
                 "sort_order applies to strategy 'sort' or 'zorder'; strategy 'binpack' does not sort",
             )),
             (Some(Strategy::Zorder), Some(OrderSpec::Sort(terms)))
-                if terms.iter().any(|t| t.descending || t.nulls_first != !t.descending) =>
+                if terms.iter().any(|t| t.descending || t.nulls_first == t.descending) =>
             {
-                Err(Error::invalid("strategy 'zorder' takes columns only ('a, b' or 'zorder(a, b)'), no ASC/DESC or NULLS"))
+                Err(Error::invalid(
+                    "strategy 'zorder' takes columns only ('a, b' or 'zorder(a, b)'), no ASC/DESC or NULLS",
+                ))
             }
             _ => Ok(layout),
         }
@@ -301,6 +303,11 @@ fn unit_micros(unit: &str) -> Option<i64> {
     })
 }
 
+/// `skip_recent_partitions` as the SQL functions take it: absent means `'0'` ([`parse_recent_window`]).
+pub fn recent_window(text: Option<&str>) -> Result<Option<i64>> {
+    text.map_or(Ok(Some(0)), parse_recent_window)
+}
+
 /// Parses `skip_recent_partitions`: `'1 day'`, `'6 hours'`, `'0'` (only the partition covering
 /// now), or `'none'` (hold nothing back): `Some(window in µs)` or `None`.
 pub fn parse_recent_window(text: &str) -> Result<Option<i64>> {
@@ -334,37 +341,6 @@ pub fn parse_recent_window(text: &str) -> Result<Option<i64>> {
     Ok(Some(total))
 }
 
-/// A time partition's range `[start, end)` in µs since the epoch (UTC), from a `year`, `month`,
-/// `day` or `hour` transform's value (or a date column's days).
-pub fn time_range(unit: TimeUnit, value: i64) -> Option<(i64, i64)> {
-    use chrono::NaiveDate;
-    const DAY: i64 = 86_400_000_000;
-    let month_start = |months: i64| -> Option<i64> {
-        let year = i32::try_from(1970 + months.div_euclid(12)).ok()?;
-        let date = NaiveDate::from_ymd_opt(year, months.rem_euclid(12) as u32 + 1, 1)?;
-        Some(date.signed_duration_since(NaiveDate::from_ymd_opt(1970, 1, 1)?).num_days() * DAY)
-    };
-    Some(match unit {
-        TimeUnit::Year => (month_start(value.checked_mul(12)?)?, month_start(value.checked_add(1)?.checked_mul(12)?)?),
-        TimeUnit::Month => (month_start(value)?, month_start(value.checked_add(1)?)?),
-        TimeUnit::Day => (value.checked_mul(DAY)?, value.checked_add(1)?.checked_mul(DAY)?),
-        TimeUnit::Hour => (value.checked_mul(DAY / 24)?, value.checked_add(1)?.checked_mul(DAY / 24)?),
-    })
-}
-
-/// The time transforms `skip_recent_partitions` understands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TimeUnit {
-    /// Years since 1970.
-    Year,
-    /// Months since 1970-01.
-    Month,
-    /// Days since 1970-01-01.
-    Day,
-    /// Hours since 1970-01-01 00:00 UTC.
-    Hour,
-}
-
 /// Whether a partition of range `[start, end)` is still being written at `now` with `window`:
 /// it ends after `now - window` (the partition covering now, later ones, and with a window the
 /// ones that ended within it).
@@ -378,7 +354,10 @@ mod tests {
 
     fn sort(terms: &[(&str, bool, bool)]) -> OrderSpec {
         OrderSpec::Sort(
-            terms.iter().map(|(c, d, n)| OrderTerm { column: c.to_string(), descending: *d, nulls_first: *n }).collect(),
+            terms
+                .iter()
+                .map(|(c, d, n)| OrderTerm { column: c.to_string(), descending: *d, nulls_first: *n })
+                .collect(),
         )
     }
 
@@ -422,9 +401,15 @@ mod tests {
         assert_eq!(resolve(None, None, &[]).unwrap(), Layout::Binpack);
         assert_eq!(resolve(None, None, &table).unwrap(), Layout::Sort { terms: table.clone(), table_order: true });
         assert_eq!(resolve(Some("binpack"), None, &table).unwrap(), Layout::Binpack);
-        assert_eq!(resolve(Some("SORT"), None, &table).unwrap(), Layout::Sort { terms: table.clone(), table_order: true });
+        assert_eq!(
+            resolve(Some("SORT"), None, &table).unwrap(),
+            Layout::Sort { terms: table.clone(), table_order: true }
+        );
         assert!(resolve(Some("sort"), None, &[]).is_err(), "nothing to sort by");
-        assert_eq!(resolve(Some("sort"), Some("zorder(a,b)"), &[]).unwrap(), Layout::Zorder(vec!["a".into(), "b".into()]));
+        assert_eq!(
+            resolve(Some("sort"), Some("zorder(a,b)"), &[]).unwrap(),
+            Layout::Zorder(vec!["a".into(), "b".into()])
+        );
         assert_eq!(resolve(Some("zorder"), Some("a, b"), &[]).unwrap(), Layout::Zorder(vec!["a".into(), "b".into()]));
         assert_eq!(resolve(None, Some("zorder(a)"), &table).unwrap(), Layout::Zorder(vec!["a".into()]));
         let custom = resolve(None, Some("x DESC"), &table).unwrap();
@@ -450,23 +435,15 @@ mod tests {
     }
 
     #[test]
-    fn time_ranges_and_recency() {
+    fn recency() {
         const DAY: i64 = 86_400_000_000;
-        // 2026-12-06 is day 20793 since 1970-01-01.
         let today = 20_793;
-        assert_eq!(time_range(TimeUnit::Day, today), Some((today * DAY, (today + 1) * DAY)));
-        assert_eq!(time_range(TimeUnit::Hour, 24), Some((DAY, DAY + DAY / 24)));
-        // Month 683 = 2026-12 (56 years × 12 + 11); it ends on 2027-01-01 = day 20819.
-        assert_eq!(time_range(TimeUnit::Month, 56 * 12 + 11), Some((20_788 * DAY, 20_819 * DAY)));
-        assert_eq!(time_range(TimeUnit::Year, 56), Some((20_454 * DAY, 20_819 * DAY)));
-        assert_eq!(time_range(TimeUnit::Month, -1), Some((-31 * DAY, 0)), "1969-12");
         let now = today * DAY + 5 * DAY / 24;
-        let day = |d: i64| time_range(TimeUnit::Day, d).unwrap();
+        let day = |d: i64| (d * DAY, (d + 1) * DAY);
         assert!(is_recent(day(today), now, 0));
         assert!(is_recent(day(today + 3), now, 0), "a future partition is still open");
         assert!(!is_recent(day(today - 1), now, 0), "yesterday ended before now");
         assert!(is_recent(day(today - 1), now, DAY), "but within a day's window");
         assert!(!is_recent(day(today - 2), now, DAY));
-        assert_eq!(time_range(TimeUnit::Year, i64::MAX), None);
     }
 }

@@ -22,7 +22,7 @@
 //! What Spark cannot express (time and nanosecond columns, unknown transforms) is an `Err` with
 //! the reason, and the partition stays with the local executor.
 
-use chrono::{DateTime, Duration, NaiveDate};
+use chrono::{DateTime, Duration};
 use iceberg::spec::{Literal, PartitionSpec, PrimitiveLiteral, PrimitiveType, Schema, Struct, Transform, Type};
 
 /// `'…'` with `\` and `'` escaped by a backslash (Spark's default string-literal rules).
@@ -93,7 +93,7 @@ pub fn partition_predicate(
                 format!("{}.system.truncate({w}, {column}) = {}", identifier(catalog), literal(ty, value)?)
             }
             Transform::Year | Transform::Month | Transform::Day | Transform::Hour => {
-                let (from, to) = time_range(field.transform, value)
+                let (from, to) = crate::table::partition::time_range(field.transform, value)
                     .ok_or_else(|| format!("{} field '{}' holds {value:?}", field.transform, field.name))?;
                 let bound = |t: chrono::NaiveDateTime| -> Result<String, String> {
                     match ty {
@@ -114,37 +114,6 @@ pub fn partition_predicate(
         conjuncts.push(conjunct);
     }
     Ok(conjuncts.join(" AND "))
-}
-
-/// The half-open range `[from, to)` a year/month/day/hour value covers (UTC wall time).
-fn time_range(
-    transform: Transform,
-    value: &PrimitiveLiteral,
-) -> Option<(chrono::NaiveDateTime, chrono::NaiveDateTime)> {
-    let v = match value {
-        PrimitiveLiteral::Int(v) => i64::from(*v),
-        PrimitiveLiteral::Long(v) => *v,
-        _ => return None,
-    };
-    let month_start = |months: i64| -> Option<chrono::NaiveDateTime> {
-        let year = 1970 + months.div_euclid(12);
-        let month = months.rem_euclid(12) as u32 + 1;
-        NaiveDate::from_ymd_opt(i32::try_from(year).ok()?, month, 1)?.and_hms_opt(0, 0, 0)
-    };
-    let epoch = DateTime::UNIX_EPOCH.naive_utc();
-    match transform {
-        Transform::Year => Some((month_start(v.checked_mul(12)?)?, month_start(v.checked_add(1)?.checked_mul(12)?)?)),
-        Transform::Month => Some((month_start(v)?, month_start(v.checked_add(1)?)?)),
-        Transform::Day => {
-            let from = epoch.checked_add_signed(Duration::try_days(v)?)?;
-            Some((from, from.checked_add_signed(Duration::days(1))?))
-        }
-        Transform::Hour => {
-            let from = epoch.checked_add_signed(Duration::try_hours(v)?)?;
-            Some((from, from.checked_add_signed(Duration::hours(1))?))
-        }
-        _ => None,
-    }
 }
 
 /// A Spark SQL literal of Iceberg type `ty` holding `value`.

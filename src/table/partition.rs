@@ -143,12 +143,65 @@ fn decimal(unscaled: i128, scale: u32) -> String {
     format!("{sign}{int}.{frac}")
 }
 
+/// The half-open range `[from, to)` a year/month/day/hour value covers (UTC wall time): what
+/// the Spark executor's predicates select and what `skip_recent_partitions` holds back.
+pub fn time_range(
+    transform: Transform,
+    value: &PrimitiveLiteral,
+) -> Option<(chrono::NaiveDateTime, chrono::NaiveDateTime)> {
+    let v = match value {
+        PrimitiveLiteral::Int(v) => i64::from(*v),
+        PrimitiveLiteral::Long(v) => *v,
+        _ => return None,
+    };
+    let month_start = |months: i64| -> Option<chrono::NaiveDateTime> {
+        let year = 1970 + months.div_euclid(12);
+        let month = months.rem_euclid(12) as u32 + 1;
+        NaiveDate::from_ymd_opt(i32::try_from(year).ok()?, month, 1)?.and_hms_opt(0, 0, 0)
+    };
+    let epoch = DateTime::UNIX_EPOCH.naive_utc();
+    match transform {
+        Transform::Year => Some((month_start(v.checked_mul(12)?)?, month_start(v.checked_add(1)?.checked_mul(12)?)?)),
+        Transform::Month => Some((month_start(v)?, month_start(v.checked_add(1)?)?)),
+        Transform::Day => {
+            let from = epoch.checked_add_signed(Duration::try_days(v)?)?;
+            Some((from, from.checked_add_signed(Duration::days(1))?))
+        }
+        Transform::Hour => {
+            let from = epoch.checked_add_signed(Duration::try_hours(v)?)?;
+            Some((from, from.checked_add_signed(Duration::hours(1))?))
+        }
+        _ => None,
+    }
+}
+
+/// [`time_range`] in µs since the epoch.
+pub fn time_range_micros(transform: Transform, value: &PrimitiveLiteral) -> Option<(i64, i64)> {
+    time_range(transform, value).map(|(from, to)| (from.and_utc().timestamp_micros(), to.and_utc().timestamp_micros()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn lit(v: PrimitiveLiteral) -> Option<Literal> {
         Some(Literal::Primitive(v))
+    }
+
+    #[test]
+    fn time_ranges_in_micros() {
+        const DAY: i64 = 86_400_000_000;
+        let range = |t: Transform, v: i64| time_range_micros(t, &PrimitiveLiteral::Long(v));
+        // 2026-12-06 is day 20793 since 1970-01-01.
+        let today = 20_793;
+        assert_eq!(range(Transform::Day, today), Some((today * DAY, (today + 1) * DAY)));
+        assert_eq!(range(Transform::Hour, 24), Some((DAY, DAY + DAY / 24)));
+        // Month 683 = 2026-12 (56 years × 12 + 11); it ends on 2027-01-01 = day 20819.
+        assert_eq!(range(Transform::Month, 56 * 12 + 11), Some((20_788 * DAY, 20_819 * DAY)));
+        assert_eq!(range(Transform::Year, 56), Some((20_454 * DAY, 20_819 * DAY)));
+        assert_eq!(range(Transform::Month, -1), Some((-31 * DAY, 0)), "1969-12");
+        assert_eq!(range(Transform::Year, i64::MAX), None);
+        assert_eq!(time_range_micros(Transform::Day, &PrimitiveLiteral::Int(1)), Some((DAY, 2 * DAY)));
     }
 
     #[test]
