@@ -20,7 +20,7 @@ use iceberg::spec::{
 
 use crate::duck::quote_ident;
 use crate::error::{Error, Result};
-use crate::plan::layout::{Layout, LayoutOptions, OrderTerm};
+use crate::plan::layout::{Layout, LayoutOptions, MAX_ZORDER_COLUMNS, OrderTerm};
 
 /// What follows the column in its `create_sort_key` call: its modifiers, and a constant empty
 /// string, which makes DuckDB return the key as a BLOB even when it fits in 8 bytes (it returns
@@ -77,8 +77,12 @@ impl VArrowScalar for ZorderKey {
         Ok(array)
     }
 
+    /// One to [`MAX_ZORDER_COLUMNS`] keys: a variadic signature would also bind a call with none,
+    /// which then fails inside the Arrow conversion with a message that does not name us.
     fn signatures() -> Vec<ArrowFunctionSignature> {
-        vec![ArrowFunctionSignature::variadic(DataType::Binary, DataType::Binary)]
+        (1..=MAX_ZORDER_COLUMNS)
+            .map(|n| ArrowFunctionSignature::exact(vec![DataType::Binary; n], DataType::Binary))
+            .collect()
     }
 }
 

@@ -12,6 +12,9 @@
 
 use crate::error::{Error, Result};
 
+/// The most columns a z-order interleaves (`lakehouse_zorder_key`'s arity).
+pub const MAX_ZORDER_COLUMNS: usize = 16;
+
 /// The rewrite strategy asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Strategy {
@@ -235,6 +238,12 @@ pub fn parse_sort_order(text: &str) -> Result<OrderSpec> {
             columns.push(name);
         }
         check_distinct(&columns, trimmed)?;
+        if columns.len() > MAX_ZORDER_COLUMNS {
+            return Err(Error::invalid(format!(
+                "sort_order '{trimmed}': zorder takes at most {MAX_ZORDER_COLUMNS} columns (each gets 1/n of the key's \
+                 bits; past a few columns z-order clusters none of them)"
+            )));
+        }
         return Ok(OrderSpec::Zorder(columns));
     }
     let mut terms = Vec::new();
@@ -385,6 +394,7 @@ mod tests {
             "bucket(16, id)",
             "zorder(a, b",
             "zorder(a DESC)",
+            "zorder(c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16, c17)",
             "a, a",
             "zorder(a, A)",
             "`a",
