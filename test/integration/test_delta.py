@@ -459,18 +459,28 @@ def test_dat_tables_still_read_as_expected_after_compaction(con, dcon, spark, tm
         assert rows == expected, reader
 
 
-@pytest.mark.parametrize("sort_order", ["amount DESC NULLS LAST, id", "zorder(amount, ts)"])
-def test_sorted_compaction_of_a_deltalake_table(con, dcon, spark, dl_tables, tmp_path, sort_order):
-    """sort_order on a Delta table (no sort order of its own): the rewrite sorts, every reader
-    reads the same rows, and a sorted file's rows (read by pyarrow in file order) follow the
-    order; a partition column cannot be a sort column (it is constant in a file)."""
-    path = d.twin(dl_tables["frag"], tmp_path / "frag")
+@pytest.mark.parametrize(
+    "name, sort_order, partition_column",
+    [
+        ("frag", "amount DESC NULLS LAST, id", "s"),
+        ("frag", "zorder(amount, ts)", "s"),
+        ("sfrag", "amount DESC NULLS LAST, id", "region"),
+        ("sfrag", "zorder(amount, id)", "region"),
+    ],
+)
+def test_sorted_compaction_of_a_delta_table(con, dcon, spark, dl_tables, sp_tables, tmp_path, name, sort_order,
+                                            partition_column):
+    """sort_order on a Delta table deltalake or Spark wrote (no sort order of its own): the
+    rewrite sorts, every reader reads the same rows, and a sorted file's rows (read by pyarrow in
+    file order) follow the order; a partition column cannot be a sort column (it is constant in
+    a file)."""
+    path = d.twin(source(name, dl_tables, sp_tables), tmp_path / name)
     before = d.rows_everywhere(spark, dcon, path)
     files_before = {f.path for f in d.files_deltalake(path)}
     done = compact(con, path, small_file_threshold_mb=d.SMALL_MB, target_file_size_mb=TARGET_MB, sort_order=sort_order)
     compacted = [r for r in done.values() if r["verdict"] == "compacted"]
     assert compacted
-    label = "zorder(amount, ts)" if sort_order.startswith("zorder") else "sort(amount DESC NULLS LAST, id ASC NULLS FIRST)"
+    label = sort_order if sort_order.startswith("zorder") else "sort(amount DESC NULLS LAST, id ASC NULLS FIRST)"
     assert {r["strategy"] for r in compacted} == {label}
     for reader, rows in d.rows_everywhere(spark, dcon, path).items():
         assert rows == before["spark"], f"{reader} reads other rows after a sorted compaction"
@@ -481,8 +491,8 @@ def test_sorted_compaction_of_a_deltalake_table(con, dcon, spark, dl_tables, tmp
             rows = pq.read_table(f, columns=["amount", "id"]).to_pylist()
             keys = [(r["amount"] is None, -(r["amount"] or 0), r["id"] is not None, r["id"] or 0) for r in rows]
             assert keys == sorted(keys), f
-    message = error_of(con, f"SELECT * FROM lakehouse_compact('{path}', sort_order := 's')")
-    assert "lakehouse_compact: sort_order names column 's', which is not a column the rewrite can sort by" in message
+    message = error_of(con, f"SELECT * FROM lakehouse_compact('{path}', sort_order := '{partition_column}')")
+    assert f"lakehouse_compact: sort_order names column '{partition_column}', which is not a column the rewrite can sort by" in message
 
 
 def test_compaction_is_invisible_to_a_streaming_reader(con, spark, dl_tables, tmp_path):
