@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use crate::error::{Error, ErrorKind, Result};
 
 /// Catalog settings given as SQL named parameters; they override the configuration files.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct CatalogOptions {
     /// Catalog name (`catalog := 'prod'`); default: pyiceberg's default catalog.
     pub name: Option<String>,
@@ -49,7 +49,7 @@ pub enum Backend {
 }
 
 /// The effective configuration of one catalog.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Clone, PartialEq, Default)]
 pub struct CatalogConfig {
     /// The catalog's name.
     pub name: String,
@@ -58,10 +58,80 @@ pub struct CatalogConfig {
 }
 
 /// pyiceberg's configuration: `catalog.<name>.<key>` and top-level keys such as `default-catalog`.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct PyicebergConfig {
     catalogs: BTreeMap<String, BTreeMap<String, String>>,
     default_catalog: Option<String>,
+}
+
+// Debug output never shows a secret: catalog properties hold tokens, credentials, keys and
+// passwords (in values, and inside URIs), which end up in logs and error reports.
+
+impl std::fmt::Debug for CatalogOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CatalogOptions")
+            .field("name", &self.name)
+            .field("uri", &self.uri.as_deref().map(redact_uri))
+            .field("warehouse", &self.warehouse.as_deref().map(redact_uri))
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for CatalogConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CatalogConfig")
+            .field("name", &self.name)
+            .field("properties", &RedactedProperties(&self.properties))
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for PyicebergConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let catalogs: BTreeMap<&String, RedactedProperties<'_>> =
+            self.catalogs.iter().map(|(name, props)| (name, RedactedProperties(props))).collect();
+        f.debug_struct("PyicebergConfig")
+            .field("catalogs", &catalogs)
+            .field("default_catalog", &self.default_catalog)
+            .finish()
+    }
+}
+
+/// Catalog or storage properties as Debug shows them: the value of every key that may hold a
+/// secret ([`is_secret_key`]) replaced by `<redacted>`, passwords inside URIs by `***`.
+pub struct RedactedProperties<'a>(pub &'a BTreeMap<String, String>);
+
+impl std::fmt::Debug for RedactedProperties<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(
+                self.0
+                    .iter()
+                    .map(|(k, v)| (k, if is_secret_key(k) { "<redacted>".to_string() } else { redact_uri(v) })),
+            )
+            .finish()
+    }
+}
+
+/// Whether a property's value may be a secret: tokens, credentials, secrets, passwords, keys,
+/// signatures and every HTTP header (`header.Authorization`, …).
+pub fn is_secret_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    key.starts_with("header.")
+        || ["token", "credential", "secret", "password", "passwd", "key", "signature", "authorization", "sas"]
+            .iter()
+            .any(|word| key.contains(word))
+}
+
+/// `scheme://user:password@host/…` with the password (or a lone user, which may be a token)
+/// replaced by `***`; anything else unchanged.
+pub fn redact_uri(value: &str) -> String {
+    let Some((scheme, rest)) = value.split_once("://") else { return value.to_string() };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else { return value.to_string() };
+    let user = rest[..at].split(':').next().unwrap_or("");
+    let shown = if rest[..at].contains(':') { format!("{user}:***") } else { "***".to_string() };
+    format!("{scheme}://{shown}{}", &rest[at..])
 }
 
 impl PyicebergConfig {

@@ -26,7 +26,6 @@ use crate::runtime;
 use crate::store::S3Settings;
 
 /// A REST catalog session: base URL, prefix, headers and the bearer token.
-#[derive(Debug)]
 pub struct RestCatalog {
     /// The catalog's name (for messages).
     pub name: String,
@@ -37,6 +36,23 @@ pub struct RestCatalog {
     /// Properties after `/v1/config` (defaults < configured < overrides).
     pub properties: BTreeMap<String, String>,
     client: reqwest::Client,
+}
+
+/// Shows where the catalog is, never what authenticates to it: the token, header values and
+/// secret properties are redacted ([`super::catalog::RedactedProperties`]).
+impl std::fmt::Debug for RestCatalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use super::catalog::{RedactedProperties, redact_uri};
+        let headers: Vec<&str> = self.headers.iter().map(|(name, _)| name.as_str()).collect();
+        f.debug_struct("RestCatalog")
+            .field("name", &self.name)
+            .field("base", &redact_uri(&self.base))
+            .field("prefix", &self.prefix)
+            .field("headers (values redacted)", &headers)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("properties", &RedactedProperties(&self.properties))
+            .finish()
+    }
 }
 
 impl PartialEq for RestCatalog {
@@ -338,5 +354,53 @@ mod tests {
             "409 Conflict (CommitFailedException: Requirement failed)"
         );
         assert_eq!(describe(reqwest::StatusCode::BAD_GATEWAY, &Value::Null), "502 Bad Gateway");
+    }
+
+    /// Debug output (what a log line or a panic message shows) carries no secret: not the
+    /// bearer token, not a header value, not a credential or key among the properties, not a
+    /// password inside a URI.
+    #[test]
+    fn debug_output_shows_no_secret() {
+        let properties: BTreeMap<String, String> = [
+            ("uri", "https://user:uri-password-1@catalog.example/api"),
+            ("credential", "client:credential-secret-2"),
+            ("token", "token-secret-3"),
+            ("s3.secret-access-key", "s3-secret-4"),
+            ("s3.access-key-id", "AKIAKEYID5"),
+            ("header.X-Api-Key", "header-secret-6"),
+            ("warehouse", "s3://bucket/wh"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let catalog = RestCatalog {
+            name: "prod".into(),
+            base: "https://user:uri-password-1@catalog.example/api".into(),
+            prefix: Some("p".into()),
+            headers: vec![("X-Api-Key".into(), "header-secret-6".into())],
+            token: Some("token-secret-3".into()),
+            properties: properties.clone(),
+            client: reqwest::Client::new(),
+        };
+        let config = CatalogConfig { name: "prod".into(), properties };
+        let options = super::super::catalog::CatalogOptions {
+            name: Some("prod".into()),
+            uri: Some("https://user:uri-password-1@catalog.example/api".into()),
+            warehouse: Some("s3://bucket/wh".into()),
+        };
+        let shown_options = format!("{options:?}");
+        for shown in [format!("{catalog:?}"), format!("{config:?}"), shown_options] {
+            for secret in [
+                "uri-password-1",
+                "credential-secret-2",
+                "token-secret-3",
+                "s3-secret-4",
+                "AKIAKEYID5",
+                "header-secret-6",
+            ] {
+                assert!(!shown.contains(secret), "{secret} leaked: {shown}");
+            }
+            assert!(shown.contains("catalog.example") && shown.contains("s3://bucket/wh"), "{shown}");
+        }
     }
 }
