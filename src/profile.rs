@@ -80,9 +80,17 @@ pub struct PartitionProfile {
     pub small_size_bytes: u64,
     /// Rows in the live data files (before deletes).
     pub record_count: u64,
-    /// Live position and equality delete files that can delete rows of this partition's data
-    /// files: its own, and global ones (an unpartitioned spec's) of a later sequence number.
+    /// Live position and equality delete files of this partition (its spec and tuple) or that
+    /// can delete rows of its data files (global ones: an unpartitioned spec's, of a later
+    /// sequence number) — every delete file a reader of the partition opens.
     pub delete_files: u64,
+    /// Of those, the ones that can delete rows of this partition's data files (what a rewrite
+    /// must apply; the planner's figure).
+    pub applicable_delete_files: u64,
+    /// The partition's own live delete files that can delete no row of any live data file
+    /// (the data files they applied to were rewritten or removed, or are all newer): readers
+    /// still open them; compaction of the partition removes them.
+    pub dangling_delete_files: u64,
     /// small_files / total_files.
     pub fragmentation_ratio: f64,
     /// fragmentation_ratio ≥ threshold.
@@ -227,6 +235,14 @@ impl ManifestTally {
     }
 }
 
+/// A partition's delete-file figures ([`PartitionProfile`]).
+#[derive(Debug, Clone, Copy, Default)]
+struct DeleteCounts {
+    shown: u64,
+    applicable: u64,
+    dangling: u64,
+}
+
 /// A profile built up from [`ManifestTally`]s, manifest by manifest.
 #[derive(Debug)]
 pub struct Tally {
@@ -273,29 +289,52 @@ impl Tally {
 
     /// Per partition, the live delete files that can delete rows of its data files.
     fn applicable_deletes(&self) -> HashMap<PartitionKey, u64> {
+        self.delete_counts().into_iter().map(|(key, counts)| (key, counts.applicable)).filter(|(_, n)| *n > 0).collect()
+    }
+
+    /// Per partition: its delete files and those applying to it, the applying ones, its
+    /// dangling ones ([`PartitionProfile`]).
+    fn delete_counts(&self) -> HashMap<PartitionKey, DeleteCounts> {
         let mut oldest: HashMap<&PartitionKey, i64> = HashMap::new();
         for p in self.partitions.values() {
             let slot = oldest.entry(&p.key).or_insert(i64::MAX);
             *slot = (*slot).min(p.oldest_sequence_number);
         }
-        let mut counts: HashMap<PartitionKey, u64> = HashMap::new();
+        let mut counts: HashMap<PartitionKey, DeleteCounts> = HashMap::new();
         for delete in &self.deletes {
-            if let Some(target) = &delete.referenced_data_file {
-                if let Some((key, seq)) = self.named.get(&location_key(target))
-                    && delete.applies_to_partition(key, *seq)
-                {
-                    *counts.entry(key.clone()).or_default() += 1;
-                }
+            // The partitions whose data files it can delete rows of.
+            let applies: Vec<&PartitionKey> = if let Some(target) = &delete.referenced_data_file {
+                self.named
+                    .get(&location_key(target))
+                    .filter(|(key, seq)| delete.applies_to_partition(key, *seq))
+                    .map(|(key, _)| key)
+                    .into_iter()
+                    .collect()
             } else if delete.global {
-                for (key, seq) in &oldest {
-                    if delete.applies_to_partition(key, *seq) {
-                        *counts.entry((*key).clone()).or_default() += 1;
-                    }
+                oldest
+                    .iter()
+                    .filter(|(key, seq)| delete.applies_to_partition(key, **seq))
+                    .map(|(key, _)| *key)
+                    .collect()
+            } else {
+                oldest
+                    .get(&delete.key)
+                    .filter(|seq| delete.applies_to_partition(&delete.key, **seq))
+                    .map(|_| &delete.key)
+                    .into_iter()
+                    .collect()
+            };
+            for key in &applies {
+                let c = counts.entry((*key).clone()).or_default();
+                c.applicable += 1;
+                c.shown += 1;
+            }
+            if !applies.contains(&&delete.key) {
+                let own = counts.entry(delete.key.clone()).or_default();
+                own.shown += 1;
+                if applies.is_empty() {
+                    own.dangling += 1;
                 }
-            } else if let Some(seq) = oldest.get(&delete.key)
-                && delete.applies_to_partition(&delete.key, *seq)
-            {
-                *counts.entry(delete.key.clone()).or_default() += 1;
             }
         }
         counts
@@ -304,15 +343,18 @@ impl Tally {
     /// The profile: one row per partition with live data files, sorted by label, then spec,
     /// then tuple.
     pub fn finish(self) -> Vec<PartitionProfile> {
-        let deletes = self.applicable_deletes();
+        let deletes = self.delete_counts();
         let mut rows: Vec<PartitionProfile> = self
             .partitions
             .into_values()
             .map(|p| {
                 let fragmentation_ratio = p.small_files as f64 / p.files as f64;
+                let d = deletes.get(&p.key).copied().unwrap_or_default();
                 PartitionProfile {
                     spec_id: p.key.spec_id,
-                    delete_files: deletes.get(&p.key).copied().unwrap_or(0),
+                    delete_files: d.shown,
+                    applicable_delete_files: d.applicable,
+                    dangling_delete_files: d.dangling,
                     partition: p.partition,
                     key: p.key,
                     total_files: p.files,
@@ -475,7 +517,12 @@ mod tests {
         assert_eq!(counts.get(&key("c", 1)), Some(&1));
         let parts = profile(&files, &Thresholds::default());
         assert_eq!(parts.len(), 4, "one row per spec and tuple, delete files are not rows");
-        assert_eq!(parts.iter().map(|p| p.delete_files).collect::<Vec<_>>(), vec![1, 1, 0, 1]);
+        let figures: Vec<(u64, u64, u64)> =
+            parts.iter().map(|p| (p.delete_files, p.applicable_delete_files, p.dangling_delete_files)).collect();
+        // a/1, a/2: the global delete; b/1: its own delete naming another file (dangling); c/1:
+        // the position delete applies, its own equality delete (not older data) is dangling.
+        assert_eq!(figures, vec![(1, 1, 0), (1, 1, 0), (1, 0, 1), (2, 1, 1)]);
+        assert_eq!(parts.iter().map(|p| p.applicable_delete_files).collect::<Vec<_>>(), vec![1, 1, 0, 1]);
     }
 
     #[test]

@@ -60,6 +60,7 @@ impl RowFunction for Fragmentation {
             ("delete_files", Bigint),
             ("total_size_bytes", Bigint),
             ("small_size_bytes", Bigint),
+            ("dangling_delete_files", Bigint),
         ]
     }
 
@@ -84,6 +85,7 @@ impl RowFunction for Fragmentation {
                     Cell::BigInt(p.delete_files as i64),
                     Cell::BigInt(p.total_size_bytes as i64),
                     Cell::BigInt(p.small_size_bytes as i64),
+                    Cell::BigInt(p.dangling_delete_files as i64),
                 ]
             })
             .collect())

@@ -195,7 +195,7 @@ pub fn plan_naming_deletes(
                 small_files_before: p.small_files,
                 groups: Vec::new(),
                 bytes_to_rewrite: 0,
-                delete_files: p.delete_files,
+                delete_files: p.applicable_delete_files,
                 delete_files_removed: 0,
                 files_written: None,
             };
@@ -209,8 +209,8 @@ pub fn plan_naming_deletes(
                 plan.reason = format!("healthy: ratio {:.2} < {threshold}", p.fragmentation_ratio);
             } else if options.recent.contains(&p.key) {
                 plan.reason = "skipped: still being written".into();
-            } else if p.delete_files > 0 && !options.apply_deletes {
-                plan.reason = format!("skipped: has {} {deletes}", p.delete_files);
+            } else if p.applicable_delete_files > 0 && !options.apply_deletes {
+                plan.reason = format!("skipped: has {} {deletes}", p.applicable_delete_files);
             } else if p.small_files < options.min_input_files {
                 plan.reason =
                     format!("skipped: {} small files < min_input_files {}", p.small_files, options.min_input_files);
@@ -234,7 +234,7 @@ pub fn plan_naming_deletes(
                         p.fragmentation_ratio,
                         plan.input_files(),
                         if outputs == 1 { "file" } else { "files" },
-                        match p.delete_files {
+                        match p.applicable_delete_files {
                             0 => String::new(),
                             n => format!(", applying {n} {deletes}"),
                         }

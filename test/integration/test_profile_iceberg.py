@@ -72,6 +72,7 @@ PROFILE_COLUMNS = {
     "delete_files": "BIGINT",
     "total_size_bytes": "BIGINT",
     "small_size_bytes": "BIGINT",
+    "dangling_delete_files": "BIGINT",
 }
 SUMMARY_COLUMNS = {
     "total_partitions": "BIGINT",
