@@ -7,6 +7,7 @@ pub mod expire;
 pub mod gate;
 pub mod layout;
 pub mod orphans;
+pub mod real_paths;
 pub mod rewrite_manifests;
 pub mod scan;
 pub mod vacuum;

@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use crate::action::expire::{DeletedFile, delete_files};
+use crate::action::real_paths::RealPaths;
 use crate::error::{Error, ErrorKind, Result};
 use crate::plan::expiry::{Deletion, FileKind};
 use crate::table::commit::relocate;
@@ -109,7 +110,7 @@ pub fn find_orphans(table: &IcebergTable, reach: &Reach, older_than_days: f64) -
     }
     let referenced = referenced_files(table, reach)?;
     let hidden = HiddenPaths::of(table);
-    let mut canonical = Canonical::default();
+    let mut canonical = RealPaths::default();
     let mut referenced_on_disk: Option<HashMap<PathBuf, &PathBuf>> = None;
     let hint = root.join("metadata").join("version-hint.text");
     let cutoff = Duration::try_from_secs_f64(older_than_days * 86_400.0)
@@ -248,21 +249,6 @@ impl HiddenPaths {
 /// ([`crate::table::commit`]).
 fn is_commit_temporary(name: &str) -> bool {
     name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")).is_some_and(|id| uuid::Uuid::parse_str(id).is_ok())
-}
-
-/// Real paths (symlinks resolved) of files, resolving each directory once.
-#[derive(Default)]
-struct Canonical {
-    dirs: HashMap<PathBuf, Option<PathBuf>>,
-}
-
-impl Canonical {
-    /// `path` with its directory's symlinks resolved (`None` when the directory does not exist).
-    fn of(&mut self, path: &Path) -> Option<PathBuf> {
-        let (dir, name) = (path.parent()?, path.file_name()?);
-        let real = self.dirs.entry(dir.to_path_buf()).or_insert_with(|| std::fs::canonicalize(dir).ok());
-        real.as_ref().map(|d| d.join(name))
-    }
 }
 
 fn is_other_table_root(dir: &Path) -> bool {

@@ -21,6 +21,19 @@
 //! DuckDB's Parquet reader) for their deletion vectors; when the checkpoint's removes cannot be
 //! read, no deletion-vector file is deleted at all. A retention below the table's
 //! `delta.deletedFileRetentionDuration` is refused unless the caller says otherwise.
+//!
+//! Refused before anything is listed, as Delta's `vacuumProtocolCheck` asks of a vacuum: a
+//! protocol with a reader or writer feature this vacuum does not know (a feature may keep files
+//! in the table directory that the log does not name). On a table that keeps Iceberg metadata
+//! beside its log (UniForm: `delta.universalFormat.enabledFormats` with `iceberg`, or an
+//! `icebergCompat*` feature) every directory named `metadata` is left alone, as Spark's VACUUM
+//! leaves it — here also when UniForm was switched off but the feature is still listed.
+//!
+//! On a local disk both sides are compared by real path (symlinks and `..` resolved): the table
+//! named through a symlink, or a log naming its files by absolute `file:` paths under another
+//! spelling of the directory, keeps every live file. A live or retained file the log names by an
+//! absolute path outside the table (a moved table, another mount, a shallow clone) is refused
+//! ("prefix mismatch"): a listing could not tell such a table's files from untracked ones.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -30,6 +43,7 @@ use futures::TryStreamExt;
 use serde_json::Value;
 
 use crate::action::expire::{DeletedFile, delete_files};
+use crate::action::real_paths::RealPaths;
 use crate::duck::{HostDb, Nested, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::plan::expiry::{Deletion, FileKind};
@@ -143,29 +157,88 @@ pub fn interval_hours(text: &str) -> Option<f64> {
 
 /// Reader features whose files this vacuum knows (anything else is refused, as Delta's
 /// `vacuumProtocolCheck` asks of a writer).
-const VACUUM_SAFE_READER_FEATURES: &[&str] =
-    &["columnMapping", "deletionVectors", "timestampNtz", "vacuumProtocolCheck", "typeWidening", "variantType"];
+const VACUUM_SAFE_READER_FEATURES: &[&str] = &[
+    "columnMapping",
+    "deletionVectors",
+    "timestampNtz",
+    "vacuumProtocolCheck",
+    "typeWidening",
+    "typeWidening-preview",
+    "variantType",
+    "variantType-preview",
+    "v2Checkpoint",
+];
 
-/// Refuses a table whose protocol could reference files this vacuum cannot see.
+/// Writer features whose files this vacuum knows: their files are data files the log names,
+/// deletion vectors, or files inside `_delta_log/` (checkpoints, sidecars), or, for Iceberg
+/// compatibility, the `metadata` directory it leaves alone
+/// ([`DeltaLakeTable::keeps_iceberg_metadata`]).
+/// Anything else — `catalogManaged`, whose latest commits the log here may not show, or a
+/// feature newer than this list — is refused.
+const VACUUM_SAFE_WRITER_FEATURES: &[&str] = &[
+    "appendOnly",
+    "invariants",
+    "checkConstraints",
+    "changeDataFeed",
+    "generatedColumns",
+    "columnMapping",
+    "identityColumns",
+    "deletionVectors",
+    "rowTracking",
+    "timestampNtz",
+    "domainMetadata",
+    "v2Checkpoint",
+    "clustering",
+    "icebergCompatV1",
+    "icebergCompatV2",
+    "icebergCompatV3",
+    "icebergWriterCompatV1",
+    "icebergWriterCompatV3",
+    "inCommitTimestamp",
+    "vacuumProtocolCheck",
+    "typeWidening",
+    "typeWidening-preview",
+    "variantType",
+    "variantType-preview",
+    "allowColumnDefaults",
+    "checkpointProtection",
+    "materializePartitionColumns",
+];
+
+/// Refuses a table whose protocol could reference files this vacuum cannot see: a reader or
+/// writer version or feature it does not know.
 fn check_protocol(table: &DeltaLakeTable) -> Result<()> {
     let p = &table.protocol;
-    let reader = p.get("minReaderVersion").and_then(Value::as_i64).unwrap_or(0);
-    if reader > 3 {
-        return Err(Error::new(
+    let refuse = |what: String| {
+        Err(Error::new(
             ErrorKind::Unsupported,
-            format!("Delta reader version {reader} is newer than 3; nothing vacuumed"),
-        ));
+            format!(
+                "Delta table '{}' {what}, whose files this vacuum does not know; nothing vacuumed",
+                table.root.display()
+            ),
+        ))
+    };
+    let version = |key: &str| p.get(key).and_then(Value::as_i64).unwrap_or(0);
+    let (reader, writer) = (version("minReaderVersion"), version("minWriterVersion"));
+    if reader > 3 || writer > 7 {
+        return refuse(format!("needs protocol reader {reader} / writer {writer}, newer than 3 / 7"));
     }
-    for f in p.get("readerFeatures").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
-        if !VACUUM_SAFE_READER_FEATURES.contains(&f) {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "Delta table '{}' uses reader feature '{f}', whose files this vacuum does not know; nothing vacuumed",
-                    table.root.display()
-                ),
-            ));
-        }
+    let features = |key: &str| -> Vec<String> {
+        p.get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect()
+    };
+    if let Some(f) = features("readerFeatures").into_iter().find(|f| !VACUUM_SAFE_READER_FEATURES.contains(&f.as_str()))
+    {
+        return refuse(format!("uses reader feature '{f}'"));
+    }
+    if let Some(f) = features("writerFeatures").into_iter().find(|f| !VACUUM_SAFE_WRITER_FEATURES.contains(&f.as_str()))
+    {
+        return refuse(format!("uses writer feature '{f}'"));
     }
     Ok(())
 }
@@ -188,7 +261,7 @@ pub fn vacuum(table: &DeltaLakeTable, options: &VacuumOptions, host: &HostDb) ->
         )));
     }
     let cutoff_ms = chrono::Utc::now().timestamp_millis() - (retention_hours * 3_600_000.0) as i64;
-    let candidates = {
+    let (root, candidates) = {
         let conn = host.connect()?;
         crate::duck::prepare_remote(&conn, &table.root.to_string_lossy())?;
         candidates(table, cutoff_ms, &conn)?
@@ -219,7 +292,7 @@ pub fn vacuum(table: &DeltaLakeTable, options: &VacuumOptions, host: &HostDb) ->
             path: c.path.to_string_lossy().into_owned(),
             size_bytes: Some(c.size_bytes),
             snapshot_id: None,
-            inside_location: c.path.starts_with(&table.root) && c.path != table.root,
+            inside_location: c.path.starts_with(&root) && c.path != root,
         })
         .collect();
     let deleted = delete_files(deletions, options.dry_run);
@@ -253,7 +326,53 @@ struct Removes {
     deletion_vectors_known: bool,
 }
 
-fn candidates(table: &DeltaLakeTable, cutoff_ms: i64, conn: &Nested) -> Result<Vec<Candidate>> {
+/// What the listing skips, as Spark's VACUUM: names starting with `_` or `.` at any depth —
+/// except the directories `_change_data`, `_delta_index` and partition directories (`col=…` of
+/// a partition column) — and, on a table that keeps Iceberg metadata
+/// ([`DeltaLakeTable::keeps_iceberg_metadata`]),
+/// every directory named `metadata`.
+struct Hidden {
+    partition_prefixes: Vec<String>,
+    iceberg_metadata: bool,
+}
+
+impl Hidden {
+    fn of(table: &DeltaLakeTable) -> Self {
+        Hidden {
+            partition_prefixes: table.partition_columns().iter().map(|c| format!("{c}=")).collect(),
+            iceberg_metadata: table.keeps_iceberg_metadata(),
+        }
+    }
+
+    fn dir(&self, name: &str) -> bool {
+        (self.iceberg_metadata && name == "metadata")
+            || ((name.starts_with('_') || name.starts_with('.'))
+                && !(name.starts_with("_change_data")
+                    || name.starts_with("_delta_index")
+                    || self.partition_prefixes.iter().any(|p| name.starts_with(p.as_str()))))
+    }
+
+    fn file(&self, name: &str) -> bool {
+        name.starts_with('_') || name.starts_with('.')
+    }
+}
+
+/// The error for a live or retained file named outside the table.
+fn prefix_mismatch(table: &DeltaLakeTable, root: &str, path: &str) -> Error {
+    Error::new(
+        ErrorKind::Unsupported,
+        format!(
+            "prefix mismatch: Delta table '{}' names '{path}', which is not under the table's location '{root}' \
+             (a moved or symlinked location, another mount, a shallow clone): untracked files cannot be told apart \
+             from that table's, so nothing was vacuumed",
+            table.root.display()
+        ),
+    )
+}
+
+/// The files to delete, and the table root they were listed under (on a local disk its real
+/// path).
+fn candidates(table: &DeltaLakeTable, cutoff_ms: i64, conn: &Nested) -> Result<(PathBuf, Vec<Candidate>)> {
     let removes = removes(table, conn)?;
     let mut valid: HashSet<PathBuf> = HashSet::new();
     for f in &table.files {
@@ -269,35 +388,43 @@ fn candidates(table: &DeltaLakeTable, cutoff_ms: i64, conn: &Nested) -> Result<V
             expired.insert(path.clone());
         }
     }
-    let partition_prefixes: Vec<String> = table.partition_columns().iter().map(|c| format!("{c}=")).collect();
+    let hidden = Hidden::of(table);
     if crate::store::is_remote(&table.root.to_string_lossy()) {
-        return remote_candidates(table, &removes, &valid, &expired, &partition_prefixes, cutoff_ms);
+        let out = remote_candidates(table, &removes, &valid, &expired, &hidden, cutoff_ms)?;
+        return Ok((table.root.clone(), out));
+    }
+    // Real paths on both sides: the root, every file the log names (relative ones under the real
+    // root), and the listing, which starts at the real root.
+    let root = std::fs::canonicalize(&table.root)?;
+    let mut real = RealPaths::default();
+    let mut to_real = |p: &PathBuf| match p.strip_prefix(&table.root) {
+        Ok(relative) => real.or_same(&root.join(relative)),
+        Err(_) => real.or_same(p),
+    };
+    let valid: HashSet<PathBuf> = valid.iter().map(&mut to_real).collect();
+    let expired: HashSet<PathBuf> = expired.iter().map(&mut to_real).collect();
+    if let Some(outside) = valid.iter().find(|p| !p.starts_with(&root)) {
+        return Err(prefix_mismatch(table, &root.to_string_lossy(), &outside.to_string_lossy()));
     }
     let cutoff = SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(cutoff_ms.max(0) as u64);
     let mut out = Vec::new();
-    let mut stack = vec![table.root.clone()];
+    let mut stack = vec![root.clone()];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir)? {
             let entry = entry?;
             let path = entry.path();
             let name = entry.file_name().to_string_lossy().into_owned();
             let meta = entry.metadata()?; // does not follow symlinks
-            if dir == table.root && name == "_delta_log" {
-                continue;
-            }
-            let hidden = (name.starts_with('_') || name.starts_with('.'))
-                && !(meta.is_dir()
-                    && (name.starts_with("_change_data")
-                        || name.starts_with("_delta_index")
-                        || partition_prefixes.iter().any(|p| name.starts_with(p.as_str()))));
-            if hidden {
+            if dir == root && name == "_delta_log" {
                 continue;
             }
             if meta.is_dir() {
-                stack.push(path);
+                if !hidden.dir(&name) {
+                    stack.push(path);
+                }
                 continue;
             }
-            if !meta.is_file() || valid.contains(&path) {
+            if hidden.file(&name) || !meta.is_file() || valid.contains(&path) {
                 continue;
             }
             if !removes.deletion_vectors_known && is_deletion_vector_name(&name) {
@@ -318,29 +445,30 @@ fn candidates(table: &DeltaLakeTable, cutoff_ms: i64, conn: &Nested) -> Result<V
         }
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(out)
+    Ok((root, out))
 }
 
 /// [`candidates`] on object storage: one recursive listing of the table's prefix (sizes and
 /// last-modified times from it), the same rules as on disk: `_delta_log/` and hidden names
-/// (but `_change_data`, `_delta_index` and partition directories) are never touched.
+/// ([`Hidden`]) are never touched, and a live or retained file outside the prefix is refused.
 fn remote_candidates(
     table: &DeltaLakeTable,
     removes: &Removes,
     valid: &HashSet<PathBuf>,
     expired: &HashSet<PathBuf>,
-    partition_prefixes: &[String],
+    hidden: &Hidden,
     cutoff_ms: i64,
 ) -> Result<Vec<Candidate>> {
     let root = table.root.to_string_lossy().trim_end_matches('/').to_string();
-    let hidden_dir = |name: &str| {
-        (name.starts_with('_') || name.starts_with('.'))
-            && !(name.starts_with("_change_data")
-                || name.starts_with("_delta_index")
-                || partition_prefixes.iter().any(|p| name.starts_with(p.as_str())))
-    };
     // Matched raw and percent-decoded (crate::store::decoded): only ever more files are kept.
     let valid_decoded: HashSet<String> = valid.iter().map(|p| crate::store::decoded(&p.to_string_lossy())).collect();
+    if let Some(outside) = valid
+        .iter()
+        .map(|p| crate::store::canonical(&p.to_string_lossy()))
+        .find(|p| !p.starts_with(&format!("{root}/")))
+    {
+        return Err(prefix_mismatch(table, &root, &outside));
+    }
     let expired_decoded: HashSet<String> =
         expired.iter().map(|p| crate::store::decoded(&p.to_string_lossy())).collect();
     let mut out = Vec::new();
@@ -349,10 +477,7 @@ fn remote_candidates(
         let parts: Vec<&str> = relative.split('/').collect();
         let (dirs, name) = parts.split_at(parts.len() - 1);
         let name = name[0];
-        if dirs.first() == Some(&"_delta_log") || dirs.iter().any(|d| hidden_dir(d)) {
-            continue;
-        }
-        if name.starts_with('_') || name.starts_with('.') {
+        if dirs.first() == Some(&"_delta_log") || dirs.iter().any(|d| hidden.dir(d)) || hidden.file(name) {
             continue;
         }
         let path = PathBuf::from(&object.location);

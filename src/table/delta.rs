@@ -196,6 +196,23 @@ impl DeltaLakeTable {
         self.metadata.get("configuration").and_then(|c| c.get(key)).and_then(Value::as_str)
     }
 
+    /// Whether the table keeps Iceberg metadata in `metadata/` beside its log (UniForm): Iceberg
+    /// is among `delta.universalFormat.enabledFormats`, or an Iceberg compatibility writer
+    /// feature (`icebergCompatV1`…, `icebergWriterCompatV1`…) is listed — also after UniForm was
+    /// switched off, since its metadata directory stays.
+    pub fn keeps_iceberg_metadata(&self) -> bool {
+        let enabled = self
+            .property("delta.universalFormat.enabledFormats")
+            .is_some_and(|formats| formats.split(',').any(|f| f.trim().eq_ignore_ascii_case("iceberg")));
+        let writer_features = self.protocol.get("writerFeatures").and_then(Value::as_array);
+        enabled
+            || writer_features
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .any(|f| f.starts_with("icebergCompat") || f.starts_with("icebergWriterCompat"))
+    }
+
     /// The top-level fields of the schema (`name`, `type`, `nullable`, `metadata`).
     pub fn fields(&self) -> Vec<&Value> {
         self.schema.get("fields").and_then(Value::as_array).map(|f| f.iter().collect()).unwrap_or_default()
