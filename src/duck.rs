@@ -29,15 +29,76 @@ impl HostDb {
         Self { root: Arc::new(Mutex::new(connection)) }
     }
 
-    /// Exclusive use of the host connection until the guard drops. The connection's time zone
-    /// is UTC (connection-local: the user's session keeps its own), so that a cast between
-    /// TIMESTAMP and TIMESTAMPTZ — a Spark INT96 timestamp read for a Delta `timestamp` column —
-    /// means the same instant in every statement of ours, wherever the machine is.
+    /// Exclusive use of the host connection until the guard drops, with every setting that
+    /// changes what a statement means pinned on it ([`PINNED_SETTINGS`]).
     pub fn connect(&self) -> Result<MutexGuard<'_, Nested>> {
         let guard = self.root.lock().map_err(|_| Error::new(ErrorKind::DuckDb, "host connection lock poisoned"))?;
-        // Without ICU there is no TimeZone setting, and casts are UTC anyway.
-        let _ = guard.execute("SET TimeZone = 'UTC'");
+        guard.pin_settings()?;
         Ok(guard)
+    }
+}
+
+/// DuckDB settings that change what our SQL means, and the value each is pinned to on our
+/// connection, in session scope (the user's own session keeps its values; a `SET GLOBAL` of the
+/// user's reaches every connection but ours). What the rewrite's comparisons and casts must mean
+/// is the table format's: strings equal by their bytes (equality deletes, position-delete paths,
+/// partition values, sort keys), instants in UTC (a TIMESTAMP read for a TIMESTAMPTZ column, an
+/// hour or day partition), ordering as written (`ASC NULLS LAST` unless said otherwise; rows keep
+/// the `ORDER BY` into the files), binary columns read as binary, `/` as division, errors as
+/// text. Settings that only tune speed or memory (`threads`, `memory_limit`) are not pinned.
+pub const PINNED_SETTINGS: &[(&str, &str)] = &[
+    ("default_collation", "''"),
+    ("TimeZone", "'UTC'"),
+    ("Calendar", "'gregorian'"),
+    ("default_order", "'ASC'"),
+    ("default_null_order", "'NULLS_LAST'"),
+    ("preserve_insertion_order", "true"),
+    ("integer_division", "false"),
+    ("ieee_floating_point_ops", "true"),
+    ("binary_as_string", "false"),
+    ("old_implicit_casting", "false"),
+    ("order_by_non_integer_literal", "false"),
+    ("scalar_subquery_error_on_multiple_rows", "true"),
+    ("disable_timestamptz_casts", "false"),
+    ("preserve_identifier_case", "true"),
+    ("enable_geoparquet_conversion", "false"),
+    ("file_search_path", "''"),
+    ("validate_external_file_cache", "'VALIDATE_ALL'"),
+    ("errors_as_json", "false"),
+];
+
+impl Nested {
+    /// Pins [`PINNED_SETTINGS`] on this connection. A setting this DuckDB does not have is
+    /// skipped (TimeZone and Calendar exist once ICU is loaded; without it instants are UTC).
+    /// One that cannot be set in session scope here is accepted only when its value already is
+    /// the pinned one; otherwise the statement would mean something else, and the call is refused
+    /// naming the setting.
+    fn pin_settings(&self) -> Result<()> {
+        for (name, value) in PINNED_SETTINGS {
+            let Err(e) = self.execute(&format!("SET SESSION {} = {value}", quote_ident(name))) else { continue };
+            let message = e.message().to_ascii_lowercase();
+            if message.contains("unrecognized configuration parameter") || message.contains("unrecognized option") {
+                continue;
+            }
+            let same = self
+                .query(&format!(
+                    "SELECT lower(current_setting({})::VARCHAR) = lower(({value})::VARCHAR)",
+                    quote_literal(name)
+                ))
+                .ok()
+                .and_then(|r| r.rows.first().and_then(|row| row.first().cloned()));
+            if same != Some(Value::Bool(true)) {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "the DuckDB setting {name} changes what this extension's statements mean, and it cannot be \
+                         reset to {value} on the extension's own connection ({}): SET {name} = {value} and run again",
+                        e.message()
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -153,3 +153,22 @@ def test_errors_are_errors_not_crashes(con, tmp_path):
         con.execute(f"SELECT * FROM lakehouse_fragmentation('{tmp_path}/nope')").fetchall()
     with pytest.raises(duckdb.Error, match="lakehouse_compact: "):
         con.execute("SELECT lakehouse_compact('/no/such/table')").fetchall()
+
+
+def test_session_settings_are_pinned_or_refused_by_name(con, demo):
+    """A user's `SET GLOBAL default_order = 'DESC'` reaches every connection of the database. Where
+    this DuckDB can set it per session (1.4 and later) the extension pins it on its own connection
+    and the sorted compaction keeps every row; where it cannot (1.3), the call is refused naming
+    the setting, before anything is written. Either way the user's setting stays."""
+    before = rows(newest(demo))
+    con.execute("SET GLOBAL default_order = 'DESC'")
+    sql = f"SELECT verdict FROM lakehouse_compact('{demo}', {SCALED}, sort_order := 'event_id')"
+    version = tuple(int(x) for x in duckdb.__version__.split(".")[:2])
+    if version < (1, 4):
+        with pytest.raises(duckdb.Error, match="the DuckDB setting default_order .* SET default_order = 'ASC'"):
+            con.execute(sql).fetchall()
+        assert newest(demo).name == "v16.metadata.json", "nothing was committed"
+    else:
+        assert [v for (v,) in con.execute(sql).fetchall()].count("compacted") == 2
+        assert rows(newest(demo)) == before
+    assert con.execute("SELECT lower(current_setting('default_order'))").fetchone()[0] in ("desc", "descending")
