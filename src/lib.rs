@@ -26,15 +26,18 @@
 //!   [`plan::expiry`] finds the files only expired snapshots reach.
 //! - [`action`]: executes plans; [`action::compact`] rewrites through DuckDB and commits one
 //!   Iceberg `replace` snapshot ([`table::commit`] makes a metadata file current atomically),
-//!   [`action::compact_delta`] the Delta `OPTIMIZE` commit; [`action::expire`] commits the
+//!   [`action::compact_delta`] the Delta `OPTIMIZE` commit; [`action::column_defaults`] writes
+//!   what readers see for columns missing from old files; [`action::expire`] commits the
 //!   expiry and then deletes; [`action::orphans`] finds and deletes unreferenced Iceberg files;
-//!   [`action::vacuum`] is Delta's VACUUM; [`action::gate`] runs the whole gate.
+//!   [`action::vacuum`] is Delta's VACUUM ([`action::real_paths`]: both compare real paths);
+//!   [`action::gate`] runs the whole gate.
 //! - [`report`]: the scorecard a gate run produces (below both the gate and the Slack card).
 //! - [`notify`]: the Slack card ([`notify::card`]) and its delivery ([`notify::slack`]).
 //! - [`serve`]: the authenticated webhook (`lakehouse_serve`) that runs the gate per trigger.
 //! - [`demo`]: writes the fragmented demo table.
 //! - [`duck`]: the nested host connection (driven through C API `v1.2.0` functions only, so
-//!   every DuckDB from 1.3 to 2.0 runs it) and SQL quoting (the only place SQL text is built).
+//!   every DuckDB from 1.3 to 2.0 runs it; the settings that change what SQL means pinned on it)
+//!   and SQL quoting (the only place SQL text is built).
 //! - [`runtime`]: the Tokio runtime iceberg-rust's and delta-rs's async I/O run on.
 //! - [`interrupt`]: Ctrl-C recorded while long work runs, checked between its steps.
 //! - [`functions`]: one file per SQL function, on a shared row-function adapter that parses

@@ -118,6 +118,10 @@ pub struct Scorecard {
     pub retention_days: f64,
     /// One line per partition.
     pub partitions: Vec<PartitionLine>,
+    /// What went wrong after a commit point without undoing the commit (a version hint not
+    /// moved, a post-commit checkpoint that failed): the maintenance stands, but someone should
+    /// look.
+    pub warnings: Vec<String>,
     /// Degraded partitions at the start.
     pub partitions_degraded: u64,
     /// Partitions compacted (or that would be).

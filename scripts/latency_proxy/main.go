@@ -20,6 +20,11 @@
 // reaches the catalog), `after` once the catalog has answered (the commit landed, the client
 // cannot know).
 //
+// With -fail-put-before SUBSTRING, every PUT whose path contains SUBSTRING is answered 503 without
+// being forwarded (a write that never lands). With -fail-put-after-once SUBSTRING, the first such
+// PUT is forwarded and, once the server has answered, answered 503 (a write that landed while the
+// client saw an error, and retries it); later ones pass through.
+//
 // With -slowdown-every N, every Nth request is answered 503 SlowDown (S3's throttling reply)
 // without being forwarded. GET /_proxy/stats (never forwarded) answers
 // {"requests": …, "max_in_flight": …, "slowdowns": …}: how many requests arrived, the most that
@@ -51,7 +56,14 @@ func main() {
 	slowdownEvery := flag.Int("slowdown-every", 0, "answer every Nth request 503 SlowDown (0: never)")
 	failCommits := flag.String("fail-commits", "", "answer POST …/tables/<name> 503: before or after forwarding it")
 	ignoreConditional := flag.Bool("ignore-conditional", false, "answer 412 as 200 (a store without conditional writes)")
+	failPutBefore := flag.String("fail-put-before", "", "answer every PUT whose path contains this 503, unforwarded")
+	failPutAfterOnce := flag.String("fail-put-after-once", "", "answer the first PUT whose path contains this 503, after forwarding it")
 	flag.Parse()
+	var putFailedAfter atomic.Bool
+	failsAfter := func(r *http.Request) bool {
+		return *failPutAfterOnce != "" && r != nil && r.Method == http.MethodPut &&
+			strings.Contains(r.URL.Path, *failPutAfterOnce) && putFailedAfter.CompareAndSwap(false, true)
+	}
 
 	if *target == "" {
 		log.Fatal("latency_proxy: -target is required")
@@ -79,7 +91,7 @@ func main() {
 
 		},
 		ModifyResponse: func(resp *http.Response) error {
-			if *failCommits == "after" && isCommit(resp.Request) {
+			if (*failCommits == "after" && isCommit(resp.Request)) || failsAfter(resp.Request) {
 				resp.StatusCode = http.StatusServiceUnavailable
 				resp.Status = "503 Service Unavailable"
 				resp.Body = http.NoBody
@@ -126,7 +138,8 @@ func main() {
 			inFlight--
 			mu.Unlock()
 		}()
-		if *failCommits == "before" && isCommit(r) {
+		if (*failCommits == "before" && isCommit(r)) ||
+			(*failPutBefore != "" && r.Method == http.MethodPut && strings.Contains(r.URL.Path, *failPutBefore)) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}

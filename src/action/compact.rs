@@ -38,6 +38,9 @@ use iceberg::spec::{
     Transform, Type,
 };
 
+use crate::action::column_defaults::{
+    default_text, expected_non_null, field_ids_by_file, has_defaults, skip_unwritable_defaults,
+};
 use crate::action::layout::{IcebergLayout, OrderedRows, iceberg_layout};
 use crate::duck::{HostDb, Nested, quote_ident, quote_list, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
@@ -76,6 +79,21 @@ pub struct CompactionReport {
     /// The layout the files are (or would be) written in ([`Layout::label`]: `binpack`,
     /// `sort(…)`, `zorder(…)`).
     pub layout: Layout,
+    /// What went wrong after the commit point without undoing the commit (a version hint that
+    /// could not be moved, a post-commit checkpoint that failed), for the caller to show.
+    pub warning: Option<String>,
+}
+
+/// A rewrite's commit, as [`Rewrite::commit`] reports it.
+pub(crate) struct Committed {
+    /// The snapshot id (Iceberg) or version (Delta).
+    pub id: i64,
+    /// The metadata file or log entry that holds it.
+    pub location: String,
+    /// The data files it added.
+    pub files: Vec<String>,
+    /// See [`CompactionReport::warning`].
+    pub warning: Option<String>,
 }
 
 /// One rewrite unit's inputs and outputs ([`CompactionReport::groups`]): a bin-pack group
@@ -172,8 +190,9 @@ pub(crate) trait Rewrite {
     fn sorts(&self) -> bool {
         !matches!(self.layout(), Layout::Binpack)
     }
-    /// Commits everything written: (snapshot id or version, metadata location, new data files).
-    fn commit(&self, written: &[Self::Written]) -> Result<(i64, String, Vec<String>)>;
+    /// Commits everything written. An error means nothing was committed (the flow then removes
+    /// what was written), except [`ErrorKind::CommitUnknown`], after which every file is kept.
+    fn commit(&self, written: &[Self::Written]) -> Result<Committed>;
     /// After a commit: per partition, the delete files it removed as dangling.
     fn deletes_removed(&self) -> HashMap<PartitionKey, u64> {
         HashMap::new()
@@ -207,6 +226,7 @@ pub(crate) fn run<R: Rewrite>(
         written: Vec::new(),
         groups: Vec::new(),
         layout: rewrite.layout(),
+        warning: None,
     };
     if report.plans.iter().all(|p| p.groups.is_empty()) {
         return Ok(report);
@@ -243,29 +263,6 @@ pub(crate) fn run<R: Rewrite>(
         return Ok(report);
     }
     rewrite.check_commit()?;
-    if rewrite.sorts() {
-        let setting = |name: &str| -> Result<Option<String>> {
-            let result = conn.query(&format!("SELECT current_setting('{name}')::VARCHAR"))?;
-            Ok(result.first(name)?[0].text().map(str::to_string))
-        };
-        // Rows keep the ORDER BY into the files only while DuckDB preserves insertion order.
-        if setting("preserve_insertion_order")?.as_deref() == Some("false") {
-            return Err(Error::invalid(format!(
-                "strategy {} writes rows in order, which DuckDB keeps only with preserve_insertion_order = true \
-                 (it is false here): SET preserve_insertion_order = true, or pass strategy := 'binpack'",
-                report.layout.label()
-            )));
-        }
-        // Text sorts by bytes (what Iceberg's sort orders and readers' bounds mean) only without a
-        // default collation.
-        if let Some(c) = setting("default_collation")?.filter(|c| !c.is_empty()) {
-            return Err(Error::invalid(format!(
-                "strategy {} sorts text by its bytes, but this database sorts it with default_collation '{c}': \
-                 SET default_collation = '', or pass strategy := 'binpack'",
-                report.layout.label()
-            )));
-        }
-    }
     let mut written: Vec<R::Written> = Vec::new();
     // Per unit: its range in `written`.
     let mut spans: Vec<std::ops::Range<usize>> = Vec::new();
@@ -280,14 +277,15 @@ pub(crate) fn run<R: Rewrite>(
     })();
     drop(conn);
     match result {
-        Ok((snapshot_id, location, paths)) => {
+        Ok(committed) => {
             let removed = rewrite.deletes_removed();
             for p in &mut report.plans {
                 p.delete_files_removed = removed.get(&p.key).copied().unwrap_or(0);
             }
-            report.snapshot_id = Some(snapshot_id);
-            report.metadata_location = Some(location);
-            report.written = paths;
+            report.snapshot_id = Some(committed.id);
+            report.metadata_location = Some(committed.location);
+            report.written = committed.files;
+            report.warning = committed.warning;
             for ((group, unit), span) in report.groups.iter_mut().zip(&units).zip(&spans) {
                 group.outputs = written[span.clone()].iter().filter_map(R::output).collect();
                 let plan = &mut report.plans[unit.plan];
@@ -596,7 +594,12 @@ impl Rewrite for IcebergRewrite<'_> {
             }
         }
         let sources: Vec<&IcebergDataFile> = (0..self.files.len()).map(|i| self.source(i)).collect();
-        skip_misread_nested_fields(conn, self.table.metadata.current_schema(), plans, &sources)
+        let schema = self.table.metadata.current_schema();
+        skip_misread_nested_fields(conn, schema, plans, &sources)?;
+        let input_paths = |p: &PartitionPlan| -> Vec<String> {
+            p.groups.iter().flatten().map(|&i| strip_file_scheme(sources[i].file_path()).to_string()).collect()
+        };
+        skip_unwritable_defaults(conn, schema, plans, &input_paths)
     }
 
     fn check_commit(&self) -> Result<()> {
@@ -621,7 +624,7 @@ impl Rewrite for IcebergRewrite<'_> {
         written.data_file.as_ref().map(|f| f.file_path().to_string())
     }
 
-    fn commit(&self, written: &[Written]) -> Result<(i64, String, Vec<String>)> {
+    fn commit(&self, written: &[Written]) -> Result<Committed> {
         let base = Base {
             located: self.located.clone(),
             table: self.table.clone(),
@@ -630,8 +633,7 @@ impl Rewrite for IcebergRewrite<'_> {
         };
         let replaced: HashSet<&str> = written.iter().flat_map(|w| w.replaces.iter().map(String::as_str)).collect();
         let candidates = self.removal_candidates(&replaced);
-        let (snapshot_id, location, removed) =
-            commit_with_retries(base, self.starting_sequence_number, written, &candidates)?;
+        let (outcome, removed) = commit_with_retries(base, self.starting_sequence_number, written, &candidates)?;
         let mut by_partition: HashMap<PartitionKey, u64> = HashMap::new();
         for c in removed {
             for key in &c.partitions {
@@ -639,11 +641,10 @@ impl Rewrite for IcebergRewrite<'_> {
             }
         }
         *self.removed.borrow_mut() = by_partition;
-        Ok((
-            snapshot_id,
-            location,
-            written.iter().filter_map(|w| w.data_file.as_ref()).map(|f| f.file_path().to_string()).collect(),
-        ))
+        Ok(Committed {
+            files: written.iter().filter_map(|w| w.data_file.as_ref()).map(|f| f.file_path().to_string()).collect(),
+            ..outcome
+        })
     }
 
     fn deletes_removed(&self) -> HashMap<PartitionKey, u64> {
@@ -788,12 +789,18 @@ pub(crate) fn select_sql(schema: &Schema, inputs: &[String], files_have_ids: boo
 fn parquet_source(schema: &Schema, inputs: &[String], files_have_ids: bool, extra: &str) -> String {
     let files = quote_list(inputs);
     let fields = schema.as_struct().fields();
+    // A file without a column reads as its initial-default, as readers see it (a default this
+    // version cannot render skipped the partition before: column_defaults).
     let by_id: Option<Vec<String>> = fields
         .iter()
         .map(|f| {
+            let default = match default_text(f) {
+                Ok(Some(text)) => quote_literal(&text),
+                Ok(None) | Err(_) => "NULL".to_string(),
+            };
             duckdb_type_of(&f.field_type).map(|t| {
                 format!(
-                    "{}: {{name: {}, type: {}, default_value: NULL}}",
+                    "{}: {{name: {}, type: {}, default_value: {default}}}",
                     f.id,
                     quote_literal(&f.name),
                     quote_literal(&t)
@@ -1190,7 +1197,15 @@ fn rewrite_group(
             ));
         }
         let stats = local_paths.iter().map(|p| column_stats(conn, p, schema)).collect::<Result<Vec<_>>>()?;
-        check_non_null_counts(&files, &ColumnStats::summed(&stats), &deleted.non_null, schema)?;
+        // Which columns each input lacks (they read as their default, or NULL), where that
+        // decides what the check expects: with defaults, or counts missing from the manifests.
+        let inputs_local: Vec<String> = files.iter().map(|f| strip_file_scheme(f.file_path()).to_string()).collect();
+        let present = if has_defaults(schema) || !has_column_counts(&files, schema) {
+            Some(field_ids_by_file(conn, &inputs_local)?)
+        } else {
+            None
+        };
+        check_non_null_counts(&files, present.as_deref(), &ColumnStats::summed(&stats), &deleted.non_null, schema)?;
         let mut data_files = Vec::new();
         for ((file_path, (rows, bytes)), stats) in file_paths.iter().zip(copied).zip(stats) {
             if rows == 0 {
@@ -1401,10 +1416,13 @@ fn has_column_counts(inputs: &[&IcebergDataFile], schema: &Schema) -> bool {
 }
 
 /// Every leaf column outside lists and maps (top-level and struct fields) must hold as many
-/// non-null values as its inputs did, per the manifests' own value and null counts (checked
-/// where every input has them). Catches a column read as NULL.
+/// non-null values as its inputs did as a reader sees them: per the manifests' own value and null
+/// counts, and for an input that lacks the column (`present`: each input's field ids, when
+/// known) its initial-default in every row, or none ([`expected_non_null`]); checked where every
+/// input's figure is known. Catches a column read as NULL, a default written as NULL.
 fn check_non_null_counts(
     inputs: &[&IcebergDataFile],
+    present: Option<&[HashSet<i32>]>,
     stats: &ColumnStats,
     deleted: &HashMap<i32, u64>,
     schema: &Schema,
@@ -1413,7 +1431,13 @@ fn check_non_null_counts(
         let id = field.id;
         let expected: Option<u64> = inputs
             .iter()
-            .map(|f| Some(f.value_counts().get(&id)?.saturating_sub(*f.null_value_counts().get(&id)?)))
+            .enumerate()
+            .map(|(k, f)| {
+                if let Some(missing) = present.and_then(|p| expected_non_null(schema, id, &p[k], f.record_count())) {
+                    return Some(missing);
+                }
+                Some(f.value_counts().get(&id)?.saturating_sub(*f.null_value_counts().get(&id)?))
+            })
             .sum();
         let removed = deleted.get(&id).copied().unwrap_or(0);
         let written = stats.values.get(&id).zip(stats.nulls.get(&id)).map(|(v, n)| v.saturating_sub(*n));
@@ -1611,13 +1635,14 @@ struct Base {
 /// Commits, retrying on a moved head while the rewrite is still valid there ([`check_rebase`]).
 /// New files take `starting_sequence_number`, the data sequence number of the snapshot the
 /// rewrite read. Of the delete `candidates`, those dangling on the head committed to
-/// ([`dangling_deletes`]) are removed by the same snapshot; they are returned.
+/// ([`dangling_deletes`]) are removed by the same snapshot; they are returned with the commit
+/// (its `files` left for the caller to fill).
 fn commit_with_retries<'c>(
     mut base: Base,
     starting_sequence_number: i64,
     written: &[Written],
     candidates: &'c [Candidate],
-) -> Result<(i64, String, Vec<&'c Candidate>)> {
+) -> Result<(Committed, Vec<&'c Candidate>)> {
     let replaced: HashSet<&str> = written.iter().flat_map(|w| w.replaces.iter().map(String::as_str)).collect();
     // The new data files are on disk before any metadata names them (each attempt's manifests
     // and list are flushed before its commit).
@@ -1635,11 +1660,14 @@ fn commit_with_retries<'c>(
             sync_files(scratch.iter().map(String::as_str))?;
             Ok::<_, Error>((commit_table(&base.located, &base.table, &metadata)?, snapshot_id))
         })();
+        let committed = |id, location, warning| Committed { id, location, files: Vec::new(), warning };
         match attempt {
-            Ok((CommitOutcome::Committed(location), snapshot_id)) => return Ok((snapshot_id, location, removed)),
+            Ok((CommitOutcome::Committed { location, warning }, snapshot_id)) => {
+                return Ok((committed(snapshot_id, location, warning), removed));
+            }
             Ok((CommitOutcome::Unknown(why), snapshot_id)) => {
                 let (snapshot_id, location) = settle_unknown(&base.located, snapshot_id, &why)?;
-                return Ok((snapshot_id, location, removed));
+                return Ok((committed(snapshot_id, location, None), removed));
             }
             Ok((CommitOutcome::Conflict, _)) => {
                 remove_all(&scratch);

@@ -28,8 +28,8 @@ use deltalake_core::kernel::{Action, Add};
 use deltalake_core::protocol::DeltaOperation;
 use serde_json::{Value, json};
 
-use crate::action::compact::Rewrite;
 use crate::action::compact::copy_in_order;
+use crate::action::compact::{Committed, Rewrite};
 use crate::action::layout::{OrderedRows, RowOrder, resolve_names};
 use crate::duck::{Nested, quote_ident, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
@@ -76,6 +76,14 @@ pub fn check_protocol(table: &DeltaLakeTable) -> Result<()> {
     };
     if reader > 3 || writer > 7 {
         return refuse(format!("needs protocol reader {reader} / writer {writer}, newer than 3 / 7"));
+    }
+    if table.keeps_iceberg_metadata() {
+        return refuse(
+            "keeps Iceberg metadata beside its log (UniForm: delta.universalFormat.enabledFormats or an icebergCompat \
+             feature); a rewrite would leave that metadata behind the Delta log, and Iceberg readers would read the \
+             replaced files until a VACUUM deletes them"
+                .into(),
+        );
     }
     for f in features("readerFeatures") {
         if !READABLE_FEATURES.contains(&f.as_str()) && f != "columnMapping" {
@@ -179,7 +187,7 @@ impl Rewrite for DeltaRewrite<'_> {
         Some(written.local_path.to_string_lossy().into_owned())
     }
 
-    fn commit(&self, written: &[Written]) -> Result<(i64, String, Vec<String>)> {
+    fn commit(&self, written: &[Written]) -> Result<Committed> {
         // An object store's PUT is durable once it returns; only local files need flushing.
         for w in written.iter().filter(|w| !crate::store::is_remote(&w.local_path.to_string_lossy())) {
             std::fs::File::open(&w.local_path)?.sync_all()?;
@@ -192,9 +200,14 @@ impl Rewrite for DeltaRewrite<'_> {
         }
         pause_for_tests();
         interrupt::check("nothing was committed")?;
-        let version = commit(self.table, self.target_size, written)?;
+        let (version, warning) = commit(self.table, self.target_size, written)?;
         let location = self.table.log_dir().join(format!("{version:020}.json")).to_string_lossy().into_owned();
-        Ok((version, location, written.iter().map(|w| w.local_path.to_string_lossy().into_owned()).collect()))
+        Ok(Committed {
+            id: version,
+            location,
+            files: written.iter().map(|w| w.local_path.to_string_lossy().into_owned()).collect(),
+            warning,
+        })
     }
 }
 
@@ -589,8 +602,22 @@ fn stat_value(ty: &str, text: &str, upper: bool) -> Option<(Value, f64)> {
     }
 }
 
-/// Commits the rewrite: one OPTIMIZE commit of removes and adds (dataChange false).
-fn commit(table: &DeltaLakeTable, target_size: i64, written: &[Written]) -> Result<i64> {
+/// The `commitInfo` key that marks a commit as this rewrite's (a fresh id per commit), so that a
+/// commit whose answer was lost can be recognized in the log.
+const COMMIT_ID_KEY: &str = "lakehouse.commitId";
+
+/// Commits the rewrite: one OPTIMIZE commit of removes and adds (dataChange false). Returns the
+/// version, and a warning when a step after the commit point failed (delta-rs's post-commit
+/// checkpoint or log cleanup): the version is committed all the same, and an error here would
+/// make the caller delete the files it adds.
+///
+/// The commit point is the creation of `_delta_log/<v>.json`. When delta-rs reports a failure
+/// other than a clean conflict — or a conflict that could be with itself: an object store's
+/// retry of a conditional write that had landed answers "already exists" — the log after the
+/// version read is searched for this commit's id ([`COMMIT_ID_KEY`]): found, it is committed;
+/// not found on a local disk, it is not; not found on object storage after a transport error,
+/// the outcome is unknown and every file is kept.
+fn commit(table: &DeltaLakeTable, target_size: i64, written: &[Written]) -> Result<(i64, Option<String>)> {
     let mut actions: Vec<Action> = Vec::new();
     let mut removed = 0usize;
     for w in written {
@@ -609,6 +636,7 @@ fn commit(table: &DeltaLakeTable, target_size: i64, written: &[Written]) -> Resu
         "numBytesAdded": written.iter().map(|w| w.add.size).sum::<i64>(),
         "numBytesRemoved": written.iter().flat_map(|w| &w.replaces).map(|r| r.size.unwrap_or(0)).sum::<i64>(),
     });
+    let commit_id = uuid::Uuid::new_v4().to_string();
     let properties = CommitProperties::default()
         .with_metadata([
             ("operationMetrics".to_string(), metrics),
@@ -616,6 +644,7 @@ fn commit(table: &DeltaLakeTable, target_size: i64, written: &[Written]) -> Resu
             ("isolationLevel".to_string(), json!("SnapshotIsolation")),
             ("isBlindAppend".to_string(), json!(false)),
             ("clientVersion".to_string(), json!(engine())),
+            (COMMIT_ID_KEY.to_string(), json!(commit_id)),
         ])
         // As a Delta writer: a checkpoint every delta.checkpointInterval commits, expired logs
         // cleaned per the table's delta.enableExpiredLogCleanup and logRetentionDuration.
@@ -627,14 +656,68 @@ fn commit(table: &DeltaLakeTable, target_size: i64, written: &[Written]) -> Resu
     let view = CompactionView::new(state)
         .map_err(|e| Error::invalid(format!("Delta table '{}': unreadable protocol: {e}", table.root.display())))?;
     let log_store = UriPathLogStore::wrap(table.table.log_store());
-    let finalized = crate::runtime::block_on(async {
-        CommitBuilder::from(properties)
+    let stage = crate::runtime::block_on(async {
+        let prepared = CommitBuilder::from(properties)
             .with_actions(actions)
             .build(Some(&view), log_store, DeltaOperation::Optimize { predicate: None, target_size })
-            .await
-    })?
-    .map_err(|e| commit_error(&table.root, e))?;
-    Ok(finalized.version() as i64)
+            .into_prepared_commit_future()
+            .await;
+        let prepared = match prepared {
+            Ok(prepared) => prepared,
+            Err(e) => return CommitStage::NotCommitted(e),
+        };
+        let post_commit = match prepared.await {
+            Ok(post_commit) => post_commit,
+            Err(e) => return CommitStage::Unconfirmed(e),
+        };
+        let version = post_commit.version;
+        match post_commit.await {
+            Ok(finalized) => CommitStage::Committed(finalized.version(), None),
+            Err(e) => CommitStage::Committed(version, Some(e)),
+        }
+    })?;
+    match stage {
+        CommitStage::Committed(version, post_commit_error) => Ok((
+            version as i64,
+            post_commit_error.map(|e| {
+                format!(
+                    "committed version {version}, but the post-commit checkpoint or log cleanup failed ({e}); the \
+                     table is consistent and a later commit writes the checkpoint"
+                )
+            }),
+        )),
+        CommitStage::NotCommitted(e) => Err(commit_error(&table.root, e)),
+        CommitStage::Unconfirmed(e) => {
+            let unknown = |why: String| {
+                Error::new(
+                    ErrorKind::CommitUnknown,
+                    format!(
+                        "Delta table '{}': the commit was not confirmed ({e}) and {why}; the rewritten files were \
+                         left in place (VACUUM removes them once nothing references them); run again to compact",
+                        table.root.display()
+                    ),
+                )
+            };
+            match crate::table::delta_commit::find_commit(&table.table, table.version, COMMIT_ID_KEY, &commit_id) {
+                Ok(Some(version)) => Ok((version, None)),
+                Ok(None) if is_conflict(&e) || !crate::store::is_remote(&table.root.to_string_lossy()) => {
+                    Err(commit_error(&table.root, e))
+                }
+                Ok(None) => Err(unknown("the log does not show it yet".into())),
+                Err(search) => Err(unknown(format!("the log could not be searched for it: {}", search.message()))),
+            }
+        }
+    }
+}
+
+/// How far a Delta commit got ([`commit`]).
+enum CommitStage {
+    /// Failed before anything was written to the log.
+    NotCommitted(deltalake_core::DeltaTableError),
+    /// The write of the log entry failed or was refused: committed or not, the log tells.
+    Unconfirmed(deltalake_core::DeltaTableError),
+    /// The log entry exists (this version); the post-commit steps failed when the error is set.
+    Committed(u64, Option<deltalake_core::DeltaTableError>),
 }
 
 /// Who wrote the commit (`clientVersion`; delta-rs fills `engineInfo` with its own version).
@@ -642,18 +725,22 @@ fn engine() -> String {
     format!("lakehouse/{} (DuckDB rewrite, delta-rs commit)", env!("CARGO_PKG_VERSION"))
 }
 
-/// A failed commit as ours: a conflict with another writer is [`ErrorKind::CommitConflict`].
-fn commit_error(root: &Path, e: deltalake_core::DeltaTableError) -> Error {
+/// Whether delta-rs gave up because of another writer (a conflict, or the version taken).
+fn is_conflict(e: &deltalake_core::DeltaTableError) -> bool {
     use deltalake_core::kernel::transaction::TransactionError as T;
-    let text = e.to_string();
-    let conflict = match &e {
+    match e {
         deltalake_core::DeltaTableError::Transaction { source } => {
             matches!(source, T::CommitConflict(_) | T::VersionAlreadyExists(_) | T::MaxCommitAttempts(_))
         }
         deltalake_core::DeltaTableError::VersionAlreadyExists(_) => true,
         _ => false,
-    };
-    if conflict {
+    }
+}
+
+/// A failed commit as ours: a conflict with another writer is [`ErrorKind::CommitConflict`].
+fn commit_error(root: &Path, e: deltalake_core::DeltaTableError) -> Error {
+    let text = e.to_string();
+    if is_conflict(&e) {
         return Error::conflict(format!(
             "another writer changed Delta table '{}' in a way this rewrite cannot be committed on ({text}); \
              nothing was committed",

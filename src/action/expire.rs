@@ -30,6 +30,7 @@ use futures::StreamExt;
 use crate::error::{Error, ErrorKind, Result};
 use crate::plan::expiry::{Deletion, FileKind, unreachable_files};
 use crate::runtime;
+use crate::table::catalog::{Backend, CatalogTable};
 use crate::table::commit::{CommitOutcome, commit_table, pause_for_tests, relocate, require_exclusive};
 use crate::table::iceberg::IcebergTable;
 use crate::table::reach::Reach;
@@ -152,6 +153,8 @@ pub struct ExpiryReport {
     pub snapshots_retained: u64,
     /// Whether nothing was changed on purpose.
     pub dry_run: bool,
+    /// What went wrong after the commit point without undoing it (a version hint not moved).
+    pub warning: Option<String>,
 }
 
 impl ExpiryReport {
@@ -355,8 +358,15 @@ pub fn expire(located: &Located, options: &ExpiryOptions) -> Result<ExpiryReport
         }
         crate::interrupt::check("nothing was expired")?;
         match commit_table(&located, &table, &selection.metadata)? {
-            CommitOutcome::Committed(location) => {
+            CommitOutcome::Committed { location, warning } => {
+                let (deletions, kept_warning) = match &located.catalog_table {
+                    Some(CatalogTable { backend: Backend::Rest(_), .. }) => {
+                        keep_what_the_catalog_references(&location, &selection, deletions)
+                    }
+                    _ => (deletions, None),
+                };
                 report.metadata_location = Some(location);
+                report.warning = [warning, kept_warning].into_iter().flatten().reduce(|a, b| format!("{a}; {b}"));
                 report.files = delete_files(deletions, false);
                 return Ok(report);
             }
@@ -375,6 +385,70 @@ pub fn expire(located: &Located, options: &ExpiryOptions) -> Result<ExpiryReport
     Err(Error::conflict(format!(
         "the table kept changing; gave up after {MAX_COMMIT_ATTEMPTS} attempts, nothing was expired"
     )))
+}
+
+/// `deletions` (planned from the metadata the expiry read) less every file the table as the REST
+/// catalog committed it (at `location`) still references, as Java's `RemoveSnapshots` cleans up
+/// from the refreshed metadata: a catalog applies our changes to its current metadata, which may
+/// hold snapshots another writer committed meanwhile to another branch (a cherry-pick of an
+/// expired snapshot, an append on a branch created at one) that reference files the plan freed.
+/// What such snapshots reference — manifest lists, manifests, every file their entries name —
+/// and the committed metadata's log and statistics files are kept. When the committed metadata
+/// or a snapshot's manifests cannot be read, nothing is deleted (orphan removal finds the files
+/// later): returned with the warning saying so.
+fn keep_what_the_catalog_references(
+    location: &str,
+    selection: &Selection,
+    deletions: Vec<Deletion>,
+) -> (Vec<Deletion>, Option<String>) {
+    let nothing = |why: String| {
+        (Vec::new(), Some(format!("{why}; no file was deleted (orphan removal deletes what is unreferenced)")))
+    };
+    let committed = match IcebergTable::load(location) {
+        Ok(table) => table,
+        Err(e) => return nothing(format!("the committed metadata could not be read back ({})", e.message())),
+    };
+    let planned: HashSet<i64> = selection.metadata.snapshots().map(|s| s.snapshot_id()).collect();
+    let others: Vec<i64> =
+        committed.metadata.snapshots().map(|s| s.snapshot_id()).filter(|id| !planned.contains(id)).collect();
+    let key = location_key;
+    let mut referenced: HashSet<std::path::PathBuf> = committed
+        .metadata
+        .metadata_log()
+        .iter()
+        .map(|m| key(&m.metadata_file))
+        .chain(committed.metadata.statistics_iter().map(|s| key(&s.statistics_path)))
+        .chain(committed.metadata.partition_statistics_iter().map(|s| key(&s.statistics_path)))
+        .collect();
+    if !others.is_empty() {
+        let reach = match Reach::load(&committed, &others, false) {
+            Ok(reach) => reach,
+            Err(e) => {
+                return nothing(format!(
+                    "the catalog's table holds {} snapshot(s) another writer committed meanwhile, whose files could \
+                     not be read ({})",
+                    others.len(),
+                    e.message()
+                ));
+            }
+        };
+        referenced.extend(reach.manifest_lists.values().map(|p| key(p)));
+        for (path, manifest) in &reach.manifests {
+            referenced.insert(key(path));
+            referenced.extend(manifest.live.iter().map(|f| key(&f.path)));
+            referenced.extend(manifest.deleted.iter().map(|p| key(p)));
+        }
+    }
+    let before = deletions.len();
+    let kept: Vec<Deletion> = deletions.into_iter().filter(|d| !referenced.contains(&key(&d.path))).collect();
+    let spared = before - kept.len();
+    let warning = (spared > 0).then(|| {
+        format!(
+            "{spared} file(s) the expiry freed are referenced by the table as the catalog committed it (another \
+             writer's snapshot); they were kept"
+        )
+    });
+    (kept, warning)
 }
 
 /// Deletes (or, `dry`, only sizes) every deletion inside the table location, on

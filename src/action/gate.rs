@@ -135,6 +135,8 @@ struct Retired {
     bytes_reclaimed: u64,
     /// Whether the table changed (a commit, or files deleted).
     changed: bool,
+    /// See [`crate::report::Scorecard::warnings`].
+    warning: Option<String>,
 }
 
 /// Expires snapshots (Iceberg) or vacuums (Delta) past the retention, also when nothing was
@@ -151,6 +153,7 @@ fn retire_history(table: &Table, options: &GateOptions, host: &HostDb) -> Result
                 files_deleted: expiry.files.iter().filter(|f| f.removed()).count() as u64,
                 bytes_reclaimed: expiry.reclaimed_bytes(),
                 changed: expiry.metadata_location.is_some(),
+                warning: expiry.warning,
             })
         }
         Table::Delta(table) => {
@@ -166,6 +169,7 @@ fn retire_history(table: &Table, options: &GateOptions, host: &HostDb) -> Result
                 files_deleted: report.removed(),
                 bytes_reclaimed: report.reclaimed_bytes(),
                 changed: !options.dry_run && report.removed() > 0,
+                warning: None,
             })
         }
     }
@@ -267,6 +271,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
                     written: Vec::new(),
                     groups: Vec::new(),
                     layout: crate::plan::layout::Layout::Binpack,
+                    warning: None,
                 },
                 routes: Default::default(),
                 spark: Default::default(),
@@ -498,6 +503,10 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         bytes_reclaimed: retired.bytes_reclaimed,
         notification: String::new(),
         partitions: lines,
+        warnings: [report.warning.clone(), manifests.and_then(|m| m.warning), retired.warning]
+            .into_iter()
+            .flatten()
+            .collect(),
     })
 }
 

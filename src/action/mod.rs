@@ -1,5 +1,6 @@
 //! Actions: execute a plan against a table and return what was done.
 
+pub mod column_defaults;
 pub mod compact;
 pub mod compact_delta;
 pub mod executor;

@@ -110,6 +110,8 @@ pub struct RewriteManifestsReport {
     pub metadata_location: Option<String>,
     /// Whether nothing was written on purpose.
     pub dry_run: bool,
+    /// What went wrong after the commit point without undoing it (a version hint not moved).
+    pub warning: Option<String>,
 }
 
 impl RewriteManifestsReport {
@@ -251,6 +253,7 @@ pub fn rewrite_manifests(located: &Located, options: &RewriteManifestsOptions) -
             snapshot_id: None,
             metadata_location: None,
             dry_run: options.dry_run,
+            warning: None,
         };
         if options.dry_run || !report.merges() {
             return Ok(report);
@@ -268,9 +271,10 @@ pub fn rewrite_manifests(located: &Located, options: &RewriteManifestsOptions) -
             Ok::<_, Error>((commit_table(&located, &table, &metadata)?, snapshot_id))
         })();
         match attempt {
-            Ok((CommitOutcome::Committed(location), snapshot_id)) => {
+            Ok((CommitOutcome::Committed { location, warning }, snapshot_id)) => {
                 report.snapshot_id = Some(snapshot_id);
                 report.metadata_location = Some(location);
+                report.warning = warning;
                 return Ok(report);
             }
             Ok((CommitOutcome::Unknown(why), snapshot_id)) => {

@@ -131,6 +131,7 @@ impl RowFunction for Compact {
             ("executor", Varchar),
             ("executor_reason", Varchar),
             ("strategy", Varchar),
+            ("warning", Varchar),
         ]
     }
 
@@ -218,6 +219,7 @@ impl RowFunction for Compact {
                     route.map_or(Cell::Null, |r| Cell::Text(if r.spark { "spark" } else { "local" }.into())),
                     route.map_or(Cell::Null, |r| Cell::Text(r.why.clone())),
                     if p.verdict == Verdict::Compact { Cell::Text(report.layout.label()) } else { Cell::Null },
+                    report.warning.clone().map_or(Cell::Null, Cell::Text),
                 ]
             })
             .collect())

@@ -87,6 +87,7 @@ pub fn summary_json(table: &str, report: &CompactionReport) -> Value {
         "bytes_rewritten": compacting.iter().map(|p| p.bytes_to_rewrite).sum::<u64>(),
         "output_size_ratio": report.output_ratio,
         "strategy": report.layout.label(),
+        "warning": report.warning,
         "partitions": report.plans.iter().map(|p| json!({
             "partition": p.partition,
             "spec_id": p.spec_id,

@@ -54,6 +54,7 @@ pub fn summary_json(table: &str, report: &ExpiryReport) -> Value {
         "bytes_reclaimed": report.reclaimed_bytes(),
         "files_outside_location_kept": outside,
         "files_failed_to_delete": failed,
+        "warning": report.warning,
     })
 }
 

@@ -57,6 +57,7 @@ impl RowFunction for ExpireSnapshots {
             ("action", Varchar),
             ("dry_run", Boolean),
             ("metadata_location", Varchar),
+            ("warning", Varchar),
         ]
     }
 
@@ -75,6 +76,7 @@ impl RowFunction for ExpireSnapshots {
 pub fn rows(report: &ExpiryReport) -> Vec<Vec<Cell>> {
     let dry = report.dry_run;
     let location = || report.metadata_location.clone().map_or(Cell::Null, Cell::Text);
+    let warning = || report.warning.clone().map_or(Cell::Null, Cell::Text);
     let mut out = Vec::new();
     for s in &report.expired {
         out.push(vec![
@@ -86,6 +88,7 @@ pub fn rows(report: &ExpiryReport) -> Vec<Vec<Cell>> {
             Cell::Text(if dry { "would expire" } else { "expired" }.into()),
             Cell::Bool(dry),
             location(),
+            warning(),
         ]);
     }
     for name in &report.refs_removed {
@@ -98,6 +101,7 @@ pub fn rows(report: &ExpiryReport) -> Vec<Vec<Cell>> {
             Cell::Text(if dry { "would remove: aged out" } else { "removed: aged out" }.into()),
             Cell::Bool(dry),
             location(),
+            warning(),
         ]);
     }
     for f in &report.files {
@@ -110,6 +114,7 @@ pub fn rows(report: &ExpiryReport) -> Vec<Vec<Cell>> {
             Cell::Text(f.outcome.describe()),
             Cell::Bool(dry),
             location(),
+            warning(),
         ]);
     }
     out

@@ -117,7 +117,7 @@ impl RowFunction for Gate {
 }
 
 /// The scorecard's columns (also the history table's).
-pub const COLUMNS: [(&str, LogicalTypeId); 40] = {
+pub const COLUMNS: [(&str, LogicalTypeId); 41] = {
     use LogicalTypeId::*;
     [
         ("execution_id", Varchar),
@@ -160,6 +160,7 @@ pub const COLUMNS: [(&str, LogicalTypeId); 40] = {
         ("executor", Varchar),
         ("executor_reason", Varchar),
         ("strategy", Varchar),
+        ("warnings", Varchar),
     ]
 };
 
@@ -198,6 +199,7 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
             Cell::Double(card.scan_share),
         ]);
     };
+    let warnings = || if card.warnings.is_empty() { Cell::Null } else { Cell::Text(card.warnings.join("; ")) };
     let head = || {
         vec![
             Cell::Text(card.execution_id.clone()),
@@ -209,7 +211,7 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
         let mut row = head();
         row.extend((0..12).map(|_| Cell::Null));
         table_level(&mut row);
-        row.extend([Cell::Null, Cell::Null]);
+        row.extend([Cell::Null, Cell::Null, Cell::Null, warnings()]);
         return vec![row];
     }
     card.partitions
@@ -235,6 +237,7 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
                 p.executor.clone().map_or(Cell::Null, Cell::Text),
                 p.executor_reason.clone().map_or(Cell::Null, Cell::Text),
                 p.strategy.clone().map_or(Cell::Null, Cell::Text),
+                warnings(),
             ]);
             row
         })

@@ -61,6 +61,7 @@ impl RowFunction for RewriteManifests {
             ("dry_run", Boolean),
             ("snapshot_id", Bigint),
             ("metadata_location", Varchar),
+            ("warning", Varchar),
         ]
     }
 
@@ -114,6 +115,7 @@ pub fn rows(report: &RewriteManifestsReport) -> Vec<Vec<Cell>> {
                 Cell::Bool(report.dry_run),
                 report.snapshot_id.map_or(Cell::Null, Cell::BigInt),
                 report.metadata_location.clone().map_or(Cell::Null, Cell::Text),
+                report.warning.clone().map_or(Cell::Null, Cell::Text),
             ]
         })
         .collect()

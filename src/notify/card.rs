@@ -173,6 +173,10 @@ pub fn scorecard_payload(card: &Scorecard) -> Value {
         "type": "section",
         "fields": fields.iter().map(|f| json!({"type": "mrkdwn", "text": truncate(f, 1900)})).collect::<Vec<_>>()
     }));
+    if !card.warnings.is_empty() {
+        let text = card.warnings.iter().map(|w| format!("• {}", escape_mrkdwn(w))).collect::<Vec<_>>().join("\n");
+        blocks.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": truncate(&format!("⚠️ *Warnings* (the maintenance stands)\n{text}"), MAX_SECTION_CHARS)}}));
+    }
     blocks.push(json!({"type": "divider"}));
 
     // Partitions: acted-on and skipped first, then healthy; summarize what does not fit.
@@ -282,7 +286,17 @@ mod tests {
             files_deleted: 4,
             bytes_reclaimed: 1024 * 1024,
             notification: String::new(),
+            warnings: Vec::new(),
         }
+    }
+
+    #[test]
+    fn warnings_are_shown_on_the_card() {
+        let mut with = card(3);
+        with.warnings = vec!["committed, but metadata/version-hint.text could not be updated".into()];
+        let shown = scorecard_payload(&with).to_string();
+        assert!(shown.contains("Warnings") && shown.contains("version-hint.text could not be updated"), "{shown}");
+        assert!(!scorecard_payload(&card(3)).to_string().contains("Warnings"));
     }
 
     #[test]

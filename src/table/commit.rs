@@ -31,18 +31,34 @@ use crate::error::{Error, ErrorKind, Result};
 /// How a commit ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CommitOutcome {
-    /// The table now points at this metadata file.
-    Committed(String),
+    /// The table now points at `location`. Once this is the outcome nothing the new metadata
+    /// names may be deleted, whatever went wrong after the commit point: `warning` says what did
+    /// (the version hint could not be moved, a directory could not be flushed) without undoing it.
+    Committed { location: String, warning: Option<String> },
     /// Someone else committed first; nothing of ours is left behind.
     Conflict,
-    /// The catalog did not answer (5xx, timeout): the commit may have landed. The caller reloads
-    /// and checks before retrying or cleaning up.
+    /// The catalog or store did not answer (5xx, timeout, a dropped connection): the commit may
+    /// have landed. The caller reloads and checks before retrying or cleaning up, and keeps every
+    /// file when it cannot tell.
     Unknown(String),
+}
+
+impl CommitOutcome {
+    /// Committed, with nothing to warn about.
+    pub fn committed(location: String) -> Self {
+        CommitOutcome::Committed { location, warning: None }
+    }
 }
 
 /// Commits `new`, built on `base` (the table as `located` was read), by the table's catalog:
 /// a REST catalog takes the changes ([`rest_updates`]) under `assert-table-uuid` and
-/// `assert-ref-snapshot-id` on `main`; any other table gets a new metadata file ([`commit`]).
+/// `assert-ref-snapshot-id` on `main` (and `assert-default-sort-order-id` when a sort order is
+/// added); any other table gets a new metadata file ([`commit`]).
+///
+/// A REST catalog assigns the id of an added sort order itself (as Java does: an equal order's
+/// id, else the highest plus one), and no requirement can pin it; the new files name the id
+/// `new` gave it. After the commit the catalog's metadata is read back: an order under another
+/// id is a warning on the commit (the files are right, their `sort_order_id` is not).
 pub fn commit_table(
     located: &Located,
     base: &super::iceberg::IcebergTable,
@@ -60,21 +76,61 @@ pub fn commit_table(
         ));
     }
     let main = base.metadata.snapshot_for_ref("main").map(|s| s.snapshot_id());
-    let requirements = serde_json::json!([
-        { "type": "assert-table-uuid", "uuid": base.metadata.uuid().to_string() },
-        { "type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": main },
-    ]);
+    let mut requirements = vec![
+        serde_json::json!({ "type": "assert-table-uuid", "uuid": base.metadata.uuid().to_string() }),
+        serde_json::json!({ "type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": main }),
+    ];
+    let added = added_sort_orders(&base.metadata, new);
+    if !added.is_empty() {
+        requirements.push(serde_json::json!({
+            "type": "assert-default-sort-order-id",
+            "default-sort-order-id": base.metadata.default_sort_order_id(),
+        }));
+    }
     let updates = rest_updates(&base.metadata, new)?;
-    Ok(match rest.commit(namespace, table, requirements, updates)? {
-        super::rest::RestCommit::Committed(location) => CommitOutcome::Committed(location),
+    Ok(match rest.commit(namespace, table, serde_json::Value::Array(requirements), updates)? {
+        super::rest::RestCommit::Committed(location) => {
+            let warning = (!added.is_empty()).then(|| misplaced_sort_orders(&location, &added)).flatten();
+            CommitOutcome::Committed { location, warning }
+        }
         super::rest::RestCommit::Conflict => CommitOutcome::Conflict,
         super::rest::RestCommit::Unknown(why) => CommitOutcome::Unknown(why),
     })
 }
 
-/// The REST updates that turn `base` into `new`: snapshots added and removed, refs set and
-/// removed, statistics of removed snapshots removed. Anything else changed is refused (no action
-/// of ours changes schemas, specs or properties; were one to, it must not be dropped silently).
+/// The sort orders `new` has and `base` has not (by id).
+fn added_sort_orders(
+    base: &iceberg::spec::TableMetadata,
+    new: &iceberg::spec::TableMetadata,
+) -> Vec<iceberg::spec::SortOrder> {
+    new.sort_orders_iter().filter(|o| base.sort_order_by_id(o.order_id).is_none()).map(|o| o.as_ref().clone()).collect()
+}
+
+/// After a REST commit that added `added`: a warning when the catalog's metadata at `location`
+/// does not hold each of them under its id (or cannot be read to tell).
+fn misplaced_sort_orders(location: &str, added: &[iceberg::spec::SortOrder]) -> Option<String> {
+    let committed = match super::iceberg::IcebergTable::load(location) {
+        Ok(table) => table,
+        Err(e) => return Some(format!("the committed metadata could not be read back to check its sort orders: {e}")),
+    };
+    let misplaced: Vec<String> = added
+        .iter()
+        .filter(|o| committed.metadata.sort_order_by_id(o.order_id).is_none_or(|there| there.fields != o.fields))
+        .map(|o| o.order_id.to_string())
+        .collect();
+    (!misplaced.is_empty()).then(|| {
+        format!(
+            "the catalog stored the added sort order under another id than {} (another writer added one \
+             meanwhile); the new files are correct, but their sort_order_id names the wrong order",
+            misplaced.join(", ")
+        )
+    })
+}
+
+/// The REST updates that turn `base` into `new`: sort orders added (a sorted compaction's own
+/// order), snapshots added and removed, refs set and removed, statistics of removed snapshots
+/// removed. Anything else changed is refused (no action of ours changes schemas, specs,
+/// properties or the default sort order; were one to, it must not be dropped silently).
 pub fn rest_updates(
     base: &iceberg::spec::TableMetadata,
     new: &iceberg::spec::TableMetadata,
@@ -93,7 +149,8 @@ pub fn rest_updates(
         && base.schemas_iter().len() == new.schemas_iter().len()
         && base.default_partition_spec_id() == new.default_partition_spec_id()
         && base.partition_specs_iter().len() == new.partition_specs_iter().len()
-        && base.default_sort_order_id() == new.default_sort_order_id();
+        && base.default_sort_order_id() == new.default_sort_order_id()
+        && base.sort_orders_iter().all(|o| new.sort_order_by_id(o.order_id) == Some(o));
     if !unchanged {
         return Err(Error::new(
             ErrorKind::Unsupported,
@@ -103,7 +160,8 @@ pub fn rest_updates(
     }
     let base_ids: HashSet<i64> = base.snapshots().map(|s| s.snapshot_id()).collect();
     let new_ids: HashSet<i64> = new.snapshots().map(|s| s.snapshot_id()).collect();
-    let mut updates = Vec::new();
+    let mut updates: Vec<TableUpdate> =
+        added_sort_orders(base, new).into_iter().map(|sort_order| TableUpdate::AddSortOrder { sort_order }).collect();
     let mut added: Vec<_> = new.snapshots().filter(|s| !base_ids.contains(&s.snapshot_id())).collect();
     added.sort_by_key(|s| s.sequence_number());
     for s in added {
@@ -199,19 +257,28 @@ fn write_temporary(target: &Path, bytes: &[u8]) -> Result<PathBuf> {
     }
 }
 
+/// What [`write_new_file`] did.
+#[derive(Debug)]
+enum NewFile {
+    /// `target` now exists with the bytes; `unflushed`: its directory entry could not be flushed
+    /// (the file is there for every reader, but a crash of the machine could lose it).
+    Created { unflushed: Option<String> },
+    /// `target` existed already; nothing was written.
+    Exists,
+}
+
 /// Writes `bytes` to `target` only if `target` does not exist yet; flushed with its directory.
-fn write_new_file(target: &Path, bytes: &[u8]) -> Result<bool> {
+/// An error means `target` was not created.
+fn write_new_file(target: &Path, bytes: &[u8]) -> Result<NewFile> {
     let tmp = write_temporary(target, bytes)?;
     let linked = std::fs::hard_link(&tmp, target);
     let _ = std::fs::remove_file(&tmp);
     match linked {
         Ok(()) => {
-            if let Some(dir) = target.parent() {
-                sync_dir(dir)?;
-            }
-            Ok(true)
+            let unflushed = target.parent().and_then(|dir| sync_dir(dir).err()).map(|e| e.to_string());
+            Ok(NewFile::Created { unflushed })
         }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(NewFile::Exists),
         Err(e) => Err(e.into()),
     }
 }
@@ -232,6 +299,11 @@ pub fn replace_file(target: &Path, bytes: &[u8]) -> Result<()> {
 /// Commits `json` (a metadata file's contents, [`super::iceberg::IcebergTable::to_json`]) as the
 /// successor of `located` (whose metadata the change was based on). Refuses a table whose commits
 /// are not exclusive ([`is_exclusive`]).
+///
+/// The commit point of a path table is the creation of `v{N+1}.metadata.json` (readers follow
+/// versions past the hint); of a catalog table, the catalog's pointer. What fails after it — the
+/// hint, a directory flush — is a warning on [`CommitOutcome::Committed`], never an error: an
+/// error makes callers remove what they wrote, which the committed metadata names.
 pub fn commit(located: &Located, json: &[u8]) -> Result<CommitOutcome> {
     require_exclusive(located)?;
     if crate::store::is_remote(&located.metadata_location) {
@@ -243,26 +315,36 @@ pub fn commit(located: &Located, json: &[u8]) -> Result<CommitOutcome> {
     if located.catalog_table.is_none() && hint_is_ahead_of(&new_path)? {
         return Ok(CommitOutcome::Conflict);
     }
-    if !write_new_file(&new_path, json)? {
-        return Ok(CommitOutcome::Conflict);
-    }
-    let swapped = match &located.catalog_table {
-        Some(table) => swap_catalog_pointer(table, base, &new_location),
-        None => advance_version_hint(&new_path).map(|()| true),
+    let unflushed = match write_new_file(&new_path, json)? {
+        NewFile::Exists => return Ok(CommitOutcome::Conflict),
+        NewFile::Created { unflushed } => unflushed,
+    };
+    let Some(table) = &located.catalog_table else {
+        // Committed: v{N+1} exists. Only the hint is left to move.
+        let warnings: Vec<String> = unflushed
+            .map(|e| format!("the metadata directory could not be flushed to disk ({e})"))
+            .into_iter()
+            .chain(advance_version_hint(&new_path).err().map(|e| hint_warning(&e.to_string())))
+            .collect();
+        return Ok(CommitOutcome::Committed {
+            location: new_location,
+            warning: (!warnings.is_empty()).then(|| warnings.join("; ")),
+        });
+    };
+    // A catalog table is committed only once its pointer moves, so a metadata file that may not
+    // survive a crash is not pointed at.
+    let swapped = match unflushed {
+        Some(e) => Err(Error::new(
+            ErrorKind::Io,
+            format!("the new metadata file could not be flushed to disk ({e}); nothing was committed"),
+        )),
+        None => swap_catalog_pointer(table, base, &new_location),
     };
     match swapped {
-        Ok(true) => Ok(CommitOutcome::Committed(new_location)),
+        Ok(true) => Ok(CommitOutcome::committed(new_location)),
         Ok(false) => {
             let _ = std::fs::remove_file(&new_path);
             Ok(CommitOutcome::Conflict)
-        }
-        Err(e) if located.catalog_table.is_none() => {
-            // The new version exists, so it is committed (readers follow versions past the hint);
-            // only the hint could not be moved.
-            Err(Error::new(
-                ErrorKind::Io,
-                format!("committed '{new_location}', but metadata/version-hint.text could not be updated: {e}"),
-            ))
         }
         Err(e) => {
             let _ = std::fs::remove_file(&new_path);
@@ -271,8 +353,19 @@ pub fn commit(located: &Located, json: &[u8]) -> Result<CommitOutcome> {
     }
 }
 
+/// The warning of a commit whose `version-hint.text` could not be moved forward.
+fn hint_warning(error: &str) -> String {
+    format!(
+        "committed, but metadata/version-hint.text could not be updated ({error}): readers that follow versions \
+         past the hint (Java, this extension) see the commit; readers that trust the hint alone see the version \
+         before it until the next commit moves the hint"
+    )
+}
+
 /// [`commit`] on object storage: the new metadata file by a conditional write, then the
-/// catalog's pointer, or (a path table) `metadata/version-hint.text`.
+/// catalog's pointer, or (a path table) `metadata/version-hint.text`. A conditional write whose
+/// answer was lost (an error, or "already exists" from the client's own retry of a write that
+/// had landed) is settled by reading the object back: our bytes there mean it landed.
 async fn commit_remote(located: &Located, json: &[u8]) -> Result<CommitOutcome> {
     use crate::store;
     let base = &located.metadata_location;
@@ -288,12 +381,43 @@ async fn commit_remote(located: &Located, json: &[u8]) -> Result<CommitOutcome> 
             return Ok(CommitOutcome::Conflict);
         }
     }
-    if !store::write_if_absent(&new_location, bytes::Bytes::copy_from_slice(json)).await? {
+    let written = store::write_if_absent(&new_location, bytes::Bytes::copy_from_slice(json)).await;
+    let landed = match written {
+        Ok(true) => true,
+        Ok(false) | Err(_) => match store::read(&new_location).await {
+            Ok(there) => there.as_ref() == json,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                // Nothing there: the write did not land.
+                return match written {
+                    Err(write_error) => Err(write_error),
+                    Ok(_) => Ok(CommitOutcome::Conflict),
+                };
+            }
+            Err(e) => {
+                let why = match written {
+                    Err(write_error) => {
+                        format!("{}; reading it back failed too: {}", write_error.message(), e.message())
+                    }
+                    Ok(_) => format!("it may be ours, but reading it back failed: {}", e.message()),
+                };
+                return match &located.catalog_table {
+                    // No pointer moved: whatever landed, nothing references it.
+                    Some(_) => {
+                        Err(Error::new(ErrorKind::Io, format!("'{new_location}': {why}; nothing was committed")))
+                    }
+                    None => {
+                        Ok(CommitOutcome::Unknown(format!("the write of '{new_location}' was not confirmed: {why}")))
+                    }
+                };
+            }
+        },
+    };
+    if !landed {
         return Ok(CommitOutcome::Conflict);
     }
     match &located.catalog_table {
         Some(table) => match swap_catalog_pointer(table, base, &new_location) {
-            Ok(true) => Ok(CommitOutcome::Committed(new_location)),
+            Ok(true) => Ok(CommitOutcome::committed(new_location)),
             Ok(false) => {
                 let _ = store::delete_many(vec![new_location]).await;
                 Ok(CommitOutcome::Conflict)
@@ -305,17 +429,20 @@ async fn commit_remote(located: &Located, json: &[u8]) -> Result<CommitOutcome> 
         },
         None => {
             // Committed: the new version exists. The hint moves forward only, as on disk.
-            if let Some(v) = new_version
-                && store::exists(&hint).await?
-                && remote_hint_version(&hint).await?.is_none_or(|h| h < v)
-                && let Err(e) = store::write(&hint, bytes::Bytes::from(v.to_string())).await
-            {
-                return Err(Error::new(
-                    ErrorKind::Io,
-                    format!("committed '{new_location}', but metadata/version-hint.text could not be updated: {e}"),
-                ));
+            let moved: Result<()> = async {
+                if let Some(v) = new_version
+                    && store::exists(&hint).await?
+                    && remote_hint_version(&hint).await?.is_none_or(|h| h < v)
+                {
+                    store::write(&hint, bytes::Bytes::from(v.to_string())).await?;
+                }
+                Ok(())
             }
-            Ok(CommitOutcome::Committed(new_location))
+            .await;
+            Ok(CommitOutcome::Committed {
+                location: new_location,
+                warning: moved.err().map(|e| hint_warning(e.message())),
+            })
         }
     }
 }
@@ -497,7 +624,10 @@ mod tests {
             catalog_table: None,
         };
         let first = commit(&base, &json(&md)).unwrap();
-        assert!(matches!(&first, CommitOutcome::Committed(l) if l.ends_with("v2.metadata.json")), "{first:?}");
+        assert!(
+            matches!(&first, CommitOutcome::Committed { location, warning: None } if location.ends_with("v2.metadata.json")),
+            "{first:?}"
+        );
         assert_eq!(commit(&base, &json(&md)).unwrap(), CommitOutcome::Conflict, "v2 exists: the second writer loses");
         assert_eq!(std::fs::read_to_string(metadata_dir.join("version-hint.text")).unwrap(), "2");
         // A base behind the hint (another writer is at v5) is a conflict before anything is
@@ -527,8 +657,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("lakehouse-commit-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         let target = dir.join("v2.metadata.json");
-        assert!(write_new_file(&target, b"first").unwrap());
-        assert!(!write_new_file(&target, b"second").unwrap());
+        assert!(matches!(write_new_file(&target, b"first").unwrap(), NewFile::Created { unflushed: None }));
+        assert!(matches!(write_new_file(&target, b"second").unwrap(), NewFile::Exists));
         assert_eq!(std::fs::read(&target).unwrap(), b"first");
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no temporary file left behind");
         std::fs::remove_dir_all(dir).unwrap();

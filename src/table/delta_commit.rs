@@ -194,6 +194,38 @@ impl LogStore for UriPathLogStore {
     }
 }
 
+// --------------------------------------------------------------------------- finding a commit
+
+/// The version after `read_version` whose `commitInfo` carries `key` = `value`, if the log has
+/// one: how a writer whose commit was not confirmed learns whether it landed.
+pub fn find_commit(
+    table: &deltalake_core::DeltaTable,
+    read_version: i64,
+    key: &str,
+    value: &str,
+) -> crate::error::Result<Option<i64>> {
+    let log_store = table.log_store();
+    let io = |e: deltalake_core::DeltaTableError| {
+        crate::error::Error::new(crate::error::ErrorKind::Io, format!("cannot read the Delta log: {e}"))
+    };
+    crate::runtime::block_on(async {
+        let start = read_version.max(0) as u64;
+        let latest = log_store.get_latest_version(start).await.map_err(io)?;
+        for version in start + 1..=latest {
+            let Some(bytes) = log_store.read_commit_entry(version).await.map_err(io)? else { continue };
+            let ours = String::from_utf8_lossy(&bytes).lines().any(|line| {
+                serde_json::from_str::<Value>(line).is_ok_and(|action| {
+                    action.get("commitInfo").and_then(|info| info.get(key)).and_then(Value::as_str) == Some(value)
+                })
+            });
+            if ours {
+                return Ok(Some(version as i64));
+            }
+        }
+        Ok(None)
+    })?
+}
+
 // --------------------------------------------------------------------------- protocol check
 
 /// Writer features delta-rs (without DataFusion) will not commit under, and that a compaction

@@ -33,6 +33,10 @@ pub struct IcebergTable {
     pub file_io: FileIO,
     /// Column types held by stand-ins while the metadata is in memory.
     pub stand_ins: Arc<StandIns>,
+    /// Column defaults (`initial-default`, `write-default`) the metadata file has and the parsed
+    /// metadata lost ([`lost_defaults`]): no commit may write the metadata without them, and no
+    /// rewrite may write NULL where readers see them.
+    pub lost_defaults: Arc<Vec<String>>,
 }
 
 impl IcebergTable {
@@ -47,17 +51,20 @@ impl IcebergTable {
             Ok(metadata) => (metadata, StandIns::default()),
             Err(first) => parse_with_stand_ins(&bytes, metadata_location, first)?,
         };
+        let lost_defaults = lost_defaults(&bytes, &metadata);
         Ok(Self {
             metadata_location: metadata_location.to_string(),
             metadata: Arc::new(metadata),
             file_io,
             stand_ins: Arc::new(stand_ins),
+            lost_defaults: Arc::new(lost_defaults),
         })
     }
 
     /// `metadata` as the JSON of a new metadata file: every column type a stand-in held is put
     /// back, so a commit never changes a schema.
     pub fn to_json(&self, metadata: &TableMetadata) -> Result<Vec<u8>> {
+        self.require_defaults_kept()?;
         let serialize =
             |e: serde_json::Error| Error::new(ErrorKind::CorruptMetadata, format!("cannot serialize metadata: {e}"));
         if self.stand_ins.is_empty() {
@@ -88,7 +95,22 @@ impl IcebergTable {
                 format!("compaction cannot rewrite columns of type {}", self.stand_ins.describe()),
             ));
         }
-        Ok(())
+        self.require_defaults_kept()
+    }
+
+    /// Refuses when a column default of the metadata file was lost in parsing ([`lost_defaults`]).
+    fn require_defaults_kept(&self) -> Result<()> {
+        if self.lost_defaults.is_empty() {
+            return Ok(());
+        }
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "the table's column defaults cannot all be read by this version ({}); nothing that would rewrite \
+                 the metadata or the data is done, so no default is lost",
+                self.lost_defaults.join(", ")
+            ),
+        ))
     }
 
     /// The manifests of the current snapshot (empty for a table without snapshots).
@@ -297,6 +319,54 @@ fn model_files(metadata: &TableMetadata, loaded: &LoadedManifest) -> Vec<DataFil
             }
         })
         .collect()
+}
+
+/// The fields whose `initial-default` or `write-default` the metadata file `bytes` gives and the
+/// parsed `metadata` does not hold (iceberg-rust drops a default it cannot parse for the type),
+/// as `schema <id> column '<name>' (id <id>)`. Read only when the file mentions a default.
+fn lost_defaults(bytes: &[u8], metadata: &TableMetadata) -> Vec<String> {
+    use serde_json::Value;
+    let mentions = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    if !mentions(b"\"initial-default\"") && !mentions(b"\"write-default\"") {
+        return Vec::new();
+    }
+    let Ok(raw) = serde_json::from_slice::<Value>(bytes) else { return Vec::new() };
+    fn walk(ty: &Value, out: &mut Vec<(i64, String, bool, bool)>) {
+        let Some(object) = ty.as_object() else { return };
+        for field in object.get("fields").and_then(Value::as_array).into_iter().flatten() {
+            let has = |key: &str| field.get(key).is_some_and(|v| !v.is_null());
+            if let Some(id) = field.get("id").and_then(Value::as_i64) {
+                let name = field.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+                out.push((id, name, has("initial-default"), has("write-default")));
+            }
+            walk(field.get("type").unwrap_or(&Value::Null), out);
+        }
+        for key in ["element", "key", "value"] {
+            walk(object.get(key).unwrap_or(&Value::Null), out);
+        }
+    }
+    let mut schemas: Vec<&Value> =
+        raw.get("schemas").and_then(Value::as_array).map(|a| a.iter().collect()).unwrap_or_default();
+    schemas.extend(raw.get("schema"));
+    let mut lost = Vec::new();
+    for schema in schemas {
+        let id = schema.get("schema-id").and_then(Value::as_i64).unwrap_or(0) as i32;
+        let parsed = metadata.schema_by_id(id);
+        let mut fields = Vec::new();
+        walk(schema, &mut fields);
+        for (field_id, name, initial, write) in fields {
+            let kept = parsed.and_then(|s| s.field_by_id(field_id as i32));
+            let missing =
+                kept.is_none_or(|f| (initial && f.initial_default.is_none()) || (write && f.write_default.is_none()));
+            if (initial || write) && missing {
+                let entry = format!("schema {id} column '{name}' (id {field_id})");
+                if !lost.contains(&entry) {
+                    lost.push(entry);
+                }
+            }
+        }
+    }
+    lost
 }
 
 /// Parses metadata that serde refused directly (`first`): with stand-ins for column types

@@ -510,6 +510,7 @@ mod tests {
             metadata: Arc::new(metadata.clone()),
             file_io: FileIO::new_with_fs(),
             stand_ins: Default::default(),
+            lost_defaults: Default::default(),
         };
         let full = ManifestTally::from_files(&table.model_files(&loaded), SMALL, &referenced);
         let sort = |mut t: ManifestTally| {

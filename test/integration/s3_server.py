@@ -402,16 +402,21 @@ class LatencyProxy:
 
 def start_latency_proxy(target_endpoint: str, delay_ms: int, *, slowdown_every: int = 0,
                         ignore_conditional: bool = False, fail_commits: str = "",
+                        fail_put_before: str = "", fail_put_after_once: str = "",
                         timeout: float = 15.0) -> LatencyProxy:
     """Starts a reverse proxy on a free 127.0.0.1 port that waits ``delay_ms`` before forwarding
     each request to ``target_endpoint``, keeping the client's Host header (so SigV4 signatures
     made for the proxy's address verify at the server). Use its ``endpoint``/``host`` in place
-    of the server's, with the server's credentials."""
+    of the server's, with the server's credentials. ``fail_put_before``: every PUT whose path
+    contains it is answered 503 unforwarded; ``fail_put_after_once``: the first such PUT lands
+    and is answered 503 (scripts/latency_proxy/main.go)."""
     _, proxy_bin = build_binaries()
     proc = subprocess.Popen(
         [str(proxy_bin), "-listen", "127.0.0.1:0", "-target", target_endpoint, "-delay-ms", str(int(delay_ms)),
          "-slowdown-every", str(int(slowdown_every))] + (["-ignore-conditional"] if ignore_conditional else [])
-        + (["-fail-commits", fail_commits] if fail_commits else []),
+        + (["-fail-commits", fail_commits] if fail_commits else [])
+        + (["-fail-put-before", fail_put_before] if fail_put_before else [])
+        + (["-fail-put-after-once", fail_put_after_once] if fail_put_after_once else []),
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=None, start_new_session=True,
         preexec_fn=_die_with_parent,
     )

@@ -1,0 +1,249 @@
+//! Column defaults in a rewrite: what a reader sees in a data file written before a column
+//! existed.
+//!
+//! A column added with an `initial-default` (Iceberg v3; pyiceberg also writes one into v2
+//! tables, and DuckDB's and Java's readers honour it) reads as that value in every file that
+//! lacks the column's field id; without one it reads as NULL. A rewrite must write what a reader
+//! sees, so the rewrite reads each top-level column with its default ([`default_text`], DuckDB's
+//! `read_parquet(schema = …, default_value …)`), and the non-null check counts the defaults
+//! ([`expected_non_null`]). What this version cannot write faithfully skips the partition with
+//! the reason ([`skip_unwritable_defaults`]): defaults of nested fields in files that lack them,
+//! defaults with files that carry no field ids (read by name), defaults of types it cannot
+//! render.
+
+use std::collections::HashSet;
+
+use iceberg::spec::{Literal, NestedField, PrimitiveLiteral, PrimitiveType, Schema, Type};
+
+use crate::duck::{Nested, quote_list};
+use crate::error::Result;
+use crate::plan::compaction::{PartitionPlan, Verdict};
+
+/// `field`'s `initial-default` as text that DuckDB casts to the column's type: `Ok(None)`
+/// without one, `Err` (with the reason) for one this version cannot render.
+pub fn default_text(field: &NestedField) -> std::result::Result<Option<String>, String> {
+    let Some(value) = &field.initial_default else { return Ok(None) };
+    let unsupported =
+        || format!("column '{}' has an initial-default of a type this version does not write", field.name);
+    let (Literal::Primitive(value), Type::Primitive(ty)) = (value, field.field_type.as_ref()) else {
+        return Err(unsupported());
+    };
+    let micros = |v: i64| chrono::DateTime::from_timestamp_micros(v).map(|t| t.naive_utc());
+    Ok(Some(match (ty, value) {
+        (PrimitiveType::Boolean, PrimitiveLiteral::Boolean(v)) => v.to_string(),
+        (PrimitiveType::Int, PrimitiveLiteral::Int(v)) => v.to_string(),
+        (PrimitiveType::Long, PrimitiveLiteral::Long(v)) => v.to_string(),
+        (PrimitiveType::Float, PrimitiveLiteral::Float(v)) => format!("{:?}", v.0),
+        (PrimitiveType::Double, PrimitiveLiteral::Double(v)) => format!("{:?}", v.0),
+        (PrimitiveType::Decimal { scale, .. }, PrimitiveLiteral::Int128(v)) => decimal_text(*v, *scale),
+        (PrimitiveType::Date, PrimitiveLiteral::Int(days)) => {
+            chrono::NaiveDate::from_num_days_from_ce_opt(days.checked_add(719_163).ok_or_else(unsupported)?)
+                .ok_or_else(unsupported)?
+                .format("%Y-%m-%d")
+                .to_string()
+        }
+        (PrimitiveType::Time, PrimitiveLiteral::Long(v)) => {
+            micros(*v).ok_or_else(unsupported)?.format("%H:%M:%S%.6f").to_string()
+        }
+        (PrimitiveType::Timestamp, PrimitiveLiteral::Long(v)) => {
+            micros(*v).ok_or_else(unsupported)?.format("%Y-%m-%d %H:%M:%S%.6f").to_string()
+        }
+        (PrimitiveType::Timestamptz, PrimitiveLiteral::Long(v)) => {
+            micros(*v).ok_or_else(unsupported)?.format("%Y-%m-%d %H:%M:%S%.6f+00").to_string()
+        }
+        (PrimitiveType::String, PrimitiveLiteral::String(v)) => v.clone(),
+        (PrimitiveType::Uuid, PrimitiveLiteral::UInt128(v)) => uuid::Uuid::from_u128(*v).to_string(),
+        (PrimitiveType::Fixed(_) | PrimitiveType::Binary, PrimitiveLiteral::Binary(bytes)) => {
+            bytes.iter().map(|b| format!("\\x{b:02X}")).collect()
+        }
+        _ => return Err(unsupported()),
+    }))
+}
+
+/// An unscaled decimal as text with `scale` digits after the point.
+fn decimal_text(unscaled: i128, scale: u32) -> String {
+    let digits = unscaled.unsigned_abs().to_string();
+    let sign = if unscaled < 0 { "-" } else { "" };
+    if scale == 0 {
+        return format!("{sign}{digits}");
+    }
+    let scale = scale as usize;
+    let padded = format!("{digits:0>width$}", width = scale + 1);
+    let (whole, fraction) = padded.split_at(padded.len() - scale);
+    format!("{sign}{whole}.{fraction}")
+}
+
+/// The fields with an `initial-default`: (top-level, nested) — nested ones are struct fields at
+/// any depth, list elements and map keys and values.
+fn fields_with_defaults(schema: &Schema) -> (Vec<&NestedField>, Vec<&NestedField>) {
+    fn nested<'a>(ty: &'a Type, out: &mut Vec<&'a NestedField>) {
+        let children: Vec<&'a NestedField> = match ty {
+            Type::Primitive(_) => return,
+            Type::Struct(s) => s.fields().iter().map(|f| f.as_ref()).collect(),
+            Type::List(l) => vec![l.element_field.as_ref()],
+            Type::Map(m) => vec![m.key_field.as_ref(), m.value_field.as_ref()],
+        };
+        for child in children {
+            if child.initial_default.is_some() {
+                out.push(child);
+            }
+            nested(&child.field_type, out);
+        }
+    }
+    let top: Vec<&NestedField> =
+        schema.as_struct().fields().iter().map(|f| f.as_ref()).filter(|f| f.initial_default.is_some()).collect();
+    let mut inner = Vec::new();
+    for field in schema.as_struct().fields() {
+        nested(&field.field_type, &mut inner);
+    }
+    (top, inner)
+}
+
+/// Whether any field of `schema` has an `initial-default`.
+pub fn has_defaults(schema: &Schema) -> bool {
+    let (top, nested) = fields_with_defaults(schema);
+    !top.is_empty() || !nested.is_empty()
+}
+
+/// The Parquet field ids each of `inputs` carries (every level; empty for a file without ids).
+pub fn field_ids_by_file(conn: &Nested, inputs: &[String]) -> Result<Vec<HashSet<i32>>> {
+    let result = conn.query(&format!(
+        "SELECT file_name, list(field_id::BIGINT) FILTER (WHERE field_id IS NOT NULL)::VARCHAR FROM \
+         parquet_schema({}) GROUP BY file_name",
+        quote_list(inputs)
+    ))?;
+    let mut out = vec![HashSet::new(); inputs.len()];
+    for row in &result.rows {
+        let (Some(file), Some(ids)) = (row[0].text(), row[1].text()) else { continue };
+        let Some(k) = inputs.iter().position(|i| i == file) else { continue };
+        out[k] = ids
+            .trim_matches(|c| c == '[' || c == ']')
+            .split(',')
+            .filter_map(|id| id.trim().parse::<i32>().ok())
+            .collect();
+    }
+    Ok(out)
+}
+
+/// Skips (with the reason, before anything is written; a dry run shows it too) each partition
+/// whose files a rewrite would read differently from a reader, because of a column's
+/// `initial-default`: a default this version cannot render; a nested field's default in a file
+/// that lacks the field (nested fields are read by name inside their column, without defaults);
+/// any default where a file carries no field ids (read by name, without defaults).
+/// `input_paths(plan)` gives a plan's input files as DuckDB reads them.
+pub fn skip_unwritable_defaults(
+    conn: &Nested,
+    schema: &Schema,
+    plans: &mut [PartitionPlan],
+    input_paths: &dyn Fn(&PartitionPlan) -> Vec<String>,
+) -> Result<()> {
+    let (top, nested) = fields_with_defaults(schema);
+    if top.is_empty() && nested.is_empty() {
+        return Ok(());
+    }
+    let unrenderable = top.iter().find_map(|f| default_text(f).err());
+    for p in plans.iter_mut().filter(|p| p.verdict == Verdict::Compact) {
+        if let Some(why) = &unrenderable {
+            p.skip(&format!("{why}; its files are not rewritten"));
+            continue;
+        }
+        let ids = field_ids_by_file(conn, &input_paths(p))?;
+        if ids.iter().any(HashSet::is_empty) {
+            p.skip(
+                "a data file carries no Parquet field ids and the table has columns with an initial-default, which \
+                 a rewrite by column name would not write; its files are not rewritten",
+            );
+        } else if let Some(f) = nested.iter().find(|f| ids.iter().any(|file| !file.contains(&f.id))) {
+            p.skip(&format!(
+                "nested field '{}' has an initial-default and a data file written before it existed, which this \
+                 version does not rewrite; its files are not rewritten",
+                f.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The non-null values a reader sees in column `field_id` of an input file that lacks it (its
+/// `present` field ids do not hold it) with `record_count` rows: every row for a top-level
+/// column with an `initial-default`, none otherwise. `None` when the file has the column (or
+/// carries no ids): the manifest's counts tell.
+pub fn expected_non_null(schema: &Schema, field_id: i32, present: &HashSet<i32>, record_count: u64) -> Option<u64> {
+    if present.is_empty() || present.contains(&field_id) {
+        return None;
+    }
+    let top_level_default = schema.as_struct().fields().iter().any(|f| f.id == field_id && f.initial_default.is_some());
+    Some(if top_level_default { record_count } else { 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iceberg::spec::{NestedField, StructType};
+
+    fn field(ty: PrimitiveType, value: PrimitiveLiteral) -> NestedField {
+        NestedField::optional(7, "c", Type::Primitive(ty)).with_initial_default(Literal::Primitive(value))
+    }
+
+    #[test]
+    fn defaults_render_as_text_duckdb_casts_to_the_column_type() {
+        let cases = [
+            (PrimitiveType::Boolean, PrimitiveLiteral::Boolean(true), "true"),
+            (PrimitiveType::Int, PrimitiveLiteral::Int(-42), "-42"),
+            (PrimitiveType::Long, PrimitiveLiteral::Long(1 << 40), "1099511627776"),
+            (PrimitiveType::Double, PrimitiveLiteral::Double(1.5.into()), "1.5"),
+            (PrimitiveType::Float, PrimitiveLiteral::Float(0.25.into()), "0.25"),
+            (PrimitiveType::Decimal { precision: 10, scale: 2 }, PrimitiveLiteral::Int128(-5), "-0.05"),
+            (PrimitiveType::Decimal { precision: 10, scale: 0 }, PrimitiveLiteral::Int128(12), "12"),
+            (PrimitiveType::Date, PrimitiveLiteral::Int(0), "1970-01-01"),
+            (PrimitiveType::Date, PrimitiveLiteral::Int(-1), "1969-12-31"),
+            (PrimitiveType::Timestamp, PrimitiveLiteral::Long(1_500_000), "1970-01-01 00:00:01.500000"),
+            (PrimitiveType::Timestamptz, PrimitiveLiteral::Long(0), "1970-01-01 00:00:00.000000+00"),
+            (PrimitiveType::Time, PrimitiveLiteral::Long(3_600_000_001), "01:00:00.000001"),
+            (PrimitiveType::String, PrimitiveLiteral::String("it's".into()), "it's"),
+            (PrimitiveType::Binary, PrimitiveLiteral::Binary(vec![0, 255]), "\\x00\\xFF"),
+            (
+                PrimitiveType::Uuid,
+                PrimitiveLiteral::UInt128(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef),
+                "01234567-89ab-cdef-0123-456789abcdef",
+            ),
+        ];
+        for (ty, value, want) in cases {
+            assert_eq!(default_text(&field(ty.clone(), value)).unwrap().as_deref(), Some(want), "{ty:?}");
+        }
+        assert_eq!(default_text(&NestedField::optional(1, "x", Type::Primitive(PrimitiveType::Int))), Ok(None));
+        assert!(default_text(&field(PrimitiveType::Int, PrimitiveLiteral::String("x".into()))).is_err());
+    }
+
+    #[test]
+    fn a_missing_column_reads_as_its_default_or_as_null() {
+        let schema = Schema::builder()
+            .with_fields(vec![
+                NestedField::optional(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+                field(PrimitiveType::Boolean, PrimitiveLiteral::Boolean(false)).into(),
+                NestedField::optional(
+                    8,
+                    "s",
+                    Type::Struct(StructType::new(vec![
+                        NestedField::optional(9, "x", Type::Primitive(PrimitiveType::Int))
+                            .with_initial_default(Literal::Primitive(PrimitiveLiteral::Int(3)))
+                            .into(),
+                    ])),
+                )
+                .into(),
+                NestedField::optional(10, "later", Type::Primitive(PrimitiveType::Int)).into(),
+            ])
+            .build()
+            .unwrap();
+        let (top, nested) = fields_with_defaults(&schema);
+        assert_eq!(
+            (top.iter().map(|f| f.id).collect::<Vec<_>>(), nested.iter().map(|f| f.id).collect::<Vec<_>>()),
+            (vec![7], vec![9])
+        );
+        let old_file: HashSet<i32> = [1].into();
+        assert_eq!(expected_non_null(&schema, 7, &old_file, 5), Some(5), "the default, never NULL");
+        assert_eq!(expected_non_null(&schema, 10, &old_file, 5), Some(0), "no default: NULL");
+        assert_eq!(expected_non_null(&schema, 1, &old_file, 5), None, "present: the manifest tells");
+        assert_eq!(expected_non_null(&schema, 7, &HashSet::new(), 5), None, "no ids: unknown");
+    }
+}

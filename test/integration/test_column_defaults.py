@@ -1,0 +1,138 @@
+"""Column defaults: a rewrite writes what a reader sees.
+
+A column added with an `initial-default` reads as that value in every data file written before
+the column existed (pyiceberg adds such columns to format v2 tables; DuckDB's iceberg extension and
+pyiceberg honour the default when reading). Compaction must write that value into the new file —
+not NULL — and its non-null check must count it. Nested defaults, which the rewrite does not write,
+skip the partition with the reason. Tables by pyiceberg; rows by DuckDB's iceberg extension and
+pyiceberg; the new files' own values by pyarrow.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyiceberg.schema import Schema
+from pyiceberg.types import (
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    NestedField,
+    StringType,
+    StructType,
+    TimestampType,
+    TimestamptzType,
+)
+
+import conftest as c
+from test_compact_iceberg import compact, duckdb_rows, pyiceberg_rows
+
+SMALL = {"small_file_threshold_mb": 1.0, "target_file_size_mb": 8.0}
+UTC = dt.timezone.utc
+
+# (name, type, initial-default): what rows written before the column existed read as.
+DEFAULTS = [
+    ("flag", BooleanType(), True),
+    ("n", IntegerType(), 42),
+    ("big", LongType(), -(2**40)),
+    ("d", DateType(), dt.date(2020, 2, 2)),
+    ("s", StringType(), "n/a, it's"),
+    ("m", DecimalType(10, 2), decimal.Decimal("-1.25")),
+    ("ts", TimestampType(), dt.datetime(2020, 1, 1, 12, 30, 0, 123456)),
+    ("tz", TimestamptzType(), dt.datetime(2020, 1, 1, 12, 30, tzinfo=UTC)),
+    ("x", DoubleType(), 2.5),
+]
+
+
+def build(catalog):
+    """Three small files with only `id`, then the columns of DEFAULTS added with their defaults,
+    then three small files that have them (values and NULLs): one partition, six files."""
+    table = catalog.create_table(f"{c.NAMESPACE}.defaults", schema=Schema(NestedField(1, "id", LongType(), required=False)))
+    for f in range(3):
+        table.append(pa.table({"id": pa.array([f * 10 + i for i in range(5)], pa.int64())}))
+    with table.update_schema() as update:
+        for name, ty, default in DEFAULTS:
+            update.add_column(name, ty, default_value=default)
+    table = catalog.load_table(f"{c.NAMESPACE}.defaults")
+    arrow = table.schema().as_arrow()
+    for f in range(3, 6):
+        rows = [{"id": f * 10 + i} | {name: (None if i % 2 else default) for name, _, default in DEFAULTS}
+                for i in range(5)]
+        table.append(pa.Table.from_pylist(rows, schema=arrow))
+    return catalog.load_table(f"{c.NAMESPACE}.defaults")
+
+
+def test_compaction_writes_the_default_a_reader_sees_in_files_without_the_column(con, iceberg_con, catalog):
+    table = build(catalog)
+    before = duckdb_rows(iceberg_con, table.metadata_location)
+    old = [r for r in before if r[sorted(["id"] + [n for n, _, _ in DEFAULTS]).index("id")] < 30]
+    assert len(old) == 15 and pyiceberg_rows(table) == before, "both readers see the defaults in the old files"
+    result = compact(con, f"{c.NAMESPACE}.defaults", catalog_uri=catalog.test_uri, **SMALL)
+    assert [(r["verdict"], r["output_files"]) for r in result] == [("compacted", 1)], result
+    table = catalog.load_table(f"{c.NAMESPACE}.defaults")
+    assert duckdb_rows(iceberg_con, table.metadata_location) == before, "a default came back as NULL"
+    assert pyiceberg_rows(table) == before
+    # The value is in the file itself now, not left to a reader's default.
+    (path,) = [f["file_path"] for f in table.inspect.files().to_pylist()]
+    written = pq.read_table(c.local_path(path)).to_pylist()
+    for row in written:
+        if row["id"] < 30:
+            for name, _, default in DEFAULTS:
+                assert row[name] == default, (name, row)
+    # The manifest counts what was written: every old row has the default.
+    (entry,) = table.inspect.files().to_pylist()
+    flag_id = table.schema().find_field("flag").field_id
+    nulls = dict(entry["null_value_counts"])
+    assert nulls[flag_id] == 6, nulls  # the NULLs written explicitly into files 3..5 (2 per file)
+
+
+def test_a_nested_default_skips_the_partition_with_the_reason(con, iceberg_con, catalog):
+    """A struct field added with a default inside an existing struct column: files written before
+    it read it as the default inside every non-null struct, which this version does not write —
+    the partition is skipped, saying why, and nothing changes."""
+    schema = Schema(NestedField(1, "id", LongType(), required=False),
+                    NestedField(2, "st", StructType(NestedField(3, "a", IntegerType(), required=False)), required=False))
+    table = catalog.create_table(f"{c.NAMESPACE}.nested_default", schema=schema)
+    for f in range(4):
+        table.append(pa.Table.from_pylist([{"id": f, "st": {"a": f}}], schema=table.schema().as_arrow()))
+    with table.update_schema() as update:
+        update.add_column(("st", "b"), IntegerType(), default_value=7)
+    table = catalog.load_table(f"{c.NAMESPACE}.nested_default")
+    metadata = table.metadata_location
+    result = compact(con, f"{c.NAMESPACE}.nested_default", catalog_uri=catalog.test_uri, **SMALL)
+    assert [r["verdict"] for r in result] == ["skipped"], result
+    assert "nested field 'b' has an initial-default" in result[0]["reason"], result
+    assert catalog.load_table(f"{c.NAMESPACE}.nested_default").metadata_location == metadata
+
+
+def test_a_default_this_version_cannot_read_is_never_dropped_from_the_table(con, catalog, tmp_path):
+    """A default iceberg-rust cannot parse (here: a date written as text it does not accept) would
+    be lost from the schema by any commit that writes the metadata, and written as NULL by a
+    rewrite. Every action that would write is refused, naming the column; the metadata file
+    is unchanged."""
+    table = build(catalog)
+    metadata = Path(c.local_path(table.metadata_location))
+    doc = json.loads(metadata.read_text())
+    for field in doc["schemas"][-1]["fields"]:
+        if field["name"] == "d":
+            field["initial-default"] = "2020-02-02T00:00:00"  # not a date literal
+    v1 = tmp_path / "metadata" / "v1.metadata.json"
+    v1.parent.mkdir()
+    v1.write_text(json.dumps(doc))
+    for call in (
+        f"SELECT * FROM lakehouse_compact('{v1}', small_file_threshold_mb := 1, target_file_size_mb := 8)",
+        f"SELECT * FROM lakehouse_expire_snapshots('{v1}', snapshot_retention_days := 0, retain_last := 1)",
+        f"SELECT * FROM lakehouse_rewrite_manifests('{v1}')",
+    ):
+        with pytest.raises(Exception, match="column defaults cannot all be read.*column 'd'"):
+            con.execute(call).fetchall()
+    assert sorted(p.name for p in v1.parent.iterdir()) == ["v1.metadata.json"], "nothing was committed"
