@@ -38,43 +38,60 @@ impl HostDb {
     }
 }
 
-/// DuckDB settings that change what our SQL means, and the value each is pinned to on our
-/// connection, in session scope (the user's own session keeps its values; a `SET GLOBAL` of the
-/// user's reaches every connection but ours). What the rewrite's comparisons and casts must mean
-/// is the table format's: strings equal by their bytes (equality deletes, position-delete paths,
-/// partition values, sort keys), instants in UTC (a TIMESTAMP read for a TIMESTAMPTZ column, an
-/// hour or day partition), ordering as written (`ASC NULLS LAST` unless said otherwise; rows keep
-/// the `ORDER BY` into the files), binary columns read as binary, `/` as division, errors as
-/// text. Settings that only tune speed or memory (`threads`, `memory_limit`) are not pinned.
-pub const PINNED_SETTINGS: &[(&str, &str)] = &[
-    ("default_collation", "''"),
-    ("TimeZone", "'UTC'"),
-    ("Calendar", "'gregorian'"),
-    ("default_order", "'ASC'"),
-    ("default_null_order", "'NULLS_LAST'"),
-    ("preserve_insertion_order", "true"),
-    ("integer_division", "false"),
-    ("ieee_floating_point_ops", "true"),
-    ("binary_as_string", "false"),
-    ("old_implicit_casting", "false"),
-    ("order_by_non_integer_literal", "false"),
-    ("scalar_subquery_error_on_multiple_rows", "true"),
-    ("disable_timestamptz_casts", "false"),
-    ("preserve_identifier_case", "true"),
-    ("enable_geoparquet_conversion", "false"),
-    ("file_search_path", "''"),
-    ("validate_external_file_cache", "'VALIDATE_ALL'"),
-    ("errors_as_json", "false"),
+/// What holds a pinned setting ([`PINNED_SETTINGS`]) to its value when a DuckDB cannot set it
+/// per session (DuckDB 1.3 sets `default_order`, `default_null_order`, `preserve_insertion_order`
+/// and `old_implicit_casting` globally only) and the user's value differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// Every statement of ours may depend on it: every call is refused, naming it.
+    Always,
+    /// Only writes in a layout's order do (rows keep an `ORDER BY` into the files only with
+    /// insertion order preserved): sorted layouts are refused ([`Nested::require_ordered_writes`]).
+    OrderedWrites,
+    /// Our SQL says what it means explicitly (every `ORDER BY` term has its direction and null
+    /// order), so the value does not matter; pinned for good measure.
+    Explicit,
+}
+
+/// DuckDB settings that change what our SQL means, the value each is pinned to on our connection
+/// in session scope (the user's own session keeps its values; a `SET GLOBAL` of the user's
+/// reaches every connection but ours), and what depends on it. What the rewrite's comparisons and
+/// casts must mean is the table format's: strings equal by their bytes (equality deletes,
+/// position-delete paths, partition values, sort keys), instants in UTC (a TIMESTAMP read for a
+/// TIMESTAMPTZ column, an hour or day partition), rows written in the `ORDER BY` they are
+/// selected in, binary columns read as binary, `/` as division. `errors_as_json` comes first:
+/// the others' errors are read as text. Settings that only tune speed or memory (`threads`,
+/// `memory_limit`) are not pinned.
+pub const PINNED_SETTINGS: &[(&str, &str, Need)] = &[
+    ("errors_as_json", "false", Need::Always),
+    ("default_collation", "''", Need::Always),
+    ("TimeZone", "'UTC'", Need::Always),
+    ("Calendar", "'gregorian'", Need::Always),
+    ("default_order", "'ASC'", Need::Explicit),
+    ("default_null_order", "'NULLS_LAST'", Need::Explicit),
+    ("preserve_insertion_order", "true", Need::OrderedWrites),
+    ("integer_division", "false", Need::Always),
+    ("ieee_floating_point_ops", "true", Need::Always),
+    ("binary_as_string", "false", Need::Always),
+    ("old_implicit_casting", "false", Need::Always),
+    ("order_by_non_integer_literal", "false", Need::Always),
+    ("scalar_subquery_error_on_multiple_rows", "true", Need::Always),
+    ("disable_timestamptz_casts", "false", Need::Always),
+    ("preserve_identifier_case", "true", Need::Always),
+    ("enable_geoparquet_conversion", "false", Need::Always),
+    ("file_search_path", "''", Need::Always),
+    ("validate_external_file_cache", "'VALIDATE_ALL'", Need::Always),
 ];
 
 impl Nested {
     /// Pins [`PINNED_SETTINGS`] on this connection. A setting this DuckDB does not have is
     /// skipped (TimeZone and Calendar exist once ICU is loaded; without it instants are UTC).
-    /// One that cannot be set in session scope here is accepted only when its value already is
-    /// the pinned one; otherwise the statement would mean something else, and the call is refused
-    /// naming the setting.
+    /// One that cannot be set in session scope here is accepted when its value already is the
+    /// pinned one; otherwise, per its [`Need`], the call is refused naming it, or it is
+    /// remembered for the statements that need it.
     fn pin_settings(&self) -> Result<()> {
-        for (name, value) in PINNED_SETTINGS {
+        let mut unpinned = Vec::new();
+        for (name, value, need) in PINNED_SETTINGS {
             let Err(e) = self.execute(&format!("SET SESSION {} = {value}", quote_ident(name))) else { continue };
             let message = e.message().to_ascii_lowercase();
             if message.contains("unrecognized configuration parameter") || message.contains("unrecognized option") {
@@ -87,19 +104,38 @@ impl Nested {
                 ))
                 .ok()
                 .and_then(|r| r.rows.first().and_then(|row| row.first().cloned()));
-            if same != Some(Value::Bool(true)) {
-                return Err(Error::new(
-                    ErrorKind::Unsupported,
-                    format!(
-                        "the DuckDB setting {name} changes what this extension's statements mean, and it cannot be \
-                         reset to {value} on the extension's own connection ({}): SET {name} = {value} and run again",
-                        e.message()
-                    ),
-                ));
+            if same == Some(Value::Bool(true)) {
+                continue;
+            }
+            let refusal = unpinnable(name, value, e.message());
+            match need {
+                Need::Always => return Err(Error::new(ErrorKind::Unsupported, refusal)),
+                Need::OrderedWrites => unpinned.push(refusal),
+                Need::Explicit => {}
             }
         }
+        *self.unpinned.lock().map_err(|_| Error::new(ErrorKind::DuckDb, "host connection state poisoned"))? = unpinned;
         Ok(())
     }
+
+    /// Refuses (naming the setting) when a setting writes in a layout's order depend on could not
+    /// be pinned ([`Need::OrderedWrites`]).
+    pub fn require_ordered_writes(&self) -> Result<()> {
+        let unpinned =
+            self.unpinned.lock().map_err(|_| Error::new(ErrorKind::DuckDb, "host connection state poisoned"))?;
+        match unpinned.first() {
+            Some(refusal) => Err(Error::new(ErrorKind::Unsupported, refusal.clone())),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Why a setting that could not be pinned, and differs from the pinned value, refuses a call.
+fn unpinnable(name: &str, value: &str, why: &str) -> String {
+    format!(
+        "the DuckDB setting {name} changes what this extension's statements mean, and it cannot be reset to {value} \
+         on the extension's own connection ({why}): SET {name} = {value} and run again"
+    )
 }
 
 /// The nested connection, driven through DuckDB's C API functions of v1.2.0 only
@@ -112,6 +148,9 @@ impl Nested {
 /// VARCHAR values are decoded, and any other column is left alone ([`Value::Other`]).
 pub struct Nested {
     con: ffi::duckdb_connection,
+    /// Refusals for settings this DuckDB could not pin that some statements need
+    /// ([`Nested::require_ordered_writes`]), as of the last [`HostDb::connect`].
+    unpinned: Mutex<Vec<String>>,
 }
 
 // SAFETY: a DuckDB connection may be used from any thread, one statement at a time; HostDb's
@@ -216,7 +255,7 @@ impl Nested {
         if state != ffi::duckdb_state_DuckDBSuccess || con.is_null() {
             return Err(Error::new(ErrorKind::DuckDb, "cannot open a connection to the host database"));
         }
-        Ok(Self { con })
+        Ok(Self { con, unpinned: Mutex::new(Vec::new()) })
     }
 
     /// Runs `sql` and returns its whole result.

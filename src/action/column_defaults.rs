@@ -10,12 +10,19 @@
 //! the reason ([`skip_unwritable_defaults`]): defaults of nested fields in files that lack them,
 //! defaults with files that carry no field ids (read by name), defaults of types it cannot
 //! render.
+//!
+//! The spec's first rule comes before any default: a file without the source column of an
+//! identity partition field reads that column as the partition value (files a Hive migration
+//! added keep their partition columns in the directory names only). Such partitions are skipped
+//! ([`skip_missing_identity_columns`]).
 
 use std::collections::HashSet;
 
-use iceberg::spec::{Literal, NestedField, PrimitiveLiteral, PrimitiveType, Schema, Type};
+use iceberg::spec::{
+    DataFile, Literal, NestedField, PrimitiveLiteral, PrimitiveType, Schema, TableMetadata, Transform, Type,
+};
 
-use crate::duck::{Nested, quote_list};
+use crate::duck::{Nested, quote_list, quote_literal};
 use crate::error::Result;
 use crate::plan::compaction::{PartitionPlan, Verdict};
 
@@ -37,20 +44,24 @@ pub fn default_text(field: &NestedField) -> std::result::Result<Option<String>, 
         (PrimitiveType::Double, PrimitiveLiteral::Double(v)) => format!("{:?}", v.0),
         (PrimitiveType::Decimal { scale, .. }, PrimitiveLiteral::Int128(v)) => decimal_text(*v, *scale),
         (PrimitiveType::Date, PrimitiveLiteral::Int(days)) => {
-            chrono::NaiveDate::from_num_days_from_ce_opt(days.checked_add(719_163).ok_or_else(unsupported)?)
+            common_era(chrono::NaiveDate::from_num_days_from_ce_opt(days.checked_add(719_163).ok_or_else(unsupported)?))
                 .ok_or_else(unsupported)?
                 .format("%Y-%m-%d")
                 .to_string()
         }
-        (PrimitiveType::Time, PrimitiveLiteral::Long(v)) => {
+        (PrimitiveType::Time, PrimitiveLiteral::Long(v)) if (0..86_400_000_000).contains(v) => {
             micros(*v).ok_or_else(unsupported)?.format("%H:%M:%S%.6f").to_string()
         }
-        (PrimitiveType::Timestamp, PrimitiveLiteral::Long(v)) => {
-            micros(*v).ok_or_else(unsupported)?.format("%Y-%m-%d %H:%M:%S%.6f").to_string()
-        }
-        (PrimitiveType::Timestamptz, PrimitiveLiteral::Long(v)) => {
-            micros(*v).ok_or_else(unsupported)?.format("%Y-%m-%d %H:%M:%S%.6f+00").to_string()
-        }
+        (PrimitiveType::Timestamp, PrimitiveLiteral::Long(v)) => common_era(micros(*v).map(|t| t.date()))
+            .and(micros(*v))
+            .ok_or_else(unsupported)?
+            .format("%Y-%m-%d %H:%M:%S%.6f")
+            .to_string(),
+        (PrimitiveType::Timestamptz, PrimitiveLiteral::Long(v)) => common_era(micros(*v).map(|t| t.date()))
+            .and(micros(*v))
+            .ok_or_else(unsupported)?
+            .format("%Y-%m-%d %H:%M:%S%.6f+00")
+            .to_string(),
         (PrimitiveType::String, PrimitiveLiteral::String(v)) => v.clone(),
         (PrimitiveType::Uuid, PrimitiveLiteral::UInt128(v)) => uuid::Uuid::from_u128(*v).to_string(),
         (PrimitiveType::Fixed(_) | PrimitiveType::Binary, PrimitiveLiteral::Binary(bytes)) => {
@@ -58,6 +69,13 @@ pub fn default_text(field: &NestedField) -> std::result::Result<Option<String>, 
         }
         _ => return Err(unsupported()),
     }))
+}
+
+/// `date` when its year is 1 to 9999: years before or after print in forms (`0000`, `-0001`,
+/// `+10000`) DuckDB's cast does not read as the same date.
+fn common_era(date: Option<chrono::NaiveDate>) -> Option<chrono::NaiveDate> {
+    use chrono::Datelike;
+    date.filter(|d| (1..=9999).contains(&d.year()))
 }
 
 /// An unscaled decimal as text with `scale` digits after the point.
@@ -164,6 +182,70 @@ pub fn skip_unwritable_defaults(
     Ok(())
 }
 
+/// Skips (with the reason, before anything is written) each partition with a data file that lacks
+/// the source column of an identity partition field of its spec — by field id, or by name for a
+/// file without ids — since readers take that column from the partition value (the spec's first
+/// rule for a missing column), which this version does not write. Only files whose manifest entry
+/// has no value count for the column are probed (a writer that wrote the column counted it);
+/// `sources[i]` is model file `i`'s manifest entry, `local(i)` its path as DuckDB reads it.
+pub fn skip_missing_identity_columns(
+    conn: &Nested,
+    metadata: &TableMetadata,
+    plans: &mut [PartitionPlan],
+    sources: &[&DataFile],
+    local: &dyn Fn(usize) -> String,
+) -> Result<()> {
+    let schema = metadata.current_schema();
+    for p in plans.iter_mut().filter(|p| p.verdict == Verdict::Compact) {
+        let Some(spec) = metadata.partition_spec_by_id(p.spec_id) else { continue };
+        let identity: Vec<&NestedField> = spec
+            .fields()
+            .iter()
+            .filter(|f| f.transform == Transform::Identity)
+            .filter_map(|f| schema.as_struct().fields().iter().find(|c| c.id == f.source_id).map(|c| c.as_ref()))
+            .collect();
+        let suspects: Vec<usize> = p
+            .groups
+            .iter()
+            .flatten()
+            .copied()
+            .filter(|&i| identity.iter().any(|c| !sources[i].value_counts().contains_key(&c.id)))
+            .collect();
+        if suspects.is_empty() {
+            continue;
+        }
+        let paths: Vec<String> = suspects.iter().map(|&i| local(i)).collect();
+        let columns = columns_by_file(conn, &paths)?;
+        let missing = paths.iter().zip(&columns).find_map(|(path, (ids, names))| {
+            let lacks = |c: &NestedField| if ids.is_empty() { !names.contains(&c.name) } else { !ids.contains(&c.id) };
+            identity.iter().find(|c| lacks(c)).map(|c| (path, c.name.clone()))
+        });
+        if let Some((path, column)) = missing {
+            p.skip(&format!(
+                "data file '{path}' lacks the identity partition column '{column}', which readers take from the \
+                 partition value (a Hive migration's files); this version does not rewrite it"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Per file of `inputs`: its Parquet field ids (every level), and for a file without ids its
+/// top-level column names.
+fn columns_by_file(conn: &Nested, inputs: &[String]) -> Result<Vec<(HashSet<i32>, HashSet<String>)>> {
+    let mut out = Vec::with_capacity(inputs.len());
+    for (path, ids) in inputs.iter().zip(field_ids_by_file(conn, inputs)?) {
+        let mut names = HashSet::new();
+        if ids.is_empty() {
+            let described = conn.query(&format!("DESCRIBE SELECT * FROM read_parquet({})", quote_literal(path)))?;
+            let column = described.column("column_name")?;
+            names.extend(described.rows.iter().filter_map(|r| r[column].text().map(str::to_string)));
+        }
+        out.push((ids, names));
+    }
+    Ok(out)
+}
+
 /// The non-null values a reader sees in column `field_id` of an input file that lacks it (its
 /// `present` field ids do not hold it) with `record_count` rows: every row for a top-level
 /// column with an `initial-default`, none otherwise. `None` when the file has the column (or
@@ -212,6 +294,15 @@ mod tests {
             assert_eq!(default_text(&field(ty.clone(), value)).unwrap().as_deref(), Some(want), "{ty:?}");
         }
         assert_eq!(default_text(&NestedField::optional(1, "x", Type::Primitive(PrimitiveType::Int))), Ok(None));
+        // Years outside 1..=9999 print in forms DuckDB's cast would not read as the same date.
+        for days in [-719_163, -800_000, 2_932_897] {
+            assert!(default_text(&field(PrimitiveType::Date, PrimitiveLiteral::Int(days))).is_err(), "{days}");
+        }
+        assert_eq!(
+            default_text(&field(PrimitiveType::Date, PrimitiveLiteral::Int(-719_162))).unwrap().as_deref(),
+            Some("0001-01-01")
+        );
+        assert!(default_text(&field(PrimitiveType::Timestamp, PrimitiveLiteral::Long(i64::MIN))).is_err());
         assert!(default_text(&field(PrimitiveType::Int, PrimitiveLiteral::String("x".into()))).is_err());
     }
 

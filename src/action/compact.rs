@@ -39,7 +39,8 @@ use iceberg::spec::{
 };
 
 use crate::action::column_defaults::{
-    default_text, expected_non_null, field_ids_by_file, has_defaults, skip_unwritable_defaults,
+    default_text, expected_non_null, field_ids_by_file, has_defaults, skip_missing_identity_columns,
+    skip_unwritable_defaults,
 };
 use crate::action::layout::{IcebergLayout, OrderedRows, iceberg_layout};
 use crate::duck::{HostDb, Nested, quote_ident, quote_list, quote_literal};
@@ -263,6 +264,11 @@ pub(crate) fn run<R: Rewrite>(
         return Ok(report);
     }
     rewrite.check_commit()?;
+    if rewrite.sorts() {
+        // Rows keep the layout's ORDER BY into the files only with insertion order preserved,
+        // which a DuckDB that cannot set it per session may not guarantee.
+        conn.require_ordered_writes()?;
+    }
     let mut written: Vec<R::Written> = Vec::new();
     // Per unit: its range in `written`.
     let mut spans: Vec<std::ops::Range<usize>> = Vec::new();
@@ -599,7 +605,9 @@ impl Rewrite for IcebergRewrite<'_> {
         let input_paths = |p: &PartitionPlan| -> Vec<String> {
             p.groups.iter().flatten().map(|&i| strip_file_scheme(sources[i].file_path()).to_string()).collect()
         };
-        skip_unwritable_defaults(conn, schema, plans, &input_paths)
+        skip_unwritable_defaults(conn, schema, plans, &input_paths)?;
+        let local = |i: usize| strip_file_scheme(sources[i].file_path()).to_string();
+        skip_missing_identity_columns(conn, &self.table.metadata, plans, &sources, &local)
     }
 
     fn check_commit(&self) -> Result<()> {
@@ -779,39 +787,39 @@ fn field_ids(field: &NestedField) -> String {
 /// where that would differ from reading by id); by name otherwise (files registered without ids,
 /// e.g. pyiceberg `add_files`, are read through their column names, as Iceberg's name mapping
 /// does).
-pub(crate) fn select_sql(schema: &Schema, inputs: &[String], files_have_ids: bool) -> String {
+pub(crate) fn select_sql(schema: &Schema, inputs: &[String], files_have_ids: bool) -> Result<String> {
     let columns = schema.as_struct().fields().iter().map(|f| quote_ident(&f.name)).collect::<Vec<_>>().join(", ");
-    let source = parquet_source(schema, inputs, files_have_ids, "");
-    format!("SELECT {columns} FROM {source}")
+    let source = parquet_source(schema, inputs, files_have_ids, "")?;
+    Ok(format!("SELECT {columns} FROM {source}"))
 }
 
 /// The `read_parquet(…)` of [`select_sql`], with `extra` options appended (`, filename = …`).
-fn parquet_source(schema: &Schema, inputs: &[String], files_have_ids: bool, extra: &str) -> String {
+/// A file without a top-level column reads it as its initial-default, as readers see it; a
+/// default this version cannot render is an error (compaction skipped such partitions before:
+/// [`crate::action::column_defaults`]).
+fn parquet_source(schema: &Schema, inputs: &[String], files_have_ids: bool, extra: &str) -> Result<String> {
     let files = quote_list(inputs);
-    let fields = schema.as_struct().fields();
-    // A file without a column reads as its initial-default, as readers see it (a default this
-    // version cannot render skipped the partition before: column_defaults).
-    let by_id: Option<Vec<String>> = fields
-        .iter()
-        .map(|f| {
-            let default = match default_text(f) {
-                Ok(Some(text)) => quote_literal(&text),
-                Ok(None) | Err(_) => "NULL".to_string(),
-            };
-            duckdb_type_of(&f.field_type).map(|t| {
-                format!(
-                    "{}: {{name: {}, type: {}, default_value: {default}}}",
-                    f.id,
-                    quote_literal(&f.name),
-                    quote_literal(&t)
-                )
-            })
-        })
-        .collect();
-    match by_id.filter(|_| files_have_ids) {
-        Some(entries) => format!("read_parquet({files}, schema = MAP {{{}}}{extra})", entries.join(", ")),
-        None => format!("read_parquet({files}, union_by_name = true{extra})"),
+    if !files_have_ids {
+        return Ok(format!("read_parquet({files}, union_by_name = true{extra})"));
     }
+    let mut entries = Vec::new();
+    for f in schema.as_struct().fields() {
+        let default = match default_text(f) {
+            Ok(Some(text)) => quote_literal(&text),
+            Ok(None) => "NULL".to_string(),
+            Err(why) => return Err(Error::new(ErrorKind::Unsupported, why)),
+        };
+        let Some(ty) = duckdb_type_of(&f.field_type) else {
+            return Ok(format!("read_parquet({files}, union_by_name = true{extra})"));
+        };
+        entries.push(format!(
+            "{}: {{name: {}, type: {}, default_value: {default}}}",
+            f.id,
+            quote_literal(&f.name),
+            quote_literal(&ty)
+        ));
+    }
+    Ok(format!("read_parquet({files}, schema = MAP {{{}}}{extra})", entries.join(", ")))
 }
 
 fn compression(table: &IcebergTable) -> &'static str {
@@ -858,7 +866,7 @@ fn rewrite_select(
     let probe = if has_column_counts(&files, schema) { &local_inputs[..1] } else { &local_inputs[..] };
     let files_have_ids = files_have_field_ids(conn, probe)?;
     let (select, deleted) = if deletes.is_empty() {
-        (select_sql(schema, &local_inputs, files_have_ids), None)
+        (select_sql(schema, &local_inputs, files_have_ids)?, None)
     } else {
         let set = DeleteSet::new(conn, schema, inputs, deletes, files_have_ids)?;
         (set.select_sql(schema), Some(set.deleted_counts_sql()))
@@ -915,7 +923,7 @@ pub(crate) fn copy_in_order(
                 let (from, to) = (total * i as u64 / n, total * (i as u64 + 1) / n);
                 let range = format!(
                     "SELECT * EXCLUDE ({position}) FROM {temp} WHERE {position} > {from} AND {position} <= {to} \
-                     ORDER BY {position}"
+                     ORDER BY {position} ASC"
                 );
                 conn.query(&copy_to(&range, target))?.copy_stats()
             })
@@ -974,7 +982,7 @@ impl DeleteSet {
             &local_inputs,
             files_have_ids,
             ", filename = '__lakehouse_file', file_row_number = true",
-        );
+        )?;
         let all: Vec<&Input<'_>> = inputs.iter().collect();
         let data = format!(
             "{source} AS __d JOIN {} AS __f(__file, __path, __seq) ON __d.__lakehouse_file = __f.__file",
@@ -1697,7 +1705,7 @@ fn settle_unknown(located: &Located, snapshot_id: i64, why: &str) -> Result<(i64
         Error::new(
             ErrorKind::CommitUnknown,
             format!(
-                "the catalog did not confirm the commit ({why}) and {detail}; the rewritten files were left in place \
+                "the catalog or store did not confirm the commit ({why}) and {detail}; the rewritten files were left in place \
                  (orphan removal deletes them once nothing references them); run again to compact"
             ),
         )
@@ -2041,11 +2049,11 @@ mod tests {
             ])
             .build()
             .unwrap();
-        let by_id = select_sql(&schema, &["/d/a.parquet".into()], true);
+        let by_id = select_sql(&schema, &["/d/a.parquet".into()], true).unwrap();
         assert!(by_id.contains("schema = MAP {1: {name: 'id', type: 'BIGINT'"), "{by_id}");
         assert!(by_id.contains("\"it's\"") && by_id.contains("'it''s'"), "{by_id}");
         let by_name = OrderedRows {
-            select: select_sql(&schema, &["/d/a.parquet".into()], false),
+            select: select_sql(&schema, &["/d/a.parquet".into()], false).unwrap(),
             order: vec!["\"id\" DESC NULLS LAST".into()],
         }
         .sql();

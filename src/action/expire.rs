@@ -375,7 +375,7 @@ pub fn expire(located: &Located, options: &ExpiryOptions) -> Result<ExpiryReport
                 return Err(Error::new(
                     ErrorKind::CommitUnknown,
                     format!(
-                        "the catalog did not confirm the expiry ({why}); no file was deleted (a later run, or orphan \
+                        "the catalog or store did not confirm the expiry ({why}); no file was deleted (a later run, or orphan \
                          removal, deletes what is unreferenced)"
                     ),
                 ));

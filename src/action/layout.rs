@@ -177,7 +177,7 @@ pub fn zorder_order(conn: &crate::duck::Nested, columns: &[(String, ZorderScale)
             },
         })
         .collect();
-    Ok(format!("lakehouse_zorder_key({})", keys.join(", ")))
+    Ok(format!("lakehouse_zorder_key({}) ASC NULLS LAST", keys.join(", ")))
 }
 
 /// How a rewrite orders its rows ([`RowOrder::of`]).

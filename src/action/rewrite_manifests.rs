@@ -288,7 +288,7 @@ pub fn rewrite_manifests(located: &Located, options: &RewriteManifestsOptions) -
                 return Err(Error::new(
                     ErrorKind::CommitUnknown,
                     format!(
-                        "the catalog did not confirm the commit ({why}) and the reloaded table does not show it; the \
+                        "the catalog or store did not confirm the commit ({why}) and the reloaded table does not show it; the \
                          new manifests were left in place (orphan removal deletes them once nothing references them)"
                     ),
                 ));

@@ -84,7 +84,7 @@ fn iceberg_source(conn: &crate::duck::Nested, table: &IcebergTable, local: &[Str
         .into_iter()
         .filter(|(files, _)| !files.is_empty())
         .map(|(files, ids)| select_sql(schema, &files, ids))
-        .collect();
+        .collect::<Result<_>>()?;
     Ok((columns, parts.join(" UNION ALL ")))
 }
 

@@ -123,12 +123,17 @@ pub fn is_secret_key(key: &str) -> bool {
             .any(|word| key.contains(word))
 }
 
-/// `scheme://user:password@host/…` with the password (or a lone user, which may be a token)
-/// replaced by `***`; anything else unchanged.
+/// `scheme://user:password@host/…?query` with the password (or a lone user, which may be a
+/// token) replaced by `***` and a query string (a SAS token, a presigned signature) by `?***`;
+/// anything else unchanged.
 pub fn redact_uri(value: &str) -> String {
     let Some((scheme, rest)) = value.split_once("://") else { return value.to_string() };
+    let rest = match rest.split_once('?') {
+        Some((before, _)) => format!("{before}?***"),
+        None => rest.to_string(),
+    };
     let authority_end = rest.find('/').unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else { return value.to_string() };
+    let Some(at) = rest[..authority_end].rfind('@') else { return format!("{scheme}://{rest}") };
     let user = rest[..at].split(':').next().unwrap_or("");
     let shown = if rest[..at].contains(':') { format!("{user}:***") } else { "***".to_string() };
     format!("{scheme}://{shown}{}", &rest[at..])

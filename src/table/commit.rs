@@ -382,38 +382,18 @@ async fn commit_remote(located: &Located, json: &[u8]) -> Result<CommitOutcome> 
         }
     }
     let written = store::write_if_absent(&new_location, bytes::Bytes::copy_from_slice(json)).await;
-    let landed = match written {
-        Ok(true) => true,
-        Ok(false) | Err(_) => match store::read(&new_location).await {
-            Ok(there) => there.as_ref() == json,
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                // Nothing there: the write did not land.
-                return match written {
-                    Err(write_error) => Err(write_error),
-                    Ok(_) => Ok(CommitOutcome::Conflict),
-                };
-            }
-            Err(e) => {
-                let why = match written {
-                    Err(write_error) => {
-                        format!("{}; reading it back failed too: {}", write_error.message(), e.message())
-                    }
-                    Ok(_) => format!("it may be ours, but reading it back failed: {}", e.message()),
-                };
-                return match &located.catalog_table {
-                    // No pointer moved: whatever landed, nothing references it.
-                    Some(_) => {
-                        Err(Error::new(ErrorKind::Io, format!("'{new_location}': {why}; nothing was committed")))
-                    }
-                    None => {
-                        Ok(CommitOutcome::Unknown(format!("the write of '{new_location}' was not confirmed: {why}")))
-                    }
-                };
-            }
-        },
-    };
-    if !landed {
-        return Ok(CommitOutcome::Conflict);
+    match settle_write(&new_location, json, written).await {
+        Write::Landed => {}
+        Write::Refused => return Ok(CommitOutcome::Conflict),
+        Write::Failed(e) => return Err(e),
+        // A catalog table is committed only by its pointer, which has not moved: whatever
+        // landed, nothing references it.
+        Write::Unconfirmed(why) if located.catalog_table.is_some() => {
+            return Err(Error::new(ErrorKind::Io, format!("'{new_location}': {why}; nothing was committed")));
+        }
+        Write::Unconfirmed(why) => {
+            return Ok(CommitOutcome::Unknown(format!("the write of '{new_location}' was not confirmed: {why}")));
+        }
     }
     match &located.catalog_table {
         Some(table) => match swap_catalog_pointer(table, base, &new_location) {
@@ -443,6 +423,44 @@ async fn commit_remote(located: &Located, json: &[u8]) -> Result<CommitOutcome> 
                 location: new_location,
                 warning: moved.err().map(|e| hint_warning(e.message())),
             })
+        }
+    }
+}
+
+/// What became of a conditional write ([`settle_write`]).
+enum Write {
+    /// Our bytes are there.
+    Landed,
+    /// Another writer's object is there.
+    Refused,
+    /// Refused before anything was sent (a store without conditional writes): nothing landed.
+    Failed(Error),
+    /// The write failed and nothing is there now, or what is there could not be read: it may
+    /// still land (a request the store finishes after the client gave up), so nothing it would
+    /// reference may be deleted on this evidence.
+    Unconfirmed(String),
+}
+
+/// Settles a conditional write of `bytes` to `location` whose answer was `written`: an answer
+/// of "already exists" or an error (a 503 after the object landed, then the client's own retry
+/// answered 412) is checked by reading the object back — our bytes mean it landed.
+async fn settle_write(location: &str, bytes: &[u8], written: Result<bool>) -> Write {
+    let write_error = match written {
+        Ok(true) => return Write::Landed,
+        Ok(false) => None,
+        Err(e) if e.kind() == ErrorKind::Unsupported => return Write::Failed(e),
+        Err(e) => Some(e),
+    };
+    match (crate::store::read(location).await, write_error) {
+        (Ok(there), _) if there.as_ref() == bytes => Write::Landed,
+        (Ok(_), _) => Write::Refused,
+        (Err(e), None) if e.kind() == ErrorKind::NotFound => Write::Refused,
+        (Err(e), None) => Write::Unconfirmed(format!("it may be ours, but reading it back failed: {}", e.message())),
+        (Err(e), Some(w)) if e.kind() == ErrorKind::NotFound => {
+            Write::Unconfirmed(format!("{}; it is not there now, but may still land", w.message()))
+        }
+        (Err(e), Some(w)) => {
+            Write::Unconfirmed(format!("{}; reading it back failed too: {}", w.message(), e.message()))
         }
     }
 }

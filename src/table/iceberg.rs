@@ -326,7 +326,7 @@ fn model_files(metadata: &TableMetadata, loaded: &LoadedManifest) -> Vec<DataFil
 /// as `schema <id> column '<name>' (id <id>)`. Read only when the file mentions a default.
 fn lost_defaults(bytes: &[u8], metadata: &TableMetadata) -> Vec<String> {
     use serde_json::Value;
-    let mentions = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    let mentions = |needle: &[u8]| memchr::memmem::find(bytes, needle).is_some();
     if !mentions(b"\"initial-default\"") && !mentions(b"\"write-default\"") {
         return Vec::new();
     }

@@ -369,6 +369,7 @@ mod tests {
             ("s3.access-key-id", "AKIAKEYID5"),
             ("header.X-Api-Key", "header-secret-6"),
             ("warehouse", "s3://bucket/wh"),
+            ("oauth2-server-uri", "https://auth.example/token?sig=query-secret-7"),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))

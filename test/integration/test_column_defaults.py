@@ -136,3 +136,32 @@ def test_a_default_this_version_cannot_read_is_never_dropped_from_the_table(con,
         with pytest.raises(Exception, match="column defaults cannot all be read.*column 'd'"):
             con.execute(call).fetchall()
     assert sorted(p.name for p in v1.parent.iterdir()) == ["v1.metadata.json"], "nothing was committed"
+
+
+def test_a_file_without_its_identity_partition_column_is_not_rewritten(con, iceberg_con, catalog):
+    """A file added without its identity partition column (as a Hive migration adds them: the
+    value lives in the directory name and the manifest's partition tuple) reads that column as the
+    partition value — the spec's first rule for a missing column, before any default. The rewrite
+    does not write it, so the partition is skipped, saying why; before, the new file held NULL
+    there and the region was lost for every reader."""
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.typedef import Record
+
+    schema = Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "region", StringType(), required=False))
+    spec = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="region"))
+    table = catalog.create_table(f"{c.NAMESPACE}.migrated", schema=schema, partition_spec=spec)
+    for f in range(3):
+        table.append(pa.Table.from_pylist([{"id": f, "region": "eu"}], schema=table.schema().as_arrow()))
+    table = catalog.load_table(f"{c.NAMESPACE}.migrated")
+    id_only = pa.schema([pa.field("id", pa.int64(), metadata={"PARQUET:field_id": "1"})])
+    migrated = c.data_file(table, pa.table({"id": pa.array([10, 11], pa.int64())}, schema=id_only), ("eu",), "region=eu")
+    table = c.commit_files(table, [migrated])
+    before = pyiceberg_rows(table)
+    assert sorted(before) == sorted([(i, "eu") for i in (0, 1, 2, 10, 11)]), "pyiceberg reads the partition value"
+    metadata = table.metadata_location
+    result = compact(con, f"{c.NAMESPACE}.migrated", catalog_uri=catalog.test_uri, **SMALL)
+    assert [r["verdict"] for r in result] == ["skipped"], result
+    assert "lacks the identity partition column 'region'" in result[0]["reason"], result
+    assert catalog.load_table(f"{c.NAMESPACE}.migrated").metadata_location == metadata
+    assert pyiceberg_rows(catalog.load_table(f"{c.NAMESPACE}.migrated")) == before

@@ -220,6 +220,23 @@ def test_an_s3_commit_that_landed_while_the_store_answered_503_is_ours(lakehouse
     assert files and all(f.removeprefix(f"s3://{BUCKET}/") in keys for (f,) in files), (files, keys)
 
 
+def test_an_s3_commit_whose_write_never_lands_keeps_every_file(lakehouse_extension, s3, s3con, monkeypatch,
+                                                                tmp_path):
+    """Every PUT of v2.metadata.json fails (503, never forwarded) and the object is not there:
+    the write could still land (a request a store finishes after the client gave up), so the
+    outcome is unknown — the error says so and every rewritten file is kept (orphan removal
+    deletes them once nothing references them); the table is unchanged. (Before: the files were
+    removed on the word of a failed write.)"""
+    v1, before = s3_path_table(s3, s3con, tmp_path, "never_lands")
+    keys = s3_keys(s3, "never_lands")
+    with pytest.raises(Exception, match="did not confirm the commit .*left in place"):
+        compact_through_proxy(s3, lakehouse_extension, monkeypatch, tmp_path, v1, fail_put_before="v2.metadata.json")
+    new = s3_keys(s3, "never_lands") - keys
+    assert sum(k.endswith("-compacted.parquet") for k in new) == 1, new
+    assert not any(k.endswith("v2.metadata.json") for k in new)
+    assert sorted(s3con.execute(f"SELECT * FROM iceberg_scan('{v1}')").fetchall()) == before
+
+
 # --------------------------------------------------------------------------- Delta
 
 

@@ -156,19 +156,24 @@ def test_errors_are_errors_not_crashes(con, tmp_path):
 
 
 def test_session_settings_are_pinned_or_refused_by_name(con, demo):
-    """A user's `SET GLOBAL default_order = 'DESC'` reaches every connection of the database. Where
-    this DuckDB can set it per session (1.4 and later) the extension pins it on its own connection
-    and the sorted compaction keeps every row; where it cannot (1.3), the call is refused naming
-    the setting, before anything is written. Either way the user's setting stays."""
+    """A user's `SET GLOBAL preserve_insertion_order = false` and `default_order = 'DESC'` reach
+    every connection of the database. Where this DuckDB can set them per session (1.4 and later)
+    the extension pins them on its own connection and a sorted compaction keeps every row; where it
+    cannot (1.3), a sorted compaction — which needs rows to keep its ORDER BY into the files — is
+    refused naming preserve_insertion_order before anything is written, and a bin-pack runs (our
+    SQL states every direction, so default_order changes nothing). The user's settings stay."""
     before = rows(newest(demo))
+    con.execute("SET GLOBAL preserve_insertion_order = false")
     con.execute("SET GLOBAL default_order = 'DESC'")
-    sql = f"SELECT verdict FROM lakehouse_compact('{demo}', {SCALED}, sort_order := 'event_id')"
+    sorted_sql = f"SELECT verdict FROM lakehouse_compact('{demo}', {SCALED}, sort_order := 'event_id')"
     version = tuple(int(x) for x in duckdb.__version__.split(".")[:2])
     if version < (1, 4):
-        with pytest.raises(duckdb.Error, match="the DuckDB setting default_order .* SET default_order = 'ASC'"):
-            con.execute(sql).fetchall()
+        with pytest.raises(duckdb.Error, match="the DuckDB setting preserve_insertion_order .* SET preserve_insertion_order = true"):
+            con.execute(sorted_sql).fetchall()
         assert newest(demo).name == "v16.metadata.json", "nothing was committed"
+        done = con.execute(f"SELECT verdict FROM lakehouse_compact('{demo}', {SCALED})").fetchall()
     else:
-        assert [v for (v,) in con.execute(sql).fetchall()].count("compacted") == 2
-        assert rows(newest(demo)) == before
+        done = con.execute(sorted_sql).fetchall()
+    assert [v for (v,) in done].count("compacted") == 2
+    assert rows(newest(demo)) == before
     assert con.execute("SELECT lower(current_setting('default_order'))").fetchone()[0] in ("desc", "descending")
