@@ -59,24 +59,12 @@ const READABLE_FEATURES: &[&str] = &["timestampNtz", "deletionVectors", "vacuumP
 
 /// Refuses a table whose protocol this rewrite could break, naming what.
 pub fn check_protocol(table: &DeltaLakeTable) -> Result<()> {
-    let p = &table.protocol;
-    let int = |k: &str| p.get(k).and_then(Value::as_i64).unwrap_or(0);
-    let features = |k: &str| -> Vec<String> {
-        p.get(k)
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_string)).collect())
-            .unwrap_or_default()
-    };
-    let (reader, writer) = (int("minReaderVersion"), int("minWriterVersion"));
     let refuse = |what: String| {
         Err(Error::new(
             ErrorKind::Unsupported,
             format!("Delta table '{}' {what}; compaction does not rewrite it", table.root.display()),
         ))
     };
-    if reader > 3 || writer > 7 {
-        return refuse(format!("needs protocol reader {reader} / writer {writer}, newer than 3 / 7"));
-    }
     if table.keeps_iceberg_metadata() {
         return refuse(
             "keeps Iceberg metadata beside its log (UniForm: delta.universalFormat.enabledFormats or an icebergCompat \
@@ -85,15 +73,11 @@ pub fn check_protocol(table: &DeltaLakeTable) -> Result<()> {
                 .into(),
         );
     }
-    for f in features("readerFeatures") {
-        if !READABLE_FEATURES.contains(&f.as_str()) && f != "columnMapping" {
-            return refuse(format!("uses reader feature '{f}'"));
-        }
-    }
-    for f in features("writerFeatures") {
-        if !REWRITE_SAFE_FEATURES.contains(&f.as_str()) && f != "columnMapping" {
-            return refuse(format!("uses writer feature '{f}'"));
-        }
+    // Column mapping passes here to be refused below with its mode.
+    let readers: Vec<&str> = READABLE_FEATURES.iter().copied().chain(["columnMapping"]).collect();
+    let writers: Vec<&str> = REWRITE_SAFE_FEATURES.iter().copied().chain(["columnMapping"]).collect();
+    if let Some(what) = table.unknown_protocol(&readers, &writers) {
+        return refuse(what);
     }
     let mapping = table.property("delta.columnMapping.mode").unwrap_or("none");
     if mapping != "none" {

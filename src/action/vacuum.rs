@@ -208,39 +208,16 @@ const VACUUM_SAFE_WRITER_FEATURES: &[&str] = &[
 /// Refuses a table whose protocol could reference files this vacuum cannot see: a reader or
 /// writer version or feature it does not know.
 fn check_protocol(table: &DeltaLakeTable) -> Result<()> {
-    let p = &table.protocol;
-    let refuse = |what: String| {
-        Err(Error::new(
+    match table.unknown_protocol(VACUUM_SAFE_READER_FEATURES, VACUUM_SAFE_WRITER_FEATURES) {
+        None => Ok(()),
+        Some(what) => Err(Error::new(
             ErrorKind::Unsupported,
             format!(
                 "Delta table '{}' {what}, whose files this vacuum does not know; nothing vacuumed",
                 table.root.display()
             ),
-        ))
-    };
-    let version = |key: &str| p.get(key).and_then(Value::as_i64).unwrap_or(0);
-    let (reader, writer) = (version("minReaderVersion"), version("minWriterVersion"));
-    if reader > 3 || writer > 7 {
-        return refuse(format!("needs protocol reader {reader} / writer {writer}, newer than 3 / 7"));
+        )),
     }
-    let features = |key: &str| -> Vec<String> {
-        p.get(key)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .map(str::to_string)
-            .collect()
-    };
-    if let Some(f) = features("readerFeatures").into_iter().find(|f| !VACUUM_SAFE_READER_FEATURES.contains(&f.as_str()))
-    {
-        return refuse(format!("uses reader feature '{f}'"));
-    }
-    if let Some(f) = features("writerFeatures").into_iter().find(|f| !VACUUM_SAFE_WRITER_FEATURES.contains(&f.as_str()))
-    {
-        return refuse(format!("uses writer feature '{f}'"));
-    }
-    Ok(())
 }
 
 /// Plans (and unless `dry_run`, deletes) per the module's rules.

@@ -204,13 +204,41 @@ impl DeltaLakeTable {
         let enabled = self
             .property("delta.universalFormat.enabledFormats")
             .is_some_and(|formats| formats.split(',').any(|f| f.trim().eq_ignore_ascii_case("iceberg")));
-        let writer_features = self.protocol.get("writerFeatures").and_then(Value::as_array);
         enabled
-            || writer_features
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
+            || self
+                .features("writerFeatures")
+                .iter()
                 .any(|f| f.starts_with("icebergCompat") || f.starts_with("icebergWriterCompat"))
+    }
+
+    /// The protocol's `readerFeatures` or `writerFeatures` (`key`; empty when absent).
+    pub fn features(&self, key: &str) -> Vec<String> {
+        self.protocol
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// What of the protocol a caller that knows reader features `readers` and writer features
+    /// `writers` (and protocol versions up to 3 / 7) does not know, described (`needs protocol
+    /// reader 4 / writer 7, newer than 3 / 7`, `uses writer feature 'x'`); `None` when nothing.
+    pub fn unknown_protocol(&self, readers: &[&str], writers: &[&str]) -> Option<String> {
+        let version = |key: &str| self.protocol.get(key).and_then(Value::as_i64).unwrap_or(0);
+        let (reader, writer) = (version("minReaderVersion"), version("minWriterVersion"));
+        if reader > 3 || writer > 7 {
+            return Some(format!("needs protocol reader {reader} / writer {writer}, newer than 3 / 7"));
+        }
+        if let Some(f) = self.features("readerFeatures").into_iter().find(|f| !readers.contains(&f.as_str())) {
+            return Some(format!("uses reader feature '{f}'"));
+        }
+        self.features("writerFeatures")
+            .into_iter()
+            .find(|f| !writers.contains(&f.as_str()))
+            .map(|f| format!("uses writer feature '{f}'"))
     }
 
     /// The top-level fields of the schema (`name`, `type`, `nullable`, `metadata`).
