@@ -444,8 +444,8 @@ fn keep_what_the_catalog_references(
     let spared = before - kept.len();
     let warning = (spared > 0).then(|| {
         format!(
-            "{spared} file(s) the expiry freed are referenced by the table as the catalog committed it (another \
-             writer's snapshot); they were kept"
+            "{spared} file(s) the expiry freed are referenced by the table as the catalog committed it (a snapshot \
+             another writer committed meanwhile, or the catalog's metadata log); they were kept"
         )
     });
     (kept, warning)

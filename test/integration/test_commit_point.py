@@ -114,6 +114,24 @@ def test_a_commit_whose_hint_cannot_move_stands_with_a_warning(con, iceberg_con,
     assert duckdb_rows(iceberg_con, str(path)) == before
 
 
+def test_the_gate_reports_a_commit_that_stands_with_its_warnings(con, iceberg_con, tmp_path):
+    """The gate compacts and expires a path table whose hint cannot move: both commits stand, the
+    run is `maintained`, and every row (and the history table) carries the warnings."""
+    path = tmp_path / "demo"
+    con.execute(f"SELECT * FROM lakehouse_demo('{path}')").fetchall()
+    before = duckdb_rows(iceberg_con, str(path / "metadata" / "v16.metadata.json"))
+    with immutable(path / "metadata" / "version-hint.text"):
+        rows = rows_of(con, f"SELECT * FROM lakehouse_gate('{path}', small_file_threshold_mb := 0.064, "
+                            "target_file_size_mb := 0.128, snapshot_retention_days := 0, history_table := 'runs')")
+    assert {r["status"] for r in rows} == {"maintained"}, rows
+    assert all(HINT_WARNING in (r.get("warnings") or "") for r in rows), rows
+    (history,) = con.execute("SELECT DISTINCT warnings FROM runs").fetchone()
+    assert HINT_WARNING in history
+    newest = max((path / "metadata").glob("v*.metadata.json"), key=lambda p: int(p.name[1:].split(".")[0]))
+    referenced_files_exist(str(newest))
+    assert duckdb_rows(iceberg_con, str(newest)) == before
+
+
 # --------------------------------------------------------------------------- S3
 
 
