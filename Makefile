@@ -93,6 +93,7 @@ TEST_EXT ?= build/debug/lakehouse.duckdb_extension
 test: venv debug test-unit test-sql test-integration test-versions
 
 test-unit:
+	python3 scripts/module_graph.py --check
 	cargo test --lib
 
 test-sql: venv debug

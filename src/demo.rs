@@ -25,7 +25,7 @@ use crate::duck::{HostDb, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::profile::MIB;
 use crate::runtime;
-use crate::table::commit::replace_file;
+use crate::table::iceberg::commit::replace_file;
 use crate::table::iceberg::{NewSnapshot, add_to_main, new_snapshot_id};
 
 /// Options of a demo table.

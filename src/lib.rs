@@ -7,55 +7,63 @@
 //!
 //! ## Layout
 //!
-//! - [`error`]: `Error { kind, message, context }` and the crate's `Result`.
-//! - [`table`]: opening a table once per call ([`table::Table`]: Iceberg — metadata.json path,
-//!   table directory, SQL-catalog identifier — or Delta, a directory with `_delta_log/`) and the
-//!   format-neutral model ([`table::DataFile`]); [`table::iceberg`] and [`table::delta`] read
-//!   each format's live files, [`table::manifest`] reads manifests as Java does,
-//!   [`table::stand_in`] holds v3 types iceberg-rust lacks, [`table::partition`] prints Iceberg
-//!   partition labels, [`table::catalog`] resolves identifiers the way pyiceberg does,
-//!   [`table::reach`] reads what many snapshots reference (each distinct manifest once),
-//!   [`table::rest`] is the Iceberg REST catalog client (load with vended credentials, commit
-//!   changes under requirements).
-//! - [`store`]: tables on S3 — one object_store client for Iceberg's `FileIO`, delta-rs, commits
-//!   by conditional write, batched deletes and listings; credentials per table location.
-//! - [`profile`]: fragmentation figures per partition and the summary row (pure).
-//! - [`health`]: metadata-bloat figures (Iceberg: snapshots, manifests, metadata files, orphans;
-//!   Delta: the log, checkpoints, tombstones, what VACUUM would delete) and their verdict.
-//! - [`plan`]: pure planners; [`plan::compaction`] bin-packs small files of degraded partitions,
-//!   [`plan::expiry`] finds the files only expired snapshots reach.
-//! - [`action`]: executes plans; [`action::compact`] rewrites through DuckDB and commits one
-//!   Iceberg `replace` snapshot ([`table::commit`] makes a metadata file current atomically),
-//!   [`action::compact_delta`] the Delta `OPTIMIZE` commit; [`action::column_defaults`] writes
-//!   what readers see for columns missing from old files; [`action::expire`] commits the
-//!   expiry and then deletes; [`action::orphans`] finds and deletes unreferenced Iceberg files;
-//!   [`action::vacuum`] is Delta's VACUUM ([`action::real_paths`]: both compare real paths);
-//!   [`action::gate`] runs the whole gate.
-//! - [`report`]: the scorecard a gate run produces (below both the gate and the Slack card).
-//! - [`notify`]: the Slack card ([`notify::card`]) and its delivery ([`notify::slack`]).
-//! - [`serve`]: the authenticated webhook (`lakehouse_serve`) that runs the gate per trigger.
-//! - [`demo`]: writes the fragmented demo table.
+//! Layers, lowest first; a module uses only its own layer or lower ones, and no two modules use
+//! each other (`scripts/module_graph.py --check`, part of `make test`, fails otherwise):
+//! `error`/`runtime`/`interrupt` → [`duck`] → [`store`] → [`catalog`] → [`table`] (and
+//! [`spark`]) → [`profile`]/[`plan`]/[`report`] → [`notify`] → [`action`]/[`demo`] →
+//! [`functions`].
+//!
+//! - [`error`]: `Error { kind, message, context }` and the crate's `Result`; [`runtime`]: the
+//!   Tokio runtime iceberg-rust's and delta-rs's async I/O run on; [`interrupt`]: Ctrl-C recorded
+//!   while long work runs, checked between its steps.
 //! - [`duck`]: the nested host connection (driven through C API `v1.2.0` functions only, so
 //!   every DuckDB from 1.3 to 2.0 runs it; the settings that change what SQL means pinned on it)
 //!   and SQL quoting (the only place SQL text is built).
-//! - [`runtime`]: the Tokio runtime iceberg-rust's and delta-rs's async I/O run on.
-//! - [`interrupt`]: Ctrl-C recorded while long work runs, checked between its steps.
+//! - [`store`]: where files live. [`store::location`] parses a location once (a local path or
+//!   `file:` URI, `s3://bucket/key`; other schemes refused by name) — nothing else looks at a
+//!   scheme prefix; the S3 client (one object_store client per bucket and credentials, for
+//!   iceberg-rust's `FileIO`, delta-rs and our own reads, conditional writes, listings, batched
+//!   deletes); [`store::duckdb`] readies DuckDB for a table's data there. A new store (GCS,
+//!   Azure) goes here.
+//! - [`catalog`]: where a table's pointer lives: [`catalog::config`] reads pyiceberg's
+//!   configuration, [`catalog::sql`] the sqlite SQL catalog (lookup and the conditional pointer
+//!   move), [`catalog::rest`] the Iceberg REST client (vended credentials, commits under
+//!   requirements). A new catalog (Glue) goes here.
+//! - [`table`]: the format-neutral model ([`table::Table`] opened once per call,
+//!   [`table::DataFile`], [`table::PartitionKey`]) and [`table::summary`], what a listing comes to
+//!   per partition. [`table::iceberg`]: metadata and live files ([`table::iceberg::manifest`]
+//!   decodes manifests as Java does, [`table::iceberg::manifest_reader`] and
+//!   [`table::iceberg::list_reader`] are the lean streaming readers, [`table::iceberg::reach`]
+//!   what many snapshots reference, [`table::iceberg::stand_in`] v3 types iceberg-rust lacks,
+//!   [`table::iceberg::partition`] Java's partition labels, [`table::iceberg::commit`] makes a
+//!   metadata file current atomically). [`table::delta`]: the log through delta-rs and
+//!   [`table::delta::commit`] (our OPTIMIZE commit). A new format, or a format feature's reading,
+//!   goes in its folder. [`spark`]: the Spark Connect client and partition predicates.
+//! - [`profile`]: fragmentation figures per partition and the summary row, from what the table
+//!   lists; [`plan`]: pure planners (bin-packing, layouts, expiry reachability); [`report`]: the
+//!   scorecard a gate run produces. [`notify`]: the Slack card and its delivery.
+//! - [`action`]: executes plans. [`action::compact`] (the neutral flow in `run.rs`, the Iceberg
+//!   rewrite in `iceberg.rs` with `sql.rs`, `deletes.rs`, `stats.rs`, `commit.rs`, column
+//!   defaults in `defaults.rs`, the Delta rewrite in `delta.rs`); [`action::expire`],
+//!   [`action::orphans`], [`action::vacuum`], [`action::rewrite_manifests`], [`action::health`]
+//!   (metadata-bloat figures from the other actions' dry plans), [`action::executor`] (the Spark
+//!   hand-off), [`action::gate`] (the whole gate). [`demo`] writes the demo table.
 //! - [`functions`]: one file per SQL function, on a shared row-function adapter that parses
-//!   arguments at bind and prefixes every error with the function's name.
+//!   arguments at bind and prefixes every error with the function's name; `functions/serve/`
+//!   holds `lakehouse_serve` and its webhook server.
 
 pub mod action;
+pub mod catalog;
 pub mod demo;
 pub mod duck;
 pub mod error;
 pub mod functions;
-pub mod health;
 pub mod interrupt;
 pub mod notify;
 pub mod plan;
 pub mod profile;
 pub mod report;
 pub mod runtime;
-pub mod serve;
 pub mod spark;
 pub mod store;
 pub mod table;

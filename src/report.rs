@@ -3,7 +3,8 @@
 //! ([`crate::notify::card`]); both sit above this module. Statuses and verdicts are enums,
 //! printed only at those edges.
 
-use crate::action::scan::ScanResult;
+use std::time::Duration;
+
 pub use crate::table::TableFormat;
 
 /// How a gate run ended.
@@ -26,6 +27,20 @@ impl RunStatus {
             RunStatus::DryRun => "dry run",
         }
     }
+}
+
+/// What a measured scan saw ([`crate::action::scan`]): a gate scans the compacted partitions
+/// before and after.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScanResult {
+    /// Files scanned.
+    pub files: u64,
+    /// Rows read.
+    pub rows: u64,
+    /// Sum over rows of `hash(every column)`, as text (a HUGEINT).
+    pub checksum: String,
+    /// The best of the timed runs.
+    pub elapsed: Duration,
 }
 
 /// What happened to one partition.
@@ -169,5 +184,23 @@ impl Scorecard {
         let (before, after) = (self.scan_before.as_ref()?, self.scan_after.as_ref()?);
         let after_s = after.elapsed.as_secs_f64();
         (after_s > 0.0).then(|| before.elapsed.as_secs_f64() / after_s)
+    }
+}
+
+/// `7` for 7.0, `0.5` for 0.5.
+pub fn trim_number(x: f64) -> String {
+    let text = format!("{x:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_trimmed() {
+        assert_eq!(trim_number(7.0), "7");
+        assert_eq!(trim_number(0.5), "0.5");
+        assert_eq!(trim_number(1.25), "1.25");
     }
 }

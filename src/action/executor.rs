@@ -33,7 +33,8 @@ use crate::profile::MIB;
 use crate::spark::predicate::{multipart, partition_predicate, string_literal};
 use crate::spark::{Failure, Remote, Session, first_i64};
 use crate::table::iceberg::IcebergTable;
-use crate::table::{LocateOptions, PartitionKey, Table, partition};
+use crate::table::iceberg::partition;
+use crate::table::{LocateOptions, PartitionKey, Table};
 
 /// `executor := …`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -534,7 +535,8 @@ fn spark_commits(name: &str, locate: &LocateOptions, before: Option<i64>) -> Res
         let manifests = crate::runtime::block_on(table.manifest_list(snapshot.manifest_list()))??;
         for file in manifests.into_iter().filter(|m| m.added_snapshot_id == id) {
             let spec_id = file.partition_spec_id;
-            let manifest = crate::runtime::block_on(crate::table::manifest::read(&table.file_io, &metadata, &file))??;
+            let manifest =
+                crate::runtime::block_on(crate::table::iceberg::manifest::read(&table.file_io, &metadata, &file))??;
             let spec = metadata.partition_spec_by_id(spec_id).cloned();
             for entry in manifest.entries() {
                 if entry.snapshot_id() != Some(id) || entry.status() == ManifestStatus::Existing {

@@ -11,7 +11,7 @@
 //! Order of work (what makes a crash harmless):
 //! 1. compute the new metadata and the files reachable only from expired snapshots
 //!    ([`crate::plan::expiry`]) from ALL retained snapshots;
-//! 2. commit the new metadata atomically ([`crate::table::commit`]); on a conflict, start over
+//! 2. commit the new metadata atomically ([`crate::table::iceberg::commit`]); on a conflict, start over
 //!    on the new head;
 //! 3. only then delete, in parallel, and only inside the table location. A crash between 2 and 3
 //!    leaves orphans that [`crate::action::orphans`] finds later; a file already gone is fine.
@@ -27,14 +27,15 @@ use iceberg::{Catalog, Namespace, NamespaceIdent, TableCommit, TableCreation, Ta
 
 use futures::StreamExt;
 
+use crate::catalog::{Backend, CatalogTable};
 use crate::error::{Error, ErrorKind, Result};
 use crate::plan::expiry::{Deletion, FileKind, unreachable_files};
 use crate::runtime;
-use crate::table::catalog::{Backend, CatalogTable};
-use crate::table::commit::{CommitOutcome, commit_table, pause_for_tests, relocate, require_exclusive};
+use crate::store::{is_inside, location_key, strip_file_scheme};
+use crate::table::Located;
 use crate::table::iceberg::IcebergTable;
-use crate::table::reach::Reach;
-use crate::table::{Located, is_inside, location_key, strip_file_scheme};
+use crate::table::iceberg::commit::{CommitOutcome, commit_table, pause_for_tests, relocate, require_exclusive};
+use crate::table::iceberg::reach::Reach;
 
 /// Commit attempts before giving up on a table that keeps moving.
 const MAX_COMMIT_ATTEMPTS: usize = 4;

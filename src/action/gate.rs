@@ -244,7 +244,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     // every partition, with the reason, and the rest of the gate runs as usual.
     let rewritable = match &table {
         Table::Iceberg { table, .. } => table.require_rewritable(),
-        Table::Delta(table) => crate::action::compact_delta::check_protocol(table),
+        Table::Delta(table) => crate::action::compact::delta::check_protocol(table),
     };
     let compact_with = |dry_run: bool, ratio: Option<f64>| {
         compact_with_executor(

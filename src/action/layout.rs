@@ -422,31 +422,6 @@ fn iceberg_duckdb_name(iceberg: &str) -> String {
     }
 }
 
-/// Adds `order` to the metadata being built, not as the default (an equal order already there is
-/// reused); [`check_added`] then checks it got the id the files were written with.
-pub fn add_sort_order(
-    builder: iceberg::spec::TableMetadataBuilder,
-    order: &SortOrder,
-) -> Result<iceberg::spec::TableMetadataBuilder> {
-    if order.fields.iter().any(|f| f.source_id == 0) {
-        return Err(Error::invalid("sort_order names a column missing from the current schema"));
-    }
-    Ok(builder.add_sort_order(SortOrder { order_id: order.order_id, fields: order.fields.clone() })?)
-}
-
-/// Checks that `metadata` holds `order` under its id (after [`add_sort_order`]): a concurrent
-/// writer that added another order meanwhile makes the commit fail rather than mislabel files.
-pub fn check_added(metadata: &TableMetadata, order: &SortOrder) -> Result<()> {
-    match metadata.sort_order_by_id(order.order_id) {
-        Some(found) if found.fields == order.fields => Ok(()),
-        _ => Err(Error::conflict(format!(
-            "another writer changed the table's sort orders while we compacted (sort order id {} is taken); nothing \
-             was committed and the rewritten files were removed; run again",
-            order.order_id
-        ))),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,11 +1,10 @@
 //! Actions: execute a plan against a table and return what was done.
 
-pub mod column_defaults;
 pub mod compact;
-pub mod compact_delta;
 pub mod executor;
 pub mod expire;
 pub mod gate;
+pub mod health;
 pub mod layout;
 pub mod orphans;
 pub mod real_paths;

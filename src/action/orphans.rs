@@ -28,10 +28,11 @@ use crate::action::expire::{DeletedFile, delete_files};
 use crate::action::real_paths::RealPaths;
 use crate::error::{Error, ErrorKind, Result};
 use crate::plan::expiry::{Deletion, FileKind};
-use crate::table::commit::relocate;
+use crate::store::normalize_location;
 use crate::table::iceberg::IcebergTable;
-use crate::table::reach::Reach;
-use crate::table::{self, LocateOptions, normalize_location};
+use crate::table::iceberg::commit::relocate;
+use crate::table::iceberg::reach::Reach;
+use crate::table::{self, LocateOptions};
 
 /// The reference safety window for in-flight writes (Iceberg's default).
 pub const DEFAULT_OLDER_THAN_DAYS: f64 = 3.0;
@@ -246,7 +247,7 @@ impl HiddenPaths {
 }
 
 /// `.<uuid>.tmp`: a metadata file our commit was writing when it was interrupted
-/// ([`crate::table::commit`]).
+/// ([`crate::table::iceberg::commit`]).
 fn is_commit_temporary(name: &str) -> bool {
     name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")).is_some_and(|id| uuid::Uuid::parse_str(id).is_ok())
 }
@@ -296,7 +297,7 @@ pub fn remove_orphan_files(
             path: o.path.clone(),
             size_bytes: Some(o.size_bytes),
             snapshot_id: None,
-            inside_location: table::is_inside(&o.path, table.metadata.location()),
+            inside_location: crate::store::is_inside(&o.path, table.metadata.location()),
         })
         .collect();
     Ok(orphans.into_iter().zip(delete_files(deletions, dry_run)).collect())

@@ -23,7 +23,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt;
 use crate::runtime;
 use crate::table::Located;
-use crate::table::commit::{CommitOutcome, commit_table, pause_for_tests, relocate, require_exclusive};
+use crate::table::iceberg::commit::{CommitOutcome, commit_table, pause_for_tests, relocate, require_exclusive};
 use crate::table::iceberg::{
     IcebergTable, LoadedManifest, manifest_writer, new_snapshot_id, with_main_snapshot, write_manifest_list,
 };
@@ -365,8 +365,8 @@ fn build(
                 }
             }
             entries.sort_by(|(a, _), (b, _)| {
-                crate::table::partition::canonical(a.data_file().partition())
-                    .cmp(&crate::table::partition::canonical(b.data_file().partition()))
+                crate::table::iceberg::partition::canonical(a.data_file().partition())
+                    .cmp(&crate::table::iceberg::partition::canonical(b.data_file().partition()))
                     .then_with(|| a.file_path().cmp(b.file_path()))
             });
             entries_total += entries.len() as u64;

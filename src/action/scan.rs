@@ -12,25 +12,14 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use crate::action::compact::delta::DeltaColumns;
 use crate::action::compact::select_sql;
-use crate::action::compact_delta::DeltaColumns;
 use crate::duck::{quote_ident, quote_list};
 use crate::error::{Error, ErrorKind, Result};
+pub use crate::report::ScanResult;
+use crate::store::strip_file_scheme;
+use crate::table::Table;
 use crate::table::iceberg::IcebergTable;
-use crate::table::{Table, strip_file_scheme};
-
-/// What a scan saw.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ScanResult {
-    /// Files scanned.
-    pub files: u64,
-    /// Rows read.
-    pub rows: u64,
-    /// Sum over rows of `hash(every column)`, as text (a HUGEINT).
-    pub checksum: String,
-    /// The best of the timed runs.
-    pub elapsed: Duration,
-}
 
 /// Scans `paths` (data file locations) `runs` times (at least 1); the best time counts (the first
 /// run also warms the file cache, so before and after are compared warm).
@@ -39,7 +28,7 @@ pub fn scan(conn: &crate::duck::Nested, table: &Table, paths: &[String], runs: u
     if local.is_empty() {
         return Ok(ScanResult { files: 0, rows: 0, checksum: "0".into(), elapsed: Duration::ZERO });
     }
-    crate::duck::prepare_remote(conn, &local[0])?;
+    crate::store::prepare_remote(conn, &local[0])?;
     let (columns, source) = match table {
         Table::Iceberg { located, table } => {
             match crate::action::compact::merge_on_read_select(conn, located, table, paths)? {

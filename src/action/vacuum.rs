@@ -233,14 +233,14 @@ pub fn vacuum(table: &DeltaLakeTable, options: &VacuumOptions, host: &HostDb) ->
             "retention_hours {} is below the table's delta.deletedFileRetentionDuration ({} hours): files that \
              recent may still be read by time travel or by a running query; pass enforce_retention_duration := \
              false if you are sure",
-            crate::health::trim_number(retention_hours),
-            crate::health::trim_number(table_hours)
+            crate::report::trim_number(retention_hours),
+            crate::report::trim_number(table_hours)
         )));
     }
     let cutoff_ms = chrono::Utc::now().timestamp_millis() - (retention_hours * 3_600_000.0) as i64;
     let (root, candidates) = {
         let conn = host.connect()?;
-        crate::duck::prepare_remote(&conn, &table.root.to_string_lossy())?;
+        crate::store::prepare_remote(&conn, &table.root.to_string_lossy())?;
         candidates(table, cutoff_ms, &conn)?
     };
     // Deleting only after the listing: a commit since would have been seen by a re-read.

@@ -7,10 +7,10 @@
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, Value};
 
+use crate::catalog::CatalogOptions;
 use crate::error::{Error, Result};
 use crate::profile::Thresholds;
 use crate::table::LocateOptions;
-use crate::table::catalog::CatalogOptions;
 
 /// The named parameters every function that takes a `table` accepts.
 pub const TABLE_PARAMETERS: [&str; 4] = ["latest_metadata", "catalog", "catalog_uri", "warehouse"];

@@ -162,7 +162,10 @@ impl RowFunction for Compact {
         }
         // Spark's partitions: files after from the table as Spark left it.
         let after = if executed.spark.values().any(|o| o.snapshot_id.is_some()) {
-            crate::table::Table::open(&input.table, &input.locate)?.profile(&input.options.thresholds)?
+            crate::profile::table_profile(
+                &crate::table::Table::open(&input.table, &input.locate)?,
+                &input.options.thresholds,
+            )?
         } else {
             Vec::new()
         };

@@ -29,7 +29,7 @@ pub fn parse_profile_input(args: &Args) -> Result<ProfileInput> {
 
 /// Opens and profiles the table (Iceberg or Delta).
 pub fn profile_table(input: &ProfileInput) -> Result<Vec<PartitionProfile>> {
-    Table::open(&input.table, &input.locate)?.profile(&input.thresholds)
+    crate::profile::table_profile(&Table::open(&input.table, &input.locate)?, &input.thresholds)
 }
 
 /// The per-partition profile function.

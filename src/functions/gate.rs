@@ -170,7 +170,7 @@ fn big(n: u64) -> Cell {
 
 /// The scorecard as rows: one per partition (one with a NULL partition for a table without data).
 pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
-    let ms = |s: &Option<crate::action::scan::ScanResult>| {
+    let ms = |s: &Option<crate::report::ScanResult>| {
         s.as_ref().map_or(Cell::Null, |s| Cell::Double(s.elapsed.as_secs_f64() * 1000.0))
     };
     let table_level = |row: &mut Vec<Cell>| {

@@ -7,9 +7,9 @@ use duckdb::vscalar::ScalarFunctionSignature;
 use duckdb::vtab::arrow::WritableVector;
 use serde_json::{Map, Value};
 
+use crate::catalog::CatalogOptions;
 use crate::error::{Error, Result};
 use crate::table::LocateOptions;
-use crate::table::catalog::CatalogOptions;
 
 /// The options every scalar that takes a `table` accepts (see [`super::args::TABLE_PARAMETERS`]).
 pub const TABLE_KEYS: [&str; 4] = super::args::TABLE_PARAMETERS;

@@ -6,10 +6,10 @@ use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 use super::args::{Args, TABLE_PARAMETERS, named};
 use super::expire_snapshots::{EXPIRY_PARAMETERS, expiry_options};
 use super::{Cell, RowFunction};
+use crate::action::health::{HealthOptions, metadata_health};
 use crate::action::orphans::DEFAULT_OLDER_THAN_DAYS;
 use crate::duck::HostDb;
 use crate::error::{Error, Result};
-use crate::health::{HealthOptions, metadata_health};
 use crate::table::LocateOptions;
 
 /// Parsed arguments.

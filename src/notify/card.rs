@@ -8,8 +8,8 @@
 
 use serde_json::{Value, json};
 
-use crate::health::trim_number;
 use crate::profile::MIB;
+use crate::report::trim_number;
 use crate::report::{LineVerdict, PartitionLine, RunStatus, Scorecard, TableFormat};
 
 /// Blocks per message we use at most.

@@ -11,8 +11,9 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::table::reach::Reach;
-use crate::table::{FileContent, is_inside, location_key};
+use crate::store::{is_inside, location_key};
+use crate::table::FileContent;
+use crate::table::iceberg::reach::Reach;
 
 /// What kind of file a deletion removes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -122,7 +123,8 @@ pub fn unreachable_files(expired: &Reach, retained: &Reach, location: &str) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::reach::{FileRef, ManifestFiles};
+    use crate::table::iceberg::manifest_reader::FileRef;
+    use crate::table::iceberg::reach::ManifestFiles;
 
     fn data(path: &str) -> FileRef {
         FileRef { path: path.into(), size_bytes: 10, content: FileContent::Data }

@@ -93,7 +93,7 @@ pub fn partition_predicate(
                 format!("{}.system.truncate({w}, {column}) = {}", identifier(catalog), literal(ty, value)?)
             }
             Transform::Year | Transform::Month | Transform::Day | Transform::Hour => {
-                let (from, to) = crate::table::partition::time_range(field.transform, value)
+                let (from, to) = crate::table::iceberg::partition::time_range(field.transform, value)
                     .ok_or_else(|| format!("{} field '{}' holds {value:?}", field.transform, field.name))?;
                 let bound = |t: chrono::NaiveDateTime| -> Result<String, String> {
                     match ty {

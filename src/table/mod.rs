@@ -7,23 +7,16 @@
 //! configured the way pyiceberg users configure theirs ([`catalog`]). [`Table::open`] reads the
 //! table once per call; profile, planners and actions take the handle.
 
-pub mod avro;
-pub mod catalog;
-pub mod commit;
 pub mod delta;
-pub mod delta_commit;
 pub mod iceberg;
-pub mod list_reader;
-pub mod manifest;
-pub mod manifest_reader;
-pub mod partition;
-pub mod reach;
-pub mod rest;
-pub mod stand_in;
+pub mod summary;
 
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, ErrorKind, Result};
+
+/// The label of the single partition of an unpartitioned table (or spec), in every format.
+pub const UNPARTITIONED: &str = "(unpartitioned)";
 
 /// A table's format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,7 +93,7 @@ impl Table {
     /// Opens `name`: a Delta table directory, else an Iceberg table ([`locate`]).
     pub fn open(name: &str, options: &LocateOptions) -> Result<Table> {
         if crate::store::is_remote(name) {
-            crate::store::register_configured(name.trim().trim_end_matches('/'), &options.catalog)?;
+            crate::catalog::register_configured(name.trim().trim_end_matches('/'), &options.catalog)?;
         }
         if let Some(dir) = delta_dir(name) {
             return Ok(Table::Delta(delta::DeltaLakeTable::load(&dir)?));
@@ -115,15 +108,6 @@ impl Table {
         match self {
             Table::Iceberg { .. } => TableFormat::Iceberg,
             Table::Delta(_) => TableFormat::Delta,
-        }
-    }
-
-    /// The per-partition profile of the current snapshot (version). Iceberg streams its
-    /// manifests into per-partition figures ([`iceberg::IcebergTable::profile`]).
-    pub fn profile(&self, thresholds: &crate::profile::Thresholds) -> Result<Vec<crate::profile::PartitionProfile>> {
-        match self {
-            Table::Iceberg { table, .. } => table.profile(thresholds),
-            Table::Delta(table) => Ok(crate::profile::profile(&table.model_files(), thresholds)),
         }
     }
 
@@ -144,7 +128,7 @@ pub fn delta_dir(name: &str) -> Option<PathBuf> {
         let found = crate::runtime::block_on(crate::store::any_under(&log)).ok().and_then(Result::ok);
         return found.unwrap_or(false).then(|| PathBuf::from(root));
     }
-    let path = Path::new(strip_file_scheme(name.trim()));
+    let path = Path::new(crate::store::strip_file_scheme(name.trim()));
     delta::is_delta_dir(path).then(|| path.to_path_buf())
 }
 
@@ -175,7 +159,7 @@ pub struct DataFile {
     pub size_bytes: u64,
     /// Rows (data files) or deletes (delete files) in the file.
     pub record_count: u64,
-    /// Human-readable partition, e.g. `partition_date=2026-10-01` ([`partition::UNPARTITIONED`]).
+    /// Human-readable partition, e.g. `partition_date=2026-10-01` ([`UNPARTITIONED`]).
     pub partition: String,
     /// Partition spec the file was written with.
     pub spec_id: i32,
@@ -204,7 +188,10 @@ impl DataFile {
     pub fn applies_to(&self, data: &DataFile) -> bool {
         self.applies_to_partition(&data.key, data.data_sequence_number)
             && (self.content != FileContent::PositionDeletes
-                || self.referenced_data_file.as_ref().is_none_or(|r| location_key(r) == location_key(&data.path)))
+                || self
+                    .referenced_data_file
+                    .as_ref()
+                    .is_none_or(|r| crate::store::location_key(r) == crate::store::location_key(&data.path)))
     }
 
     /// [`DataFile::applies_to`] without the `referenced_data_file` rule: whether this delete file
@@ -245,7 +232,7 @@ pub struct LocateOptions {
     /// For a table directory without `metadata/version-hint.text`: use the newest metadata file.
     pub latest_metadata: bool,
     /// Overrides for the catalog a catalog identifier is resolved through.
-    pub catalog: catalog::CatalogOptions,
+    pub catalog: crate::catalog::CatalogOptions,
 }
 
 /// Where a table's current metadata lives, and how it was found.
@@ -254,7 +241,7 @@ pub struct Located {
     /// Path (or `file://` URI) of the current `*.metadata.json`.
     pub metadata_location: String,
     /// The catalog entry when the table was named by identifier.
-    pub catalog_table: Option<catalog::CatalogTable>,
+    pub catalog_table: Option<crate::catalog::CatalogTable>,
 }
 
 /// Resolves `table` to the location of its current Iceberg metadata file.
@@ -266,7 +253,7 @@ pub fn locate(table: &str, options: &LocateOptions) -> Result<Located> {
     if crate::store::is_remote(table) {
         return crate::runtime::block_on(locate_remote(table, options))?;
     }
-    let raw_path = strip_file_scheme(table);
+    let raw_path = crate::store::strip_file_scheme(table);
     let path = Path::new(raw_path);
     if path.is_file() {
         return locate_metadata_file(path);
@@ -277,7 +264,7 @@ pub fn locate(table: &str, options: &LocateOptions) -> Result<Located> {
     if looks_like_path(table) {
         return Err(Error::new(ErrorKind::NotFound, format!("table path '{table}' does not exist")));
     }
-    let catalog_table = catalog::resolve(table, &options.catalog)?;
+    let catalog_table = crate::catalog::resolve(table, &options.catalog)?;
     Ok(Located { metadata_location: catalog_table.metadata_location.clone(), catalog_table: Some(catalog_table) })
 }
 
@@ -289,7 +276,7 @@ pub fn locate(table: &str, options: &LocateOptions) -> Result<Located> {
 async fn locate_remote(table: &str, options: &LocateOptions) -> Result<Located> {
     use crate::store;
     let table = table.trim_end_matches('/');
-    store::register_configured(table.rsplit_once("/metadata/").map_or(table, |(d, _)| d), &options.catalog)?;
+    crate::catalog::register_configured(table.rsplit_once("/metadata/").map_or(table, |(d, _)| d), &options.catalog)?;
     let name = table.rsplit('/').next().unwrap_or_default();
     if name.ends_with(".json") || is_metadata_file_name(name) {
         if !is_metadata_file_name(name) && !name.ends_with(".json") {
@@ -352,52 +339,6 @@ async fn locate_remote(table: &str, options: &LocateOptions) -> Result<Located> 
         .max_by_key(|o| (o.location.rsplit('/').next().and_then(metadata_version), o.modified_ms))
         .expect("checked non-empty");
     Ok(Located { metadata_location: newest.location.clone(), catalog_table: None })
-}
-
-/// `file:///a/b` → `/a/b`; anything else unchanged.
-pub fn strip_file_scheme(location: &str) -> &str {
-    if let Some(rest) = location.strip_prefix("file://") {
-        rest
-    } else if let Some(rest) = location.strip_prefix("file:") {
-        rest
-    } else {
-        location
-    }
-}
-
-/// A location (path or `file://` URI) as a local path, lexically normalized: `.` and repeated
-/// separators dropped, `..` resolved against its parent. `None` when `..` climbs above the root
-/// or the start of a relative path (such a location is never trusted for deletion).
-pub fn normalize_location(location: &str) -> Option<PathBuf> {
-    use std::path::Component;
-    let mut out = PathBuf::new();
-    for component in Path::new(strip_file_scheme(location)).components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() || out.as_os_str().is_empty() {
-                    return None;
-                }
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    Some(out)
-}
-
-/// The key two spellings of one file share (`file:///t/a` and `/t/a`): its normalized path, or
-/// for a path that does not normalize, its text (such a path is never inside a location).
-pub fn location_key(path: &str) -> PathBuf {
-    normalize_location(path).unwrap_or_else(|| PathBuf::from(path))
-}
-
-/// Whether `path` lies strictly inside the directory `location` (both locations as written in
-/// metadata; compared after [`normalize_location`]). Maintenance deletes nothing that is not.
-pub fn is_inside(path: &str, location: &str) -> bool {
-    match (normalize_location(path), normalize_location(location)) {
-        (Some(p), Some(root)) => !root.as_os_str().is_empty() && p != root && p.starts_with(&root),
-        _ => false,
-    }
 }
 
 /// `path` made absolute against the working directory (lexically: symlinks are kept), so that
@@ -580,13 +521,6 @@ mod tests {
     }
 
     #[test]
-    fn file_scheme_is_stripped() {
-        assert_eq!(strip_file_scheme("file:///tmp/t"), "/tmp/t");
-        assert_eq!(strip_file_scheme("file:/tmp/t"), "/tmp/t");
-        assert_eq!(strip_file_scheme("/tmp/t"), "/tmp/t");
-    }
-
-    #[test]
     fn directory_without_hint_is_refused_unless_latest_requested() {
         let dir = std::env::temp_dir().join(format!("lakehouse-locate-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(dir.join("metadata")).unwrap();
@@ -607,23 +541,6 @@ mod tests {
             cwd.join("t/metadata/v1.metadata.json").to_string_lossy()
         );
         std::fs::remove_dir_all(dir).unwrap();
-    }
-
-    #[test]
-    fn inside_location_is_lexical_and_strict() {
-        let cases = [
-            ("file:///w/t/data/a.parquet", "file:///w/t", true),
-            ("/w/t/data/a.parquet", "file:///w/t/", true),
-            ("/w/t/./data//a.parquet", "/w/t", true),
-            ("/w/t/../u/a.parquet", "/w/t", false),
-            ("/w/tt/a.parquet", "/w/t", false),
-            ("/w/t", "/w/t", false),
-            ("/elsewhere/a.parquet", "/w/t", false),
-            ("/w/t/../../../../a", "/w/t", false),
-        ];
-        for (path, location, want) in cases {
-            assert_eq!(is_inside(path, location), want, "{path} in {location}");
-        }
     }
 
     #[test]

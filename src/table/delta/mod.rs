@@ -9,6 +9,8 @@
 //! file plus a position-delete file naming it, so the profile counts deletion vectors as delete
 //! files and the planner leaves their partitions alone.
 
+pub mod commit;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -17,9 +19,9 @@ use deltalake_core::kernel::Remove;
 use futures::TryStreamExt;
 use serde_json::Value;
 
-use super::{DataFile, FileContent, PartitionKey};
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime;
+use crate::table::{DataFile, FileContent, PartitionKey};
 
 /// Hive's name for a null partition value.
 pub const HIVE_NULL: &str = "__HIVE_DEFAULT_PARTITION__";
@@ -435,7 +437,7 @@ pub fn resolve(root: &Path, path: &str) -> PathBuf {
 /// `col=value/…` as Delta (Hive) names partition directories; `(unpartitioned)` without columns.
 pub fn partition_label(columns: &[String], values: &[Option<&str>]) -> String {
     if columns.is_empty() {
-        return super::partition::UNPARTITIONED.to_string();
+        return crate::table::UNPARTITIONED.to_string();
     }
     columns
         .iter()

@@ -25,11 +25,12 @@ use iceberg::spec::{
     FormatVersion, Literal, ManifestFile, PartitionSpec, PrimitiveType, Schema, Struct, StructType, TableMetadata, Type,
 };
 
-use super::avro::{Container, Cursor, Scalar, Shape};
-use super::reach::FileRef;
-use super::stand_in::StandIns;
-use super::{DataFile, FileContent, PartitionKey, location_key, partition};
-use crate::profile::{ManifestTally, PartitionTally};
+use crate::store::location_key;
+use crate::table::iceberg::avro::{Container, Cursor, Scalar, Shape};
+use crate::table::iceberg::partition;
+use crate::table::iceberg::stand_in::StandIns;
+use crate::table::summary::{ManifestTally, PartitionTally};
+use crate::table::{DataFile, FileContent, PartitionKey};
 
 /// How the manifests of one spec and header read: resolved once per distinct header.
 #[derive(Debug)]
@@ -75,7 +76,7 @@ fn resolve(metadata: &TableMetadata, (spec_id, schema, header_spec): &ViewKey) -
             StandIns::default().substitute_schema(&mut value);
             Arc::new(serde_json::from_value(value).ok()?)
         }
-        None => super::manifest::schema_binding(metadata, &spec).ok()?,
+        None => crate::table::iceberg::manifest::schema_binding(metadata, &spec).ok()?,
     };
     // iceberg-rust decodes tuples with the header's spec; read lean only when it is the table's.
     if let Some(bytes) = header_spec {
@@ -270,6 +271,17 @@ impl<'a> Walker<'a> {
     }
 }
 
+/// A file a manifest entry names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileRef {
+    /// Location as written in the manifest.
+    pub path: String,
+    /// Size from the manifest entry.
+    pub size_bytes: u64,
+    /// Data, position deletes or equality deletes.
+    pub content: FileContent,
+}
+
 /// The files the manifest `bytes` names, as reachability needs them: the path, size and content
 /// of each live (ADDED or EXISTING) entry, and the path of each DELETED one. `None`: read it
 /// with iceberg-rust's reader instead.
@@ -320,7 +332,7 @@ pub fn tally(
             return Some(());
         }
         let (size, records) = (e.size as u64, e.record_count as u64);
-        // Inheritance from the manifest-list entry ([`super::manifest`]): ADDED entries, and
+        // Inheritance from the manifest-list entry ([`crate::table::iceberg::manifest`]): ADDED entries, and
         // every entry of a manifest with the initial sequence number.
         let inherits = e.status == 1 || file.sequence_number == 0;
         let seq = match e.sequence_number {
@@ -503,7 +515,7 @@ mod tests {
     fn both(metadata: &TableMetadata, bytes: &[u8], list: &ManifestFile) -> (Option<ManifestTally>, ManifestTally) {
         let referenced: HashSet<PathBuf> = (0..40).map(|i| location_key(&format!("/t/data/f{i}.parquet"))).collect();
         let lean = tally(bytes, metadata, list, &Views::default(), SMALL, &referenced);
-        let manifest = crate::table::manifest::decode_bytes(bytes, metadata, list).unwrap();
+        let manifest = crate::table::iceberg::manifest::decode_bytes(bytes, metadata, list).unwrap();
         let loaded = LoadedManifest { file: list.clone(), manifest };
         let table = crate::table::iceberg::IcebergTable {
             metadata_location: "/t/metadata/v1.metadata.json".into(),
@@ -575,7 +587,7 @@ mod tests {
             assert_eq!(lean, full, "{version} {content:?}");
             // Reachability's view of the same manifest: every entry's path, live or deleted.
             let (live, deleted) = files(&bytes).expect("the lean reader reads it");
-            let manifest = crate::table::manifest::decode_bytes(&bytes, &metadata, &list).unwrap();
+            let manifest = crate::table::iceberg::manifest::decode_bytes(&bytes, &metadata, &list).unwrap();
             let want_live: Vec<(String, u64)> = manifest
                 .entries()
                 .iter()

@@ -28,17 +28,17 @@ use deltalake_core::kernel::{Action, Add};
 use deltalake_core::protocol::DeltaOperation;
 use serde_json::{Value, json};
 
-use crate::action::compact::copy_in_order;
-use crate::action::compact::{Committed, Rewrite};
+use crate::action::compact::run::copy_in_order;
+use crate::action::compact::run::{Committed, Rewrite};
 use crate::action::layout::{OrderedRows, RowOrder, resolve_names};
 use crate::duck::{Nested, quote_ident, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt;
 use crate::plan::compaction::{CompactionOptions, PartitionPlan};
 use crate::plan::layout::Layout;
-use crate::table::commit::pause_for_tests;
+use crate::table::delta::commit::{CompactionView, UriPathLogStore};
 use crate::table::delta::{DeltaLakeTable, LiveFile, delta_error};
-use crate::table::delta_commit::{CompactionView, UriPathLogStore};
+use crate::table::iceberg::commit::pause_for_tests;
 use crate::table::{DataFile, FileContent};
 
 /// Writer features a rewrite with `dataChange: false` keeps valid: the rows are the same rows.
@@ -636,7 +636,7 @@ fn commit(table: &DeltaLakeTable, target_size: i64, written: &[Written]) -> Resu
         .with_cleanup_expired_logs(None);
     let state = table.table.snapshot().map_err(|e| delta_error(&table.root, e))?;
     // delta-rs's protocol check sees the table without the features a rewrite keeps by
-    // construction, and its commit file gets URI-encoded paths (see table::delta_commit).
+    // construction, and its commit file gets URI-encoded paths (see table::delta::commit).
     let view = CompactionView::new(state)
         .map_err(|e| Error::invalid(format!("Delta table '{}': unreadable protocol: {e}", table.root.display())))?;
     let log_store = UriPathLogStore::wrap(table.table.log_store());
@@ -682,7 +682,7 @@ fn commit(table: &DeltaLakeTable, target_size: i64, written: &[Written]) -> Resu
                     ),
                 )
             };
-            match crate::table::delta_commit::find_commit(&table.table, table.version, COMMIT_ID_KEY, &commit_id) {
+            match crate::table::delta::commit::find_commit(&table.table, table.version, COMMIT_ID_KEY, &commit_id) {
                 Ok(Some(version)) => Ok((version, None)),
                 Ok(None) if is_conflict(&e) || !crate::store::is_remote(&table.root.to_string_lossy()) => {
                     Err(commit_error(&table.root, e))

@@ -24,9 +24,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::catalog::CatalogTable;
-use super::{Located, hadoop_version, metadata_version, strip_file_scheme};
+use crate::catalog::CatalogTable;
 use crate::error::{Error, ErrorKind, Result};
+use crate::store::strip_file_scheme;
+use crate::table::{Located, hadoop_version, metadata_version};
 
 /// How a commit ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,10 +62,10 @@ impl CommitOutcome {
 /// id is a warning on the commit (the files are right, their `sort_order_id` is not).
 pub fn commit_table(
     located: &Located,
-    base: &super::iceberg::IcebergTable,
+    base: &crate::table::iceberg::IcebergTable,
     new: &iceberg::spec::TableMetadata,
 ) -> Result<CommitOutcome> {
-    let Some(CatalogTable { backend: super::catalog::Backend::Rest(rest), namespace, table, .. }) =
+    let Some(CatalogTable { backend: crate::catalog::Backend::Rest(rest), namespace, table, .. }) =
         &located.catalog_table
     else {
         return commit(located, &base.to_json(new)?);
@@ -89,12 +90,12 @@ pub fn commit_table(
     }
     let updates = rest_updates(&base.metadata, new)?;
     Ok(match rest.commit(namespace, table, serde_json::Value::Array(requirements), updates)? {
-        super::rest::RestCommit::Committed(location) => {
+        crate::catalog::rest::RestCommit::Committed(location) => {
             let warning = (!added.is_empty()).then(|| misplaced_sort_orders(&location, &added)).flatten();
             CommitOutcome::Committed { location, warning }
         }
-        super::rest::RestCommit::Conflict => CommitOutcome::Conflict,
-        super::rest::RestCommit::Unknown(why) => CommitOutcome::Unknown(why),
+        crate::catalog::rest::RestCommit::Conflict => CommitOutcome::Conflict,
+        crate::catalog::rest::RestCommit::Unknown(why) => CommitOutcome::Unknown(why),
     })
 }
 
@@ -109,7 +110,7 @@ fn added_sort_orders(
 /// After a REST commit that added `added`: a warning when the catalog's metadata at `location`
 /// does not hold each of them under its id (or cannot be read to tell).
 fn misplaced_sort_orders(location: &str, added: &[iceberg::spec::SortOrder]) -> Option<String> {
-    let committed = match super::iceberg::IcebergTable::load(location) {
+    let committed = match crate::table::iceberg::IcebergTable::load(location) {
         Ok(table) => table,
         Err(e) => return Some(format!("the committed metadata could not be read back to check its sort orders: {e}")),
     };
@@ -296,7 +297,7 @@ pub fn replace_file(target: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Commits `json` (a metadata file's contents, [`super::iceberg::IcebergTable::to_json`]) as the
+/// Commits `json` (a metadata file's contents, [`crate::table::iceberg::IcebergTable::to_json`]) as the
 /// successor of `located` (whose metadata the change was based on). Refuses a table whose commits
 /// are not exclusive ([`is_exclusive`]).
 ///
@@ -477,21 +478,10 @@ async fn remote_hint_version(hint: &str) -> Result<Option<u64>> {
 }
 
 fn swap_catalog_pointer(table: &CatalogTable, base: &str, new_location: &str) -> Result<bool> {
-    let catalog_err = |e: rusqlite::Error| Error::new(ErrorKind::Catalog, format!("catalog '{}': {e}", table.catalog));
-    let super::catalog::Backend::Sql(database) = &table.backend else {
+    let crate::catalog::Backend::Sql(database) = &table.backend else {
         return Err(Error::new(ErrorKind::Catalog, "a REST catalog's pointer is moved by the catalog"));
     };
-    let conn = rusqlite::Connection::open_with_flags(database, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)
-        .map_err(catalog_err)?;
-    conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(catalog_err)?;
-    let changed = conn
-        .execute(
-            "UPDATE iceberg_tables SET metadata_location = ?1, previous_metadata_location = ?2 \
-             WHERE catalog_name = ?3 AND table_namespace = ?4 AND table_name = ?5 AND metadata_location = ?2",
-            [new_location, base, &table.catalog, &table.namespace, &table.table],
-        )
-        .map_err(catalog_err)?;
-    Ok(changed == 1)
+    crate::catalog::sql::swap_pointer(database, &table.catalog, &table.namespace, &table.table, base, new_location)
 }
 
 /// The version `metadata/version-hint.text` beside `new_path` names, if any.
@@ -524,7 +514,7 @@ fn advance_version_hint(new_path: &Path) -> Result<()> {
 /// Where the table's current metadata is now (the catalog's pointer, or the version hint).
 pub fn relocate(located: &Located) -> Result<Located> {
     match &located.catalog_table {
-        Some(t @ CatalogTable { backend: super::catalog::Backend::Rest(rest), .. }) => {
+        Some(t @ CatalogTable { backend: crate::catalog::Backend::Rest(rest), .. }) => {
             let loaded = rest.load_table(&t.namespace, &t.table)?;
             if crate::store::is_remote(&loaded.location) {
                 crate::store::register(&loaded.location, loaded.s3.clone());
@@ -534,11 +524,11 @@ pub fn relocate(located: &Located) -> Result<Located> {
                 catalog_table: Some(CatalogTable { metadata_location: loaded.metadata_location, ..t.clone() }),
             })
         }
-        Some(t @ CatalogTable { backend: super::catalog::Backend::Sql(database), .. }) => {
-            let fresh = super::catalog::lookup(database, &t.catalog, &t.namespace, &t.table)?;
+        Some(t @ CatalogTable { backend: crate::catalog::Backend::Sql(database), .. }) => {
+            let fresh = crate::catalog::sql::lookup(database, &t.catalog, &t.namespace, &t.table)?;
             Ok(Located {
                 metadata_location: fresh.clone(),
-                catalog_table: Some(super::catalog::CatalogTable { metadata_location: fresh, ..t.clone() }),
+                catalog_table: Some(crate::catalog::CatalogTable { metadata_location: fresh, ..t.clone() }),
             })
         }
         None if crate::store::is_remote(&located.metadata_location) => {
@@ -547,7 +537,7 @@ pub fn relocate(located: &Located) -> Result<Located> {
                 .rsplit_once("/metadata/")
                 .map(|(d, _)| d.to_string())
                 .ok_or_else(|| Error::invalid("metadata file is not in a metadata/ directory"))?;
-            super::locate(&dir, &super::LocateOptions { latest_metadata: true, ..Default::default() })
+            crate::table::locate(&dir, &crate::table::LocateOptions { latest_metadata: true, ..Default::default() })
         }
         None => {
             let base = Path::new(strip_file_scheme(&located.metadata_location));
@@ -556,7 +546,10 @@ pub fn relocate(located: &Located) -> Result<Located> {
                 .and_then(Path::parent)
                 .ok_or_else(|| Error::invalid("metadata file has no table directory"))?;
             // The hint when there is one, else the newest metadata file (`locate` prefers the hint).
-            super::locate(&dir.to_string_lossy(), &super::LocateOptions { latest_metadata: true, ..Default::default() })
+            crate::table::locate(
+                &dir.to_string_lossy(),
+                &crate::table::LocateOptions { latest_metadata: true, ..Default::default() },
+            )
         }
     }
 }

@@ -13,6 +13,15 @@
 //! nothing registered uses the standard AWS environment (`AWS_ACCESS_KEY_ID`, `AWS_ENDPOINT_URL`,
 //! web identity, ECS, instance metadata). Secrets never appear in `Debug` output or errors.
 
+pub mod duckdb;
+pub mod location;
+
+pub use duckdb::prepare_remote;
+pub use location::{
+    Location, canonical, decoded, is_inside, is_remote, location_key, normalize_location, split_location,
+    strip_file_scheme,
+};
+
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -134,50 +143,6 @@ impl S3Settings {
     }
 }
 
-/// Whether `location` is on object storage (`s3://`, `s3a://`, `s3n://`, or another scheme
-/// that is not a local file).
-pub fn is_remote(location: &str) -> bool {
-    match location.split_once("://") {
-        Some((scheme, _)) => !scheme.eq_ignore_ascii_case("file"),
-        None => false,
-    }
-}
-
-/// The bucket and key of an `s3://bucket/key` location (`s3a://` and `s3n://`, as Hadoop writes
-/// them, are the same store). Other schemes are refused by name.
-pub fn split_location(location: &str) -> Result<(String, String)> {
-    let (scheme, rest) = location
-        .split_once("://")
-        .ok_or_else(|| Error::invalid(format!("'{location}' is not an object storage location")))?;
-    if !matches!(scheme.to_ascii_lowercase().as_str(), "s3" | "s3a" | "s3n") {
-        return Err(Error::new(
-            ErrorKind::Unsupported,
-            format!("'{scheme}://' locations are not supported; this version reads local files and S3 (s3://)"),
-        ));
-    }
-    let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
-    if bucket.is_empty() {
-        return Err(Error::invalid(format!("'{location}' names no bucket")));
-    }
-    Ok((bucket.to_string(), key.trim_start_matches('/').to_string()))
-}
-
-/// `location` as `s3://bucket/key`, whatever S3 scheme it was written with.
-pub fn canonical(location: &str) -> String {
-    match split_location(location) {
-        Ok((bucket, key)) => format!("s3://{bucket}/{key}"),
-        Err(_) => location.to_string(),
-    }
-}
-
-/// `location` percent-decoded: a key written through one client's encoding (object_store's
-/// `Path::from` writes `%` as `%25`) and named decoded in metadata (Delta logs hold decoded
-/// paths) compare equal in this form. Listings that decide what is unreferenced match on it as
-/// well as on the raw key, so such a file is never taken for an orphan.
-pub fn decoded(location: &str) -> String {
-    percent_encoding::percent_decode_str(location).decode_utf8_lossy().into_owned()
-}
-
 /// Settings registered for table locations, longest prefix first when looked up.
 static REGISTRY: LazyLock<Mutex<Vec<(String, S3Settings)>>> = LazyLock::new(|| Mutex::new(Vec::new()));
 
@@ -264,20 +229,6 @@ pub async fn any_under(dir: &str) -> Result<bool> {
         Some(Err(e)) => Err(io_error("list", dir, e)),
         None => Ok(false),
     }
-}
-
-/// Registers the `s3.*` properties of the configured (named or default) catalog for the table at
-/// `location`, when it is on object storage and the catalog has any: the credentials of a table
-/// named by its path.
-pub fn register_configured(location: &str, options: &crate::table::catalog::CatalogOptions) -> Result<()> {
-    if !is_remote(location) {
-        return Ok(());
-    }
-    let config = crate::table::catalog::PyicebergConfig::from_environment()?;
-    if let Some(s3) = S3Settings::from_properties(&config.catalog(options).properties) {
-        register(location, s3);
-    }
-    Ok(())
 }
 
 /// The client and object path of `location`.
@@ -507,7 +458,7 @@ pub fn remove_quietly<'a>(locations: impl IntoIterator<Item = &'a str>) {
         if is_remote(location) {
             remote.push(location.to_string());
         } else {
-            let _ = std::fs::remove_file(crate::table::strip_file_scheme(location));
+            let _ = std::fs::remove_file(crate::store::strip_file_scheme(location));
         }
     }
     if !remote.is_empty() {

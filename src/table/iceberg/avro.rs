@@ -1,6 +1,6 @@
 //! Just enough Avro to read Iceberg's metadata files lean: an object container's header and
 //! blocks, the writer schema as a [`Shape`], and a [`Cursor`] that reads scalars and skips the
-//! rest. The lean readers ([`super::list_reader`], [`super::manifest_reader`]) read only the
+//! rest. The lean readers ([`crate::table::iceberg::list_reader`], [`crate::table::iceberg::manifest_reader`]) read only the
 //! fields they need by name; every function returns `None` for anything it does not handle, and
 //! the caller then falls back to iceberg-rust's full reader.
 

@@ -8,8 +8,7 @@
 use chrono::{DateTime, Datelike, Duration, NaiveDate};
 use iceberg::spec::{Literal, PartitionSpec, PrimitiveLiteral, PrimitiveType, Struct, Transform, Type};
 
-/// The label of the single partition of an unpartitioned table (or spec).
-pub const UNPARTITIONED: &str = "(unpartitioned)";
+use crate::table::UNPARTITIONED;
 
 /// `name=value/…` for one partition tuple of `spec`; `field_types` are the spec's result types
 /// (missing when the spec no longer binds to the schema).
@@ -64,7 +63,7 @@ fn form_encode(s: &str) -> String {
 }
 
 /// The tuple in a canonical typed text form: every value with its type, a null as `None`, so
-/// that two tuples share it only when they are equal ([`super::PartitionKey`]).
+/// that two tuples share it only when they are equal ([`crate::table::PartitionKey`]).
 pub fn canonical(data: &Struct) -> String {
     format!("{:?}", data.iter().collect::<Vec<Option<&Literal>>>())
 }

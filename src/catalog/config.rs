@@ -1,12 +1,8 @@
-//! Resolving `namespace.table` through an Iceberg SQL catalog, configured as pyiceberg does.
-//!
-//! The SQL catalog is the schema pyiceberg's `SqlCatalog` and Java's `JdbcCatalog` share: a table
-//! `iceberg_tables(catalog_name, table_namespace, table_name, metadata_location, …)`. Its
-//! configuration comes, lowest precedence first, from `.pyiceberg.yaml` (in `$PYICEBERG_HOME`,
-//! the home directory, or the working directory), `PYICEBERG_CATALOG__<NAME>__<KEY>` environment
-//! variables, and the SQL function's named parameters `catalog`, `catalog_uri`, `warehouse`.
-//! SQL catalogs are read from sqlite; `type: rest` catalogs through [`super::rest`]. A catalog URI
-//! may hold a password, so it never appears in an error.
+//! Catalog configuration as pyiceberg reads it: `.pyiceberg.yaml` (in `$PYICEBERG_HOME`, the
+//! home directory, or the working directory), `PYICEBERG_CATALOG__<NAME>__<KEY>` environment
+//! variables, and the SQL functions' named parameters `catalog`, `catalog_uri`, `warehouse`,
+//! lowest precedence first; identifiers split into catalog, namespace and table. Catalog
+//! properties hold tokens, credentials, keys and passwords: no Debug output here shows one.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -22,30 +18,6 @@ pub struct CatalogOptions {
     pub uri: Option<String>,
     /// Warehouse location (`warehouse := 'file:///data/warehouse'`).
     pub warehouse: Option<String>,
-}
-
-/// A table found in a catalog.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CatalogTable {
-    /// The catalog's name.
-    pub catalog: String,
-    /// Namespace, dot-separated as the SQL catalog stores it.
-    pub namespace: String,
-    /// Table name.
-    pub table: String,
-    /// Current metadata location recorded in the catalog.
-    pub metadata_location: String,
-    /// Where the catalog keeps its pointer.
-    pub backend: Backend,
-}
-
-/// The kind of catalog a table was found in.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Backend {
-    /// An Iceberg SQL catalog in this sqlite database file.
-    Sql(PathBuf),
-    /// An Iceberg REST catalog ([`super::rest`]).
-    Rest(std::sync::Arc<super::rest::RestCatalog>),
 }
 
 /// The effective configuration of one catalog.
@@ -258,118 +230,6 @@ pub fn split_identifier(
     Ok((catalog, namespace.join("."), table.to_string()))
 }
 
-/// Resolves a catalog identifier to the table's current metadata location.
-pub fn resolve(identifier: &str, options: &CatalogOptions) -> Result<CatalogTable> {
-    let config = PyicebergConfig::from_environment()?;
-    let (catalog_from_identifier, namespace, table) = split_identifier(identifier, &config, options)?;
-    let options = CatalogOptions { name: options.name.clone().or(catalog_from_identifier), ..options.clone() };
-    let catalog = config.catalog(&options);
-    let Some(uri) = catalog.properties.get("uri") else {
-        return Err(Error::new(
-            ErrorKind::Catalog,
-            format!(
-                "catalog '{}' is not configured: set catalog_uri := 'sqlite:///…', \
-                 PYICEBERG_CATALOG__{}__URI, or an entry in ~/.pyiceberg.yaml",
-                catalog.name,
-                catalog.name.to_uppercase().replace('-', "_")
-            ),
-        ));
-    };
-    let kind = catalog.properties.get("type").map(|t| t.to_lowercase());
-    let is_rest = kind.as_deref() == Some("rest")
-        || (kind.is_none() && (uri.starts_with("http://") || uri.starts_with("https://")));
-    if is_rest {
-        let rest = super::rest::RestCatalog::connect(&catalog)?;
-        let loaded = rest.load_table(&namespace, &table)?;
-        if crate::store::is_remote(&loaded.location) {
-            crate::store::register(&loaded.location, loaded.s3.clone());
-        }
-        return Ok(CatalogTable {
-            catalog: catalog.name,
-            namespace,
-            table,
-            metadata_location: loaded.metadata_location,
-            backend: Backend::Rest(std::sync::Arc::new(rest)),
-        });
-    }
-    if let Some(kind) = kind.filter(|t| t.as_str() != "sql") {
-        return Err(Error::new(
-            ErrorKind::Unsupported,
-            format!(
-                "catalog '{}' has type '{kind}'; Iceberg SQL catalogs (sqlite) and REST catalogs are supported",
-                catalog.name
-            ),
-        ));
-    }
-    let database = sqlite_path(uri).map_err(|e| e.with_context("catalog", catalog.name.clone()))?;
-    let metadata_location = lookup(&database, &catalog.name, &namespace, &table)?;
-    if crate::store::is_remote(&metadata_location)
-        && let Some(s3) = crate::store::S3Settings::from_properties(&catalog.properties)
-        && let Some((dir, _)) = metadata_location.rsplit_once("/metadata/")
-    {
-        crate::store::register(dir, s3);
-    }
-    Ok(CatalogTable { catalog: catalog.name, namespace, table, metadata_location, backend: Backend::Sql(database) })
-}
-
-/// The database file of an SQLAlchemy sqlite URL (`sqlite:////abs.db`, `sqlite:///rel.db`).
-pub fn sqlite_path(uri: &str) -> Result<PathBuf> {
-    let scheme_end = uri.find("://").ok_or_else(|| Error::new(ErrorKind::Catalog, "catalog uri is not a URL"))?;
-    let scheme = &uri[..scheme_end];
-    if !(scheme == "sqlite" || scheme.starts_with("sqlite+")) {
-        let shown = scheme.split('+').next().unwrap_or(scheme);
-        return Err(Error::new(
-            ErrorKind::Unsupported,
-            format!("catalog uri scheme '{shown}' is not supported; this version reads sqlite SQL catalogs"),
-        ));
-    }
-    let rest = &uri[scheme_end + 3..];
-    let rest = rest.split('?').next().unwrap_or(rest);
-    let path = rest.strip_prefix('/').unwrap_or(rest);
-    if path.is_empty() || path == ":memory:" {
-        return Err(Error::new(ErrorKind::Catalog, "an in-memory sqlite catalog holds no tables"));
-    }
-    Ok(PathBuf::from(path))
-}
-
-/// The current metadata location of `namespace.table` in the sqlite catalog at `database`.
-pub fn lookup(database: &PathBuf, catalog: &str, namespace: &str, table: &str) -> Result<String> {
-    if !database.is_file() {
-        return Err(Error::new(
-            ErrorKind::NotFound,
-            format!("catalog '{catalog}': database file '{}' does not exist", database.display()),
-        ));
-    }
-    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let catalog_err = |e: rusqlite::Error| Error::new(ErrorKind::Catalog, format!("catalog '{catalog}': {e}"));
-    let conn = rusqlite::Connection::open_with_flags(database, flags).map_err(catalog_err)?;
-    let mut stmt = conn
-        .prepare(
-            "SELECT metadata_location FROM iceberg_tables \
-             WHERE catalog_name = ?1 AND table_namespace = ?2 AND table_name = ?3",
-        )
-        .map_err(|e| match e {
-            rusqlite::Error::SqliteFailure(_, Some(ref m)) if m.contains("no such table") => Error::new(
-                ErrorKind::Catalog,
-                format!("catalog '{catalog}': the database has no iceberg_tables table; is it an Iceberg SQL catalog?"),
-            ),
-            e => catalog_err(e),
-        })?;
-    let mut rows = stmt.query([catalog, namespace, table]).map_err(catalog_err)?;
-    match rows.next().map_err(catalog_err)? {
-        Some(row) => {
-            let location: Option<String> = row.get(0).map_err(catalog_err)?;
-            location.ok_or_else(|| {
-                Error::new(ErrorKind::CorruptMetadata, format!("table '{namespace}.{table}' has no metadata location"))
-            })
-        }
-        None => Err(Error::new(
-            ErrorKind::NotFound,
-            format!("table '{namespace}.{table}' not found in catalog '{catalog}'"),
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -420,15 +280,5 @@ mod tests {
         }
         assert!(split_identifier("events", &config, &opts).is_err());
         assert!(split_identifier("a..b", &config, &opts).is_err());
-    }
-
-    #[test]
-    fn sqlite_urls() {
-        assert_eq!(sqlite_path("sqlite:////tmp/c.db").unwrap(), PathBuf::from("/tmp/c.db"));
-        assert_eq!(sqlite_path("sqlite:///c.db").unwrap(), PathBuf::from("c.db"));
-        assert_eq!(sqlite_path("sqlite+pysqlite:////tmp/c.db?x=1").unwrap(), PathBuf::from("/tmp/c.db"));
-        assert!(sqlite_path("sqlite:///:memory:").is_err());
-        let err = sqlite_path("postgresql+psycopg2://user:secret@host/db").unwrap_err();
-        assert!(!err.to_string().contains("secret"), "{err}");
     }
 }

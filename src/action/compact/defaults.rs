@@ -18,7 +18,7 @@
 
 use std::collections::HashSet;
 
-use iceberg::spec::{
+use ::iceberg::spec::{
     DataFile, Literal, NestedField, PrimitiveLiteral, PrimitiveType, Schema, TableMetadata, Transform, Type,
 };
 
@@ -261,7 +261,7 @@ pub fn expected_non_null(schema: &Schema, field_id: i32, present: &HashSet<i32>,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use iceberg::spec::{NestedField, StructType};
+    use ::iceberg::spec::{NestedField, StructType};
 
     fn field(ty: PrimitiveType, value: PrimitiveLiteral) -> NestedField {
         NestedField::optional(7, "c", Type::Primitive(ty)).with_initial_default(Literal::Primitive(value))

@@ -15,7 +15,7 @@
 
 use iceberg::spec::{FormatVersion, ManifestContentType, ManifestFile};
 
-use super::avro::{Container, Cursor, Shape};
+use crate::table::iceberg::avro::{Container, Cursor, Shape};
 
 /// The entries of the manifest list `bytes` (an Avro object container), or `None` when this
 /// reader does not handle it (the caller falls back to iceberg-rust's reader).

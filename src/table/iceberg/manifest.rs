@@ -18,8 +18,8 @@ use std::collections::BTreeMap;
 use iceberg::io::FileIO;
 use iceberg::spec::{FormatVersion, Manifest, ManifestContentType, ManifestFile, ManifestStatus, TableMetadata};
 
-use super::stand_in::StandIns;
 use crate::error::{Error, ErrorKind, Result};
+use crate::table::iceberg::stand_in::StandIns;
 
 /// The sequence number of the first snapshot of a v1 table, which v1 manifests inherit.
 const INITIAL_SEQUENCE_NUMBER: i64 = 0;
@@ -39,7 +39,7 @@ pub async fn fetch(file_io: &FileIO, file: &ManifestFile) -> Result<bytes::Bytes
             format!("manifest '{path}' is encrypted (key_metadata is set); encrypted tables are not supported"),
         ));
     }
-    super::iceberg::read_file(file_io, path, "manifest").await
+    crate::table::iceberg::files::read_file(file_io, path, "manifest").await
 }
 
 /// Decodes the manifest `bytes` that `file` names.
@@ -137,7 +137,7 @@ impl Header {
         let mut replaced: Vec<(&str, Vec<u8>)> = Vec::new();
         let has = |key: &str| self.metadata.contains_key(key);
         // A header schema with column types iceberg-rust lacks (v3 `variant`, …) gets stand-ins,
-        // as the table metadata does ([`super::stand_in`]).
+        // as the table metadata does ([`crate::table::iceberg::stand_in`]).
         if let Some(schema) = self.metadata.get("schema")
             && let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(schema)
         {

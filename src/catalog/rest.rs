@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::catalog::CatalogConfig;
+use crate::catalog::config::CatalogConfig;
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime;
 use crate::store::S3Settings;
@@ -39,10 +39,10 @@ pub struct RestCatalog {
 }
 
 /// Shows where the catalog is, never what authenticates to it: the token, header values and
-/// secret properties are redacted ([`super::catalog::RedactedProperties`]).
+/// secret properties are redacted ([`crate::catalog::config::RedactedProperties`]).
 impl std::fmt::Debug for RestCatalog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use super::catalog::{RedactedProperties, redact_uri};
+        use crate::catalog::config::{RedactedProperties, redact_uri};
         let headers: Vec<&str> = self.headers.iter().map(|(name, _)| name.as_str()).collect();
         f.debug_struct("RestCatalog")
             .field("name", &self.name)
@@ -384,7 +384,7 @@ mod tests {
             client: reqwest::Client::new(),
         };
         let config = CatalogConfig { name: "prod".into(), properties };
-        let options = super::super::catalog::CatalogOptions {
+        let options = crate::catalog::config::CatalogOptions {
             name: Some("prod".into()),
             uri: Some("https://user:uri-password-1@catalog.example/api".into()),
             warehouse: Some("s3://bucket/wh".into()),

@@ -14,9 +14,10 @@ use futures::StreamExt;
 use iceberg::io::FileIO;
 use iceberg::spec::TableMetadata;
 
-use super::{FileContent, iceberg::IcebergTable};
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime;
+use crate::table::iceberg::IcebergTable;
+use crate::table::iceberg::manifest_reader::FileRef;
 
 /// Manifest lists parsed at once.
 const LISTS_IN_FLIGHT: usize = 32;
@@ -26,11 +27,11 @@ const MANIFESTS_IN_FLIGHT: usize = 16;
 /// The files the manifest `file` names: by the lean reader, else by iceberg-rust's. Test builds
 /// read every manifest both ways and fail on any difference.
 async fn manifest_files(file_io: &FileIO, metadata: &TableMetadata, file: ManifestFile) -> Result<ManifestFiles> {
-    let bytes = super::manifest::fetch(file_io, &file).await?;
+    let bytes = crate::table::iceberg::manifest::fetch(file_io, &file).await?;
     let length_bytes = file.manifest_length.max(0) as u64;
     let deletes = file.content == ManifestContentType::Deletes;
     let full = |file: &ManifestFile| -> Result<ManifestFiles> {
-        let manifest = super::manifest::decode_bytes(&bytes, metadata, file)?;
+        let manifest = crate::table::iceberg::manifest::decode_bytes(&bytes, metadata, file)?;
         let mut files = ManifestFiles { length_bytes, deletes, ..Default::default() };
         for entry in manifest.entries() {
             let f = entry.data_file();
@@ -46,7 +47,7 @@ async fn manifest_files(file_io: &FileIO, metadata: &TableMetadata, file: Manife
         }
         Ok(files)
     };
-    let Some((live, deleted)) = super::manifest_reader::files(&bytes) else {
+    let Some((live, deleted)) = crate::table::iceberg::manifest_reader::files(&bytes) else {
         return full(&file);
     };
     let lean = ManifestFiles { length_bytes, deletes, live, deleted };
@@ -61,17 +62,6 @@ async fn manifest_files(file_io: &FileIO, metadata: &TableMetadata, file: Manife
         }
     }
     Ok(lean)
-}
-
-/// A file a manifest entry names.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FileRef {
-    /// Location as written in the manifest.
-    pub path: String,
-    /// Size from the manifest entry.
-    pub size_bytes: u64,
-    /// Data, position deletes or equality deletes.
-    pub content: FileContent,
 }
 
 /// One decoded manifest, reduced to the files it names.
@@ -213,7 +203,7 @@ impl Reach {
 
     /// Decodes the manifests at `paths` (named by the lists already read) that are not decoded
     /// yet, [`MANIFESTS_IN_FLIGHT`] at a time, each by the lean reader
-    /// ([`super::manifest_reader::files`]) or else by iceberg-rust's.
+    /// ([`crate::table::iceberg::manifest_reader::files`]) or else by iceberg-rust's.
     pub fn decode(&mut self, table: &IcebergTable, paths: Vec<String>, tolerate_missing: bool) -> Result<()> {
         let mut pending = Vec::new();
         for path in paths {

@@ -15,10 +15,12 @@ use crate::duck::HostDb;
 use crate::error::Result;
 use crate::error::{Error, ErrorKind};
 use crate::profile::MIB;
+use crate::report::trim_number;
+use crate::store::{location_key, strip_file_scheme};
 use crate::table::delta::{DeltaLakeTable, LogFile};
 use crate::table::iceberg::IcebergTable;
-use crate::table::reach::Reach;
-use crate::table::{self, FileContent, LocateOptions, Table, TableFormat, location_key, strip_file_scheme};
+use crate::table::iceberg::reach::Reach;
+use crate::table::{self, FileContent, LocateOptions, Table, TableFormat};
 
 /// A manifest is small below this share of `commit.manifest.target-size-bytes` (the same
 /// half-of-target rule as data files: 64 MiB of 128 MiB).
@@ -380,22 +382,4 @@ fn refs_count(metadata: &iceberg::spec::TableMetadata) -> u64 {
         .ok()
         .and_then(|v| v.get("refs").and_then(|r| r.as_object()).map(|r| r.len() as u64))
         .unwrap_or(0)
-}
-
-/// `7` for 7.0, `0.5` for 0.5.
-pub fn trim_number(x: f64) -> String {
-    let text = format!("{x:.3}");
-    text.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn numbers_are_trimmed() {
-        assert_eq!(trim_number(7.0), "7");
-        assert_eq!(trim_number(0.5), "0.5");
-        assert_eq!(trim_number(1.25), "1.25");
-    }
 }

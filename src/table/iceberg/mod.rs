@@ -1,6 +1,16 @@
 //! Reading an Iceberg table's current state through iceberg-rust: metadata, manifest list,
 //! manifests, and the live files of the current snapshot.
 
+pub mod avro;
+pub mod commit;
+pub mod files;
+pub mod list_reader;
+pub mod manifest;
+pub mod manifest_reader;
+pub mod partition;
+pub mod reach;
+pub mod stand_in;
+
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,16 +18,15 @@ use std::sync::Arc;
 use futures::StreamExt;
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataFileFormat, FormatVersion, Manifest, ManifestContentType, ManifestFile, ManifestList, PartitionSpec,
-    TableMetadata, Type,
+    DataFileFormat, FormatVersion, Manifest, ManifestFile, ManifestList, PartitionSpec, TableMetadata, Type,
 };
 
-use super::manifest_reader::Views;
-use super::stand_in::StandIns;
-use super::{DataFile, PartitionKey, partition};
 use crate::error::{Error, ErrorKind, Result};
-use crate::profile::{ManifestTally, PartitionProfile, Tally, Thresholds};
 use crate::runtime;
+use crate::table::iceberg::manifest_reader::Views;
+use crate::table::iceberg::stand_in::StandIns;
+use crate::table::summary::ManifestTally;
+use crate::table::{DataFile, PartitionKey};
 
 /// Manifests decoded at once; decoding is CPU-bound and spread over the runtime's workers.
 const MANIFEST_CONCURRENCY: usize = 16;
@@ -45,7 +54,7 @@ impl IcebergTable {
     /// gets an error naming what is wrong or unsupported.
     pub fn load(metadata_location: &str) -> Result<Self> {
         let file_io = crate::store::file_io_for(metadata_location);
-        let bytes = runtime::block_on(read_file(&file_io, metadata_location, "metadata file"))??;
+        let bytes = runtime::block_on(files::read_file(&file_io, metadata_location, "metadata file"))??;
         let bytes = gunzip_if_compressed(bytes, metadata_location)?;
         let (metadata, stand_ins) = match serde_json::from_slice::<TableMetadata>(&bytes) {
             Ok(metadata) => (metadata, StandIns::default()),
@@ -123,18 +132,18 @@ impl IcebergTable {
 
     /// The entries of the manifest list at `list_path`.
     pub async fn manifest_list(&self, list_path: &str) -> Result<Vec<ManifestFile>> {
-        let bytes = read_file(&self.file_io, list_path, "manifest list").await?;
+        let bytes = files::read_file(&self.file_io, list_path, "manifest list").await?;
         self.parse_manifest_list(&bytes, list_path)
     }
 
     /// The entries of a manifest list for reachability: read by the lean reader
-    /// ([`super::list_reader`]), else by iceberg-rust's. Entries carry no partition summaries:
+    /// ([`crate::table::iceberg::list_reader`]), else by iceberg-rust's. Entries carry no partition summaries:
     /// never write them into a new manifest list (use [`IcebergTable::manifest_list`]). Test
     /// builds read every list both ways and fail on any difference.
     pub async fn manifest_list_for_reach(&self, list_path: &str) -> Result<Vec<ManifestFile>> {
-        let bytes = read_file(&self.file_io, list_path, "manifest list").await?;
+        let bytes = files::read_file(&self.file_io, list_path, "manifest list").await?;
         let version = self.metadata.format_version();
-        let Some(lean) = super::list_reader::read(&bytes, version) else {
+        let Some(lean) = crate::table::iceberg::list_reader::read(&bytes, version) else {
             return self.parse_manifest_list(&bytes, list_path);
         };
         #[cfg(feature = "test-hooks")]
@@ -208,42 +217,40 @@ impl IcebergTable {
         model_files(&self.metadata, loaded)
     }
 
-    /// The profile of the current snapshot, streamed: each manifest is read (by the lean reader,
-    /// [`super::manifest_reader`], else by iceberg-rust's) and counted into per-partition figures
-    /// at once, at most [`MANIFEST_CONCURRENCY`] at a time, so memory holds partitions, not files.
-    /// Delete manifests go first: the data files their position deletes name must be known
-    /// before the data manifests stream by.
-    pub fn profile(&self, thresholds: &Thresholds) -> Result<Vec<PartitionProfile>> {
-        let manifests = self.current_manifests()?;
-        let (deletes, data): (Vec<ManifestFile>, Vec<ManifestFile>) =
-            manifests.into_iter().partition(|m| m.content == ManifestContentType::Deletes);
-        let mut tally = Tally::new(thresholds);
+    /// Streams `manifests` (of the current snapshot) as per-partition figures, each handed to
+    /// `add` as soon as its manifest is read (by the lean reader, [`manifest_reader`], else by
+    /// iceberg-rust's), at most [`MANIFEST_CONCURRENCY`] at a time, so memory holds partitions,
+    /// not files. `small_limit`: the small-file threshold in bytes; `referenced`: the data files
+    /// position deletes name (whose partitions the figures record).
+    pub fn summarize_manifests(
+        &self,
+        manifests: Vec<ManifestFile>,
+        small_limit: f64,
+        referenced: &HashSet<PathBuf>,
+        add: &mut dyn FnMut(ManifestTally),
+    ) -> Result<()> {
         let views = Arc::new(Views::default());
-        for batch in [deletes, data] {
-            let referenced = Arc::new(tally.referenced());
-            let small_limit = tally.small_limit;
-            runtime::block_on(async {
-                let mut results = futures::stream::iter(batch)
-                    .map(|file| {
-                        let (file_io, metadata) = (self.file_io.clone(), self.metadata.clone());
-                        let (views, referenced) = (views.clone(), referenced.clone());
-                        async move {
-                            runtime::spawn(async move {
-                                let bytes = super::manifest::fetch(&file_io, &file).await?;
-                                tally_manifest(&bytes, &metadata, file, &views, small_limit, &referenced)
-                            })?
-                            .await
-                            .map_err(|e| Error::new(ErrorKind::Io, format!("manifest reader failed: {e}")))?
-                        }
-                    })
-                    .buffer_unordered(MANIFEST_CONCURRENCY);
-                while let Some(result) = results.next().await {
-                    tally.add(result?);
-                }
-                Ok::<(), Error>(())
-            })??;
-        }
-        Ok(tally.finish())
+        let referenced = Arc::new(referenced.clone());
+        runtime::block_on(async {
+            let mut results = futures::stream::iter(manifests)
+                .map(|file| {
+                    let (file_io, metadata) = (self.file_io.clone(), self.metadata.clone());
+                    let (views, referenced) = (views.clone(), referenced.clone());
+                    async move {
+                        runtime::spawn(async move {
+                            let bytes = manifest::fetch(&file_io, &file).await?;
+                            tally_manifest(&bytes, &metadata, file, &views, small_limit, &referenced)
+                        })?
+                        .await
+                        .map_err(|e| Error::new(ErrorKind::Io, format!("manifest reader failed: {e}")))?
+                    }
+                })
+                .buffer_unordered(MANIFEST_CONCURRENCY);
+            while let Some(result) = results.next().await {
+                add(result?);
+            }
+            Ok::<(), Error>(())
+        })?
     }
 }
 
@@ -258,11 +265,13 @@ fn tally_manifest(
     referenced: &HashSet<PathBuf>,
 ) -> Result<ManifestTally> {
     let full = |file: ManifestFile| -> Result<ManifestTally> {
-        let manifest = super::manifest::decode_bytes(bytes, metadata, &file)?;
+        let manifest = crate::table::iceberg::manifest::decode_bytes(bytes, metadata, &file)?;
         let files = model_files(metadata, &LoadedManifest { file, manifest });
         Ok(ManifestTally::from_files(&files, small_limit, referenced))
     };
-    let Some(lean) = super::manifest_reader::tally(bytes, metadata, &file, views, small_limit, referenced) else {
+    let Some(lean) =
+        crate::table::iceberg::manifest_reader::tally(bytes, metadata, &file, views, small_limit, referenced)
+    else {
         return full(file);
     };
     #[cfg(feature = "test-hooks")]
@@ -456,52 +465,13 @@ pub struct LoadedManifest {
     pub manifest: Manifest,
 }
 
-/// `{what} '{path}' does not exist` when it does not.
-async fn ensure_exists(file_io: &FileIO, path: &str, what: &str) -> Result<()> {
-    // A local file is checked with the error kept: iceberg-rust's `exists` says "no" on any
-    // failure to stat, which would turn an I/O error into "does not exist".
-    if path.starts_with('/') || path.starts_with("file:") {
-        return match std::fs::metadata(super::strip_file_scheme(path)) {
-            Ok(_) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                Err(Error::new(ErrorKind::NotFound, format!("{what} '{path}' does not exist")))
-            }
-            Err(e) => {
-                Err(Error::new(ErrorKind::Io, format!("cannot read {what} '{path}'"))
-                    .with_context("cause", e.to_string()))
-            }
-        };
-    }
-    if file_io.new_input(path)?.exists().await? {
-        Ok(())
-    } else {
-        Err(Error::new(ErrorKind::NotFound, format!("{what} '{path}' does not exist")))
-    }
-}
-
-/// Reads a whole metadata file; `what` names it in errors ("manifest list '…' does not exist").
-pub async fn read_file(file_io: &FileIO, path: &str, what: &str) -> Result<bytes::Bytes> {
-    if crate::store::is_remote(path) {
-        // One GET (no HEAD first: on object storage every request is a round trip).
-        return crate::store::read(path).await.map_err(|e| match e.kind() {
-            ErrorKind::NotFound => Error::new(ErrorKind::NotFound, format!("{what} '{path}' does not exist")),
-            _ => Error::new(ErrorKind::Io, format!("cannot read {what} '{path}'")).with_context("cause", e.message()),
-        });
-    }
-    ensure_exists(file_io, path, what).await?;
-    file_io.new_input(path)?.read().await.map_err(|e| {
-        Error::new(ErrorKind::Io, format!("cannot read {what} '{path}'"))
-            .with_context("cause", Error::from(e).to_string())
-    })
-}
-
-/// Reads the manifest a manifest-list entry of `metadata`'s table names ([`super::manifest`]).
+/// Reads the manifest a manifest-list entry of `metadata`'s table names ([`crate::table::iceberg::manifest`]).
 pub(crate) async fn load_manifest(
     file_io: &FileIO,
     metadata: &TableMetadata,
     file: ManifestFile,
 ) -> Result<LoadedManifest> {
-    let manifest = super::manifest::read(file_io, metadata, &file).await?;
+    let manifest = crate::table::iceberg::manifest::read(file_io, metadata, &file).await?;
     Ok(LoadedManifest { file, manifest })
 }
 
@@ -585,7 +555,7 @@ pub fn with_main_snapshot(
         Some(table.metadata_location.clone()),
     );
     if let Some(order) = add_order {
-        builder = crate::action::layout::add_sort_order(builder, order)?;
+        builder = add_sort_order(builder, order)?;
     }
     add_to_main(
         builder,
@@ -599,6 +569,31 @@ pub fn with_main_snapshot(
             schema_id: metadata.current_schema_id(),
         },
     )
+}
+
+/// Adds `order` to the metadata being built, not as the default (an equal order already there is
+/// reused); [`check_added`] then checks it got the id the files were written with.
+pub fn add_sort_order(
+    builder: iceberg::spec::TableMetadataBuilder,
+    order: &iceberg::spec::SortOrder,
+) -> Result<iceberg::spec::TableMetadataBuilder> {
+    if order.fields.iter().any(|f| f.source_id == 0) {
+        return Err(Error::invalid("sort_order names a column missing from the current schema"));
+    }
+    Ok(builder.add_sort_order(iceberg::spec::SortOrder { order_id: order.order_id, fields: order.fields.clone() })?)
+}
+
+/// Checks that `metadata` holds `order` under its id (after [`add_sort_order`]): a concurrent
+/// writer that added another order meanwhile makes the commit fail rather than mislabel files.
+pub fn check_added(metadata: &TableMetadata, order: &iceberg::spec::SortOrder) -> Result<()> {
+    match metadata.sort_order_by_id(order.order_id) {
+        Some(found) if found.fields == order.fields => Ok(()),
+        _ => Err(Error::conflict(format!(
+            "another writer changed the table's sort orders while we compacted (sort order id {} is taken); nothing \
+             was committed and the rewritten files were removed; run again",
+            order.order_id
+        ))),
+    }
 }
 
 /// Adds `new` to `builder` as the head of the `main` branch and builds the metadata. The

@@ -14,7 +14,7 @@
 //!   deletion vectors lists `invariants`), because it cannot check new rows against them. A
 //!   compaction adds no row: each output holds exactly its inputs' rows, `dataChange: false`.
 //!   [`CompactionView`] shows delta-rs's protocol check the table without the features
-//!   [`crate::action::compact_delta::check_protocol`] has already judged safe for a rewrite;
+//!   [`crate::action::compact::delta::check_protocol`] has already judged safe for a rewrite;
 //!   everything else (the read snapshot its conflict checker replays, table properties,
 //!   metadata) is the table's own.
 
@@ -230,7 +230,7 @@ pub fn find_commit(
 
 /// Writer features delta-rs (without DataFusion) will not commit under, and that a compaction
 /// keeps by construction (no new row, `dataChange: false`; identity values and their high-water
-/// mark unchanged); [`crate::action::compact_delta::check_protocol`] has refused everything else.
+/// mark unchanged); [`crate::action::compact::delta::check_protocol`] has refused everything else.
 const KEPT_BY_COMPACTION: &[&str] =
     &["invariants", "checkConstraints", "generatedColumns", "changeDataFeed", "identityColumns", "vacuumProtocolCheck"];
 

@@ -3,14 +3,16 @@
 //! runs the gate when a CDC batch lands ([`crate::serve`]); serves until Ctrl-C or SIGTERM and
 //! returns one row per run.
 
+pub mod server;
+
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
-use super::args::{Args, named};
-use super::gate::{gate_options, gate_parameter_names};
-use super::{Cell, RowFunction};
 use crate::duck::HostDb;
 use crate::error::{Error, Result};
-use crate::serve::{COLUMNS, ServeConfig, serve};
+use crate::functions::args::{Args, named};
+use crate::functions::gate::{gate_options, gate_parameter_names};
+use crate::functions::serve::server::{COLUMNS, ServeConfig, serve};
+use crate::functions::{Cell, RowFunction};
 
 /// The server table function.
 pub struct Serve;

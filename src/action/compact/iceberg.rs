@@ -1,0 +1,650 @@
+//! An Iceberg table's part in a compaction ([`IcebergRewrite`]): the current snapshot's live
+//! files, rewritten by field id with the delete files that apply to them applied, checked (rows,
+//! non-null counts) before the commit ([`super::commit`]).
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use ::iceberg::spec::{
+    DataContentType, DataFile as IcebergDataFile, DataFileBuilder, DataFileFormat, PrimitiveType, Schema, Transform,
+    Type,
+};
+
+use super::commit::{Base, Candidate, Written, commit_with_retries};
+use super::deletes::{DeleteSet, DeletedCounts, Input};
+use super::run::{Committed, Rewrite, copy_in_order};
+use super::sql::{duckdb_type, field_ids, files_have_field_ids, select_sql};
+use super::stats::{ColumnStats, check_non_null_counts, column_stats, has_column_counts};
+use crate::action::compact::defaults::{
+    field_ids_by_file, has_defaults, skip_missing_identity_columns, skip_unwritable_defaults,
+};
+use crate::action::layout::{IcebergLayout, OrderedRows, iceberg_layout};
+use crate::duck::{Nested, quote_ident, quote_list, quote_literal};
+use crate::error::{Error, ErrorKind, Result};
+use crate::plan::compaction::{PartitionPlan, Verdict};
+use crate::plan::layout::{Layout, LayoutOptions, is_recent};
+use crate::store::{location_key, strip_file_scheme};
+use crate::table::iceberg::commit::require_exclusive;
+use crate::table::iceberg::{IcebergTable, LoadedManifest};
+use crate::table::{self, DataFile, FileContent, Located, PartitionKey};
+
+/// An Iceberg table's part in a compaction: the current snapshot's live files, rewritten by
+/// field id with the delete files that apply to them applied, committed as one `replace`
+/// snapshot that also removes the delete files left dangling ([`commit_with_retries`]).
+pub(super) struct IcebergRewrite<'a> {
+    pub(super) located: &'a Located,
+    pub(super) table: &'a IcebergTable,
+    pub(super) manifests: Vec<LoadedManifest>,
+    pub(super) files: Vec<DataFile>,
+    /// For each model file: its manifest and entry.
+    pub(super) sources: Vec<(usize, usize)>,
+    pub(super) starting_sequence_number: i64,
+    /// Model indices of the live delete files.
+    pub(super) delete_files: Vec<usize>,
+    /// For position delete files read by a rewrite: the data file paths they name.
+    pub(super) named_paths: RefCell<HashMap<usize, HashSet<String>>>,
+    /// After the commit: per partition, the delete files it removed.
+    pub(super) removed: RefCell<HashMap<PartitionKey, u64>>,
+    /// The order rows are written in, and the sort order id the files carry.
+    pub(super) layout: IcebergLayout,
+}
+
+impl<'a> IcebergRewrite<'a> {
+    pub(super) fn new(located: &'a Located, table: &'a IcebergTable, layout: &LayoutOptions) -> Result<Self> {
+        let layout = iceberg_layout(layout, &table.metadata)?;
+        let manifests = table.load_manifests()?;
+        let (mut files, mut sources) = (Vec::new(), Vec::new());
+        for (m, loaded) in manifests.iter().enumerate() {
+            let model = table.model_files(loaded);
+            let alive = loaded.manifest.entries().iter().enumerate().filter(|(_, e)| e.is_alive()).map(|(i, _)| i);
+            for (file, entry) in model.into_iter().zip(alive) {
+                files.push(file);
+                sources.push((m, entry));
+            }
+        }
+        let starting_sequence_number = table.metadata.current_snapshot().map_or(0, |s| s.sequence_number());
+        let delete_files = (0..files.len()).filter(|&i| files[i].content != FileContent::Data).collect();
+        Ok(Self {
+            located,
+            table,
+            manifests,
+            files,
+            sources,
+            starting_sequence_number,
+            delete_files,
+            named_paths: RefCell::new(HashMap::new()),
+            removed: RefCell::new(HashMap::new()),
+            layout,
+        })
+    }
+
+    /// The time partitions (year, month, day, hour transforms; identity on a date, as days)
+    /// ending after `now - window` ([`crate::table::iceberg::partition::time_range`]).
+    pub(super) fn recent_partitions(&self, now: i64, window: i64) -> Vec<PartitionKey> {
+        let schema = self.table.metadata.current_schema();
+        let mut recent: Vec<PartitionKey> = Vec::new();
+        for (i, file) in self.files.iter().enumerate() {
+            if file.content != FileContent::Data || recent.contains(&file.key) {
+                continue;
+            }
+            let Some(spec) = self.table.metadata.partition_spec_by_id(file.spec_id) else { continue };
+            let values = self.source(i).partition();
+            let open = spec.fields().iter().zip(values.iter()).any(|(field, value)| {
+                let date = || {
+                    schema
+                        .field_by_id(field.source_id)
+                        .is_some_and(|f| f.field_type.as_ref() == &Type::Primitive(PrimitiveType::Date))
+                };
+                let transform = match field.transform {
+                    Transform::Year | Transform::Month | Transform::Day | Transform::Hour => field.transform,
+                    Transform::Identity if date() => Transform::Day,
+                    _ => return false,
+                };
+                let Some(::iceberg::spec::Literal::Primitive(value)) = value else { return false };
+                crate::table::iceberg::partition::time_range_micros(transform, value)
+                    .is_some_and(|range| is_recent(range, now, window))
+            });
+            if open {
+                recent.push(file.key.clone());
+            }
+        }
+        recent
+    }
+
+    /// The manifest entry's data file of model file `i`.
+    pub(super) fn source(&self, i: usize) -> &IcebergDataFile {
+        let (m, e) = self.sources[i];
+        self.manifests[m].manifest.entries()[e].data_file()
+    }
+
+    /// The live delete files that can delete rows of one of the data files `group`.
+    pub(super) fn deletes_for(&self, group: &[usize]) -> Vec<usize> {
+        self.delete_files
+            .iter()
+            .copied()
+            .filter(|&d| group.iter().any(|&i| self.files[d].applies_to(&self.files[i])))
+            .collect()
+    }
+
+    /// The group's inputs and deletes, with their data sequence numbers.
+    pub(super) fn inputs(&self, group: &[usize]) -> (Vec<Input<'_>>, Vec<Input<'_>>) {
+        let input = |i: usize| Input { file: self.source(i), sequence_number: self.files[i].data_sequence_number };
+        (group.iter().map(|&i| input(i)).collect(), self.deletes_for(group).into_iter().map(input).collect())
+    }
+
+    /// Why the deletes that apply to `group` cannot be applied by the rewrite, if they cannot.
+    pub(super) fn unappliable_deletes(&self, group: &[usize]) -> Option<String> {
+        let schema = self.table.metadata.current_schema();
+        let deletes = self.deletes_for(group);
+        let not_parquet = deletes.iter().filter(|&&d| !self.files[d].parquet).count();
+        if not_parquet > 0 {
+            return Some(format!(
+                "{not_parquet} of its delete files are not Parquet (deletion vectors, ORC or Avro), which compaction \
+                 does not apply"
+            ));
+        }
+        for &d in deletes.iter().filter(|&&d| self.files[d].content == FileContent::EqualityDeletes) {
+            let ids = self.source(d).equality_ids().unwrap_or_default();
+            if ids.is_empty() {
+                return Some(format!("equality delete file '{}' names no equality fields", self.files[d].path));
+            }
+            let top_level = |id: &i32| {
+                schema.as_struct().fields().iter().any(|f| f.id == *id && f.field_type.is_primitive())
+                    && schema
+                        .field_by_id(*id)
+                        .and_then(|f| f.field_type.as_primitive_type().and_then(duckdb_type))
+                        .is_some()
+            };
+            if let Some(id) = ids.iter().find(|id| !top_level(id)) {
+                return Some(format!(
+                    "an equality delete file applies by field id {id}, which is not a top-level primitive column of the \
+                     current schema, so its deletes cannot be applied"
+                ));
+            }
+        }
+        None
+    }
+
+    /// Reads which data files the position delete files of `inputs` name, for the dangling check.
+    pub(super) fn record_named_paths(&self, conn: &Nested, group: &[usize]) -> Result<()> {
+        let wanted: Vec<usize> = self
+            .deletes_for(group)
+            .into_iter()
+            .filter(|&d| self.files[d].content == FileContent::PositionDeletes)
+            .filter(|&d| self.files[d].referenced_data_file.is_none())
+            .filter(|d| !self.named_paths.borrow().contains_key(d))
+            .collect();
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let local: Vec<String> = wanted.iter().map(|&d| strip_file_scheme(&self.files[d].path).to_string()).collect();
+        let list = quote_list(&local);
+        let result = conn.query(&format!(
+            "SELECT DISTINCT __lakehouse_delete, file_path FROM read_parquet({list}, union_by_name = true, \
+             filename = '__lakehouse_delete')"
+        ))?;
+        let mut named = self.named_paths.borrow_mut();
+        for &d in &wanted {
+            named.entry(d).or_default();
+        }
+        for row in &result.rows {
+            let (Some(file), Some(path)) = (row[0].text(), row[1].text()) else { continue };
+            if let Some(k) = local.iter().position(|l| l == file) {
+                named.entry(wanted[k]).or_default().insert(path.to_string());
+            }
+        }
+        Ok(())
+    }
+
+    /// The delete files that applied to a replaced file, as candidates for removal once dangling.
+    pub(super) fn removal_candidates(&self, replaced: &HashSet<&str>) -> Vec<Candidate> {
+        let replaced_files: Vec<usize> =
+            (0..self.files.len()).filter(|&i| replaced.contains(self.files[i].path.as_str())).collect();
+        let named = self.named_paths.borrow();
+        self.deletes_for(&replaced_files)
+            .into_iter()
+            .map(|d| {
+                let file = self.files[d].clone();
+                let targets = match (&file.content, &file.referenced_data_file) {
+                    (FileContent::PositionDeletes, Some(one)) => Some(HashSet::from([location_key(one)])),
+                    (FileContent::PositionDeletes, None) => {
+                        named.get(&d).map(|paths| paths.iter().map(|p| location_key(p)).collect())
+                    }
+                    _ => None,
+                };
+                let partitions: HashSet<PartitionKey> = replaced_files
+                    .iter()
+                    .filter(|&&i| file.applies_to(&self.files[i]))
+                    .map(|&i| self.files[i].key.clone())
+                    .collect();
+                Candidate { file, targets, partitions }
+            })
+            .collect()
+    }
+}
+
+impl Rewrite for IcebergRewrite<'_> {
+    type Written = Written;
+    const APPLIES_DELETES: bool = true;
+
+    fn files(&self) -> &[DataFile] {
+        &self.files
+    }
+
+    fn layout(&self) -> Layout {
+        self.layout.layout.clone()
+    }
+
+    fn recent(&self, now: i64, window: i64) -> Vec<PartitionKey> {
+        self.recent_partitions(now, window)
+    }
+
+    fn copy_sql(&self, conn: &Nested, group: &[usize], target: &str) -> Result<String> {
+        let (inputs, deletes) = self.inputs(group);
+        Ok(copy_sql(conn, self.table, &inputs, &deletes, target, &self.layout)?.0)
+    }
+
+    fn skip_unsafe(&self, conn: &Nested, plans: &mut [PartitionPlan]) -> Result<()> {
+        for p in plans.iter_mut().filter(|p| p.verdict == Verdict::Compact && p.delete_files > 0) {
+            let members: Vec<usize> = p.groups.iter().flatten().copied().collect();
+            if let Some(why) = self.unappliable_deletes(&members) {
+                p.skip(&format!("has {} delete files; {why}", p.delete_files));
+            }
+        }
+        let sources: Vec<&IcebergDataFile> = (0..self.files.len()).map(|i| self.source(i)).collect();
+        let schema = self.table.metadata.current_schema();
+        skip_misread_nested_fields(conn, schema, plans, &sources)?;
+        let input_paths = |p: &PartitionPlan| -> Vec<String> {
+            p.groups.iter().flatten().map(|&i| strip_file_scheme(sources[i].file_path()).to_string()).collect()
+        };
+        skip_unwritable_defaults(conn, schema, plans, &input_paths)?;
+        let local = |i: usize| strip_file_scheme(sources[i].file_path()).to_string();
+        skip_missing_identity_columns(conn, &self.table.metadata, plans, &sources, &local)
+    }
+
+    fn check_commit(&self) -> Result<()> {
+        require_exclusive(self.located)
+    }
+
+    fn rewrite(&self, conn: &Nested, plan: &PartitionPlan, group: &[usize], outputs: usize) -> Result<Vec<Written>> {
+        let (inputs, deletes) = self.inputs(group);
+        let written = rewrite_group(conn, self.table, &inputs, &deletes, plan.spec_id, &self.layout, outputs)?;
+        if let Err(e) = self.record_named_paths(conn, group) {
+            crate::store::remove_quietly(written.iter().map(|w| w.local_path.as_str()));
+            return Err(e);
+        }
+        Ok(written)
+    }
+
+    fn local_path(written: &Written) -> &Path {
+        Path::new(&written.local_path)
+    }
+
+    fn output(written: &Written) -> Option<String> {
+        written.data_file.as_ref().map(|f| f.file_path().to_string())
+    }
+
+    fn commit(&self, written: &[Written]) -> Result<Committed> {
+        let base = Base {
+            located: self.located.clone(),
+            table: self.table.clone(),
+            manifests: self.manifests.clone(),
+            add_order: self.layout.add.clone(),
+        };
+        let replaced: HashSet<&str> = written.iter().flat_map(|w| w.replaces.iter().map(String::as_str)).collect();
+        let candidates = self.removal_candidates(&replaced);
+        let (outcome, removed) = commit_with_retries(base, self.starting_sequence_number, written, &candidates)?;
+        let mut by_partition: HashMap<PartitionKey, u64> = HashMap::new();
+        for c in removed {
+            for key in &c.partitions {
+                *by_partition.entry(key.clone()).or_default() += 1;
+            }
+        }
+        *self.removed.borrow_mut() = by_partition;
+        Ok(Committed {
+            files: written.iter().filter_map(|w| w.data_file.as_ref()).map(|f| f.file_path().to_string()).collect(),
+            ..outcome
+        })
+    }
+
+    fn deletes_removed(&self) -> HashMap<PartitionKey, u64> {
+        self.removed.borrow().clone()
+    }
+}
+
+/// The `SELECT` of the live data files `paths` of `table` with the delete files that apply to
+/// them applied ([`DeleteSet`]), as the current schema's columns; `None` when no delete applies.
+/// What the gate's measured scan reads, so that it reads the rows a reader of the table sees.
+pub(crate) fn merge_on_read_select(
+    conn: &Nested,
+    located: &Located,
+    table: &IcebergTable,
+    paths: &[String],
+) -> Result<Option<String>> {
+    let rewrite = IcebergRewrite::new(located, table, &LayoutOptions::default())?;
+    let wanted: HashSet<&str> = paths.iter().map(String::as_str).collect();
+    let group: Vec<usize> = (0..rewrite.files.len())
+        .filter(|&i| rewrite.files[i].content == FileContent::Data && wanted.contains(rewrite.files[i].path.as_str()))
+        .collect();
+    let (inputs, deletes) = rewrite.inputs(&group);
+    if deletes.is_empty() || inputs.is_empty() {
+        return Ok(None);
+    }
+    let schema = table.metadata.current_schema();
+    let local: Vec<String> = inputs.iter().map(|i| strip_file_scheme(i.file.file_path()).to_string()).collect();
+    let ids = files_have_field_ids(conn, &local)?;
+    Ok(Some(DeleteSet::new(conn, schema, &inputs, &deletes, ids)?.select_sql(schema)))
+}
+
+pub(super) fn compression(table: &IcebergTable) -> &'static str {
+    match table.metadata.properties().get("write.parquet.compression-codec").map(|s| s.to_lowercase()).as_deref() {
+        Some("snappy") => "snappy",
+        Some("gzip") => "gzip",
+        Some("lz4") | Some("lz4_raw") => "lz4",
+        Some("brotli") => "brotli",
+        Some("uncompressed") | Some("none") => "uncompressed",
+        _ => "zstd",
+    }
+}
+
+/// The `COPY … TO target (FORMAT parquet, …, RETURN_STATS)` that rewrites `inputs` as one file:
+/// read as the current schema (by field id or by name, see [`select_sql`]), the rows `deletes`
+/// delete left out ([`DeleteSet`]), in `sort` order ([`crate::action::layout`]), with its codec and the current
+/// schema's field ids. Also, when there are deletes, the query counting the deleted rows and
+/// their non-null values per checked leaf column ([`DeleteSet::deleted_counts_sql`]).
+pub(super) fn copy_sql(
+    conn: &Nested,
+    table: &IcebergTable,
+    inputs: &[Input<'_>],
+    deletes: &[Input<'_>],
+    target: &str,
+    layout: &IcebergLayout,
+) -> Result<(String, Option<DeletedCounts>)> {
+    let (rows, deleted) = rewrite_select(conn, table, inputs, deletes, layout)?;
+    Ok((format!("COPY ({}) TO {} {}", rows.sql(), quote_literal(target), copy_options(table)), deleted))
+}
+
+/// The `SELECT` of [`copy_sql`] in the layout's order, and its deleted-counts query.
+pub(super) fn rewrite_select(
+    conn: &Nested,
+    table: &IcebergTable,
+    inputs: &[Input<'_>],
+    deletes: &[Input<'_>],
+    layout: &IcebergLayout,
+) -> Result<(OrderedRows, Option<DeletedCounts>)> {
+    let schema = table.metadata.current_schema();
+    let local_inputs: Vec<String> = inputs.iter().map(|f| strip_file_scheme(f.file.file_path()).to_string()).collect();
+    // With the manifests' value/null counts on every input, the non-null check after the rewrite
+    // catches any file read the wrong way, so one footer decides; otherwise every footer does.
+    let files: Vec<&IcebergDataFile> = inputs.iter().map(|i| i.file).collect();
+    let probe = if has_column_counts(&files, schema) { &local_inputs[..1] } else { &local_inputs[..] };
+    let files_have_ids = files_have_field_ids(conn, probe)?;
+    let (select, deleted) = if deletes.is_empty() {
+        (select_sql(schema, &local_inputs, files_have_ids)?, None)
+    } else {
+        let set = DeleteSet::new(conn, schema, inputs, deletes, files_have_ids)?;
+        (set.select_sql(schema), Some(set.deleted_counts_sql()))
+    };
+    Ok((layout.order.rows(conn, select)?, deleted))
+}
+
+/// The `COPY` options of a rewrite: Parquet with the table's codec and the current schema's
+/// field ids, returning the file's statistics.
+pub(super) fn copy_options(table: &IcebergTable) -> String {
+    let ids = table
+        .metadata
+        .current_schema()
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| format!("{}: {}", quote_ident(&f.name), field_ids(f)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("(FORMAT parquet, COMPRESSION {}, FIELD_IDS {{{ids}}}, RETURN_STATS)", compression(table))
+}
+
+/// Rewrites one group into `outputs` files (in layout order, [`copy_in_order`]) next to its first
+/// input, with `deletes` applied; checks the rows and per-column non-null counts written, plus
+/// those deleted, against the manifests. A file that gets no row (every row deleted) is not
+/// added; the first written carries the replaced inputs.
+pub(super) fn rewrite_group(
+    conn: &Nested,
+    table: &IcebergTable,
+    inputs: &[Input<'_>],
+    deletes: &[Input<'_>],
+    spec_id: i32,
+    layout: &IcebergLayout,
+    outputs: usize,
+) -> Result<Vec<Written>> {
+    let first = inputs[0].file;
+    let dir = output_dir(table, first, spec_id);
+    let file_paths: Vec<String> =
+        (0..outputs.max(1)).map(|_| format!("{dir}/{}-compacted.parquet", uuid::Uuid::new_v4())).collect();
+    let local_paths: Vec<String> = file_paths.iter().map(|p| strip_file_scheme(p).to_string()).collect();
+    if !crate::store::is_remote(&local_paths[0])
+        && let Some(parent) = Path::new(&local_paths[0]).parent()
+    {
+        std::fs::create_dir_all(parent)?;
+    }
+    if inputs.iter().any(|f| f.file.partition() != first.partition()) {
+        return Err(Error::new(
+            ErrorKind::CorruptMetadata,
+            "a rewrite group mixes partitions; nothing was committed (this is a bug, please report it)",
+        ));
+    }
+    let schema = table.metadata.current_schema();
+    let files: Vec<&IcebergDataFile> = inputs.iter().map(|i| i.file).collect();
+    let (rows_in_order, deleted_sql) = rewrite_select(conn, table, inputs, deletes, layout)?;
+    let options = copy_options(table);
+    let written = (|| {
+        // What the deletes remove, counted by a query of its own before the rewrite.
+        let deleted = match &deleted_sql {
+            None => Deleted::default(),
+            Some((sql, ids)) => Deleted::read(conn, sql, ids)?,
+        };
+        let copied = copy_in_order(conn, &rows_in_order, &local_paths, &|select, target| {
+            format!("COPY ({select}) TO {} {options}", quote_literal(target))
+        })?;
+        let rows: u64 = copied.iter().map(|(rows, _)| rows).sum();
+        let listed: u64 = files.iter().map(|f| f.record_count()).sum();
+        if rows + deleted.rows != listed {
+            return Err(Error::new(
+                ErrorKind::CorruptMetadata,
+                format!(
+                    "rewrite of {} files produced {rows} rows and the deletes removed {}, the manifests list {listed}; \
+                     nothing was committed",
+                    inputs.len(),
+                    deleted.rows
+                ),
+            ));
+        }
+        let stats = local_paths.iter().map(|p| column_stats(conn, p, schema)).collect::<Result<Vec<_>>>()?;
+        // Which columns each input lacks (they read as their default, or NULL), where that
+        // decides what the check expects: with defaults, or counts missing from the manifests.
+        let inputs_local: Vec<String> = files.iter().map(|f| strip_file_scheme(f.file_path()).to_string()).collect();
+        let present = if has_defaults(schema) || !has_column_counts(&files, schema) {
+            Some(field_ids_by_file(conn, &inputs_local)?)
+        } else {
+            None
+        };
+        check_non_null_counts(&files, present.as_deref(), &ColumnStats::summed(&stats), &deleted.non_null, schema)?;
+        let mut data_files = Vec::new();
+        for ((file_path, (rows, bytes)), stats) in file_paths.iter().zip(copied).zip(stats) {
+            if rows == 0 {
+                data_files.push(None);
+                continue;
+            }
+            let mut builder = DataFileBuilder::default();
+            builder
+                .content(DataContentType::Data)
+                .file_path(file_path.clone())
+                .file_format(DataFileFormat::Parquet)
+                .partition(first.partition().clone())
+                .partition_spec_id(spec_id)
+                .record_count(rows)
+                .file_size_in_bytes(bytes)
+                .column_sizes(stats.sizes)
+                .value_counts(stats.values)
+                .null_value_counts(stats.nulls)
+                .lower_bounds(stats.lower)
+                .upper_bounds(stats.upper);
+            if let Some(id) = layout.sort_order_id {
+                builder.sort_order_id(id);
+            }
+            data_files.push(Some(
+                builder.build().map_err(|e| Error::new(ErrorKind::CorruptMetadata, format!("data file entry: {e}")))?,
+            ));
+        }
+        Ok(data_files)
+    })();
+    match written {
+        Ok(data_files) => {
+            // Files without rows are removed; the inputs are replaced all the same.
+            let empty = local_paths.iter().zip(&data_files).filter(|(_, f)| f.is_none()).map(|(p, _)| p.as_str());
+            crate::store::remove_quietly(empty);
+            let mut out: Vec<Written> = local_paths
+                .into_iter()
+                .zip(data_files)
+                .filter(|(_, f)| f.is_some())
+                .map(|(local_path, data_file)| Written { local_path, data_file, replaces: Vec::new(), spec_id })
+                .collect();
+            if out.is_empty() {
+                out.push(Written { local_path: String::new(), data_file: None, replaces: Vec::new(), spec_id });
+            }
+            out[0].replaces = files.iter().map(|f| f.file_path().to_string()).collect();
+            Ok(out)
+        }
+        Err(e) => {
+            crate::store::remove_quietly(local_paths.iter().map(String::as_str));
+            Err(e)
+        }
+    }
+}
+
+/// The rows, and the non-null values per leaf column (by field id), that a group's deletes
+/// remove ([`DeleteSet::deleted_counts_sql`]).
+#[derive(Default)]
+pub(super) struct Deleted {
+    pub(super) rows: u64,
+    pub(super) non_null: HashMap<i32, u64>,
+}
+
+impl Deleted {
+    pub(super) fn read(conn: &Nested, sql: &str, ids: &[i32]) -> Result<Self> {
+        let result = conn.query(sql)?;
+        let row = result.first("the count of deleted rows")?;
+        let mut non_null = HashMap::new();
+        for (k, id) in ids.iter().enumerate() {
+            non_null.insert(*id, row[k + 1].int()?.max(0) as u64);
+        }
+        Ok(Self { rows: row[0].int()?.max(0) as u64, non_null })
+    }
+}
+
+/// Where a group's output goes: beside its first input when that lies inside the table location
+/// or its data path, else where Java's default location provider puts a new data file of the
+/// partition: `{data path}/{partition path}` (the data path is `write.data.path`, else
+/// `write.folder-storage.path`, else `{location}/data`).
+pub(super) fn output_dir(table: &IcebergTable, first: &IcebergDataFile, spec_id: i32) -> String {
+    let location = table.metadata.location().trim_end_matches('/');
+    let properties = table.metadata.properties();
+    let data_path = ["write.data.path", "write.folder-storage.path"]
+        .iter()
+        .find_map(|k| properties.get(*k).filter(|v| !v.is_empty()))
+        .map(|v| v.trim_end_matches('/').to_string())
+        .unwrap_or_else(|| format!("{location}/data"));
+    if let Some((dir, _)) = first.file_path().rsplit_once('/')
+        && (crate::store::is_inside(dir, location) || dir == data_path || crate::store::is_inside(dir, &data_path))
+    {
+        return dir.to_string();
+    }
+    let partition = table.metadata.partition_spec_by_id(spec_id).map_or(String::new(), |spec| {
+        let schema = table.metadata.current_schema();
+        table::iceberg::partition::path(spec, schema, first.partition())
+    });
+    if partition.is_empty() { data_path } else { format!("{data_path}/{partition}") }
+}
+
+/// Skips (with the reason, before anything is written; a dry run shows it too) each partition
+/// whose files [`select_sql`] would read wrongly: nested fields are read by name inside their
+/// top-level column, which is what reading by field id gives only while every nested field a file
+/// carries still has its name ([`misread_nested_field`]).
+pub(super) fn skip_misread_nested_fields(
+    conn: &Nested,
+    schema: &Schema,
+    plans: &mut [PartitionPlan],
+    sources: &[&IcebergDataFile],
+) -> Result<()> {
+    if schema.as_struct().fields().iter().all(|f| f.field_type.is_primitive()) {
+        return Ok(());
+    }
+    for p in plans.iter_mut().filter(|p| p.verdict == Verdict::Compact) {
+        let inputs: Vec<String> =
+            p.groups.iter().flatten().map(|&i| strip_file_scheme(sources[i].file_path()).to_string()).collect();
+        if let Some(why) = misread_nested_field(conn, &inputs, schema)? {
+            p.skip(&format!("{why}; nested fields are read by name, so its files are not rewritten"));
+        }
+    }
+    Ok(())
+}
+
+/// Why `inputs` cannot be read as `schema` by name inside nested columns, if they cannot: a file
+/// whose nested field id now has another name (a renamed field), or whose nested field name now
+/// belongs to another id (dropped, then re-added under the old name). Lists' and maps' element,
+/// key and value fields are named by each writer's convention and are not compared.
+pub(super) fn misread_nested_field(conn: &Nested, inputs: &[String], schema: &Schema) -> Result<Option<String>> {
+    let top: HashSet<i32> = schema.as_struct().fields().iter().map(|f| f.id).collect();
+    let mut current: HashMap<i32, String> = HashMap::new();
+    let mut element_ids: HashSet<i32> = HashSet::new();
+    pub(super) fn walk(ty: &Type, current: &mut HashMap<i32, String>, element_ids: &mut HashSet<i32>) {
+        match ty {
+            Type::Primitive(_) => {}
+            Type::Struct(s) => {
+                for f in s.fields() {
+                    current.insert(f.id, f.name.clone());
+                    walk(&f.field_type, current, element_ids);
+                }
+            }
+            Type::List(l) => {
+                element_ids.insert(l.element_field.id);
+                walk(&l.element_field.field_type, current, element_ids);
+            }
+            Type::Map(m) => {
+                element_ids.extend([m.key_field.id, m.value_field.id]);
+                walk(&m.key_field.field_type, current, element_ids);
+                walk(&m.value_field.field_type, current, element_ids);
+            }
+        }
+    }
+    for field in schema.as_struct().fields() {
+        walk(&field.field_type, &mut current, &mut element_ids);
+    }
+    if current.is_empty() || inputs.is_empty() {
+        return Ok(None);
+    }
+    let names: HashSet<&str> = current.values().map(String::as_str).collect();
+    let list = quote_list(inputs);
+    let result = conn.query(&format!(
+        "SELECT DISTINCT name, field_id::BIGINT FROM parquet_schema({list}) WHERE field_id IS NOT NULL ORDER BY ALL"
+    ))?;
+    for row in &result.rows {
+        let (Some(name), Ok(id)) = (row[0].text(), row[1].int()) else { continue };
+        let id = id as i32;
+        if top.contains(&id) || element_ids.contains(&id) {
+            continue;
+        }
+        match current.get(&id) {
+            Some(now) if now != name => {
+                return Ok(Some(format!("a data file's nested field '{name}' (id {id}) is now named '{now}'")));
+            }
+            None if names.contains(name) => {
+                return Ok(Some(format!(
+                    "a data file's nested field '{name}' (id {id}) was dropped and its name reused by another field"
+                )));
+            }
+            _ => {}
+        }
+    }
+    Ok(None)
+}

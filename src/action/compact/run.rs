@@ -1,0 +1,346 @@
+//! The compaction flow shared by every format: plan, measure the rewrite's output ratio and plan
+//! again, let the format skip what it cannot rewrite, rewrite unit by unit (answering Ctrl-C
+//! between them), commit once, and on any failure remove every file written ([`Rewrite`],
+//! [`run`]); the rows of a sorted layout written in order ([`copy_in_order`]).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::action::layout::OrderedRows;
+use crate::duck::{HostDb, Nested, quote_ident};
+use crate::error::{ErrorKind, Result};
+use crate::interrupt;
+use crate::plan::compaction::{CompactionOptions, PartitionPlan, Verdict, plan_naming_deletes};
+use crate::plan::layout::Layout;
+use crate::table::{DataFile, PartitionKey};
+
+/// What a compaction did (or, dry, would do).
+#[derive(Debug, Clone)]
+pub struct CompactionReport {
+    /// One plan per partition, in profile order.
+    pub plans: Vec<PartitionPlan>,
+    /// The committed snapshot, if any.
+    pub snapshot_id: Option<i64>,
+    /// The metadata file now current, if a snapshot was committed.
+    pub metadata_location: Option<String>,
+    /// Whether nothing was written on purpose.
+    pub dry_run: bool,
+    /// Output bytes per input byte measured on a sample, which the plan's groups are sized by
+    /// (`None`: not measured, groups sized on input bytes).
+    pub output_ratio: Option<f64>,
+    /// The data files the committed snapshot added.
+    pub written: Vec<String>,
+    /// Every planned rewrite unit, in plan order ([`GroupFiles`]): its input files (as the
+    /// table names them), their bytes, and after a commit the files it became.
+    pub groups: Vec<GroupFiles>,
+    /// The layout the files are (or would be) written in ([`Layout::label`]: `binpack`,
+    /// `sort(…)`, `zorder(…)`).
+    pub layout: Layout,
+    /// What went wrong after the commit point without undoing the commit (a version hint that
+    /// could not be moved, a post-commit checkpoint that failed), for the caller to show.
+    pub warning: Option<String>,
+}
+
+/// A rewrite's commit, as [`Rewrite::commit`] reports it.
+pub(crate) struct Committed {
+    /// The snapshot id (Iceberg) or version (Delta).
+    pub id: i64,
+    /// The metadata file or log entry that holds it.
+    pub location: String,
+    /// The data files it added.
+    pub files: Vec<String>,
+    /// See [`CompactionReport::warning`].
+    pub warning: Option<String>,
+}
+
+/// One rewrite unit's inputs and outputs ([`CompactionReport::groups`]): a bin-pack group
+/// (one output file), or a whole partition of a sorted layout (its files, in order).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupFiles {
+    /// The partition.
+    pub key: PartitionKey,
+    /// Input files, as the table names them.
+    pub inputs: Vec<String>,
+    /// Their bytes.
+    pub input_bytes: u64,
+    /// The files written, once committed (none: not committed, or every row deleted).
+    pub outputs: Vec<String>,
+}
+
+/// What a table format contributes to a compaction. The flow around it is [`run`]'s: plan,
+/// measure the rewrite's output ratio and plan again, let the format skip what it cannot
+/// rewrite, rewrite group by group (answering Ctrl-C between groups), commit once, and on any
+/// failure remove every file written, so the table is exactly as it was.
+pub(crate) trait Rewrite {
+    /// A rewritten group, ready for the commit.
+    type Written;
+    /// What the format's delete files are called in a skip reason.
+    const DELETES: &'static str = "delete files";
+    /// Whether the rewrite applies delete files (else partitions with deletes are skipped).
+    const APPLIES_DELETES: bool = false;
+    /// The live files, in the model the planner takes.
+    fn files(&self) -> &[DataFile];
+    /// The layout the rewrite writes.
+    fn layout(&self) -> Layout;
+    /// The partitions whose time range ends after `now - window` (µs since the epoch), which
+    /// `skip_recent_partitions` holds back.
+    fn recent(&self, _now: i64, _window: i64) -> Vec<PartitionKey> {
+        Vec::new()
+    }
+    /// The COPY of the planned files `group` into `target` (also what the calibration runs).
+    fn copy_sql(&self, conn: &Nested, group: &[usize], target: &str) -> Result<String>;
+    /// Skips, with the reason, planned partitions this format cannot rewrite safely.
+    fn skip_unsafe(&self, _conn: &Nested, _plans: &mut [PartitionPlan]) -> Result<()> {
+        Ok(())
+    }
+    /// Refuses a real run that could not commit safely.
+    fn check_commit(&self) -> Result<()> {
+        Ok(())
+    }
+    /// Rewrites the planned files `group` of partition `plan` into `outputs` files (more than
+    /// one only for a sorted layout, which rewrites a whole partition at once: [`Unit`]); the
+    /// first written carries every replaced input.
+    fn rewrite(
+        &self,
+        conn: &Nested,
+        plan: &PartitionPlan,
+        group: &[usize],
+        outputs: usize,
+    ) -> Result<Vec<Self::Written>>;
+    /// Where a written file is on disk.
+    fn local_path(written: &Self::Written) -> &Path;
+    /// The written file as the table names it once committed (`None`: nothing was added).
+    fn output(written: &Self::Written) -> Option<String>;
+    /// Whether the layout sorts (then a partition is rewritten as one [`Unit`]).
+    fn sorts(&self) -> bool {
+        !matches!(self.layout(), Layout::Binpack)
+    }
+    /// Commits everything written. An error means nothing was committed (the flow then removes
+    /// what was written), except [`ErrorKind::CommitUnknown`], after which every file is kept.
+    fn commit(&self, written: &[Self::Written]) -> Result<Committed>;
+    /// After a commit: per partition, the delete files it removed as dangling.
+    fn deletes_removed(&self) -> HashMap<PartitionKey, u64> {
+        HashMap::new()
+    }
+}
+
+/// The compaction flow shared by every format ([`Rewrite`]).
+pub(crate) fn run<R: Rewrite>(
+    rewrite: &R,
+    options: &CompactionOptions,
+    dry_run: bool,
+    host: &HostDb,
+    known_ratio: Option<f64>,
+) -> Result<CompactionReport> {
+    let files = rewrite.files();
+    let mut adjusted = options.clone();
+    if !R::APPLIES_DELETES {
+        adjusted.apply_deletes = false;
+    }
+    if let Some(window) = options.recent_window {
+        adjusted.recent.extend(rewrite.recent(chrono::Utc::now().timestamp_micros(), window));
+    }
+    let options = &adjusted;
+    let first_plan = plan_naming_deletes(files, options, 1.0, R::DELETES);
+    let mut report = CompactionReport {
+        plans: first_plan,
+        snapshot_id: None,
+        metadata_location: None,
+        dry_run,
+        output_ratio: None,
+        written: Vec::new(),
+        groups: Vec::new(),
+        layout: rewrite.layout(),
+        warning: None,
+    };
+    if report.plans.iter().all(|p| p.groups.is_empty()) {
+        return Ok(report);
+    }
+    // Plan again on the sizes the rewrite will produce (a dry run measures too: the sample goes
+    // to /dev/null, so the plan it shows is the plan a real run carries out).
+    let conn = host.connect()?;
+    if let Some(first) = files.first() {
+        crate::store::prepare_remote(&conn, &first.path)?;
+    }
+    let ratio = known_ratio.or_else(|| {
+        measured_output_ratio(&conn, &report.plans, &|i| files[i].size_bytes, &|sample, target| {
+            rewrite.copy_sql(&conn, sample, target)
+        })
+    });
+    if let Some(r) = ratio
+        && (r - 1.0).abs() > 0.1
+    {
+        report.plans = plan_naming_deletes(files, options, r, R::DELETES);
+    }
+    report.output_ratio = ratio;
+    rewrite.skip_unsafe(&conn, &mut report.plans)?;
+    let units = units(&report.plans, rewrite.sorts());
+    report.groups = units
+        .iter()
+        .map(|u| GroupFiles {
+            key: report.plans[u.plan].key.clone(),
+            inputs: u.files.iter().map(|&i| files[i].path.clone()).collect(),
+            input_bytes: u.files.iter().map(|&i| files[i].size_bytes).sum(),
+            outputs: Vec::new(),
+        })
+        .collect();
+    if dry_run || report.plans.iter().all(|p| p.groups.is_empty()) {
+        return Ok(report);
+    }
+    rewrite.check_commit()?;
+    if rewrite.sorts() {
+        // Rows keep the layout's ORDER BY into the files only with insertion order preserved,
+        // which a DuckDB that cannot set it per session may not guarantee.
+        conn.require_ordered_writes()?;
+    }
+    let mut written: Vec<R::Written> = Vec::new();
+    // Per unit: its range in `written`.
+    let mut spans: Vec<std::ops::Range<usize>> = Vec::new();
+    let result = (|| {
+        for unit in &units {
+            interrupt::check("nothing was committed")?;
+            let start = written.len();
+            written.extend(rewrite.rewrite(&conn, &report.plans[unit.plan], &unit.files, unit.outputs)?);
+            spans.push(start..written.len());
+        }
+        rewrite.commit(&written)
+    })();
+    drop(conn);
+    match result {
+        Ok(committed) => {
+            let removed = rewrite.deletes_removed();
+            for p in &mut report.plans {
+                p.delete_files_removed = removed.get(&p.key).copied().unwrap_or(0);
+            }
+            report.snapshot_id = Some(committed.id);
+            report.metadata_location = Some(committed.location);
+            report.written = committed.files;
+            report.warning = committed.warning;
+            for ((group, unit), span) in report.groups.iter_mut().zip(&units).zip(&spans) {
+                group.outputs = written[span.clone()].iter().filter_map(R::output).collect();
+                let plan = &mut report.plans[unit.plan];
+                plan.files_written = Some(plan.files_written.unwrap_or(0) + group.outputs.len() as u64);
+            }
+            Ok(report)
+        }
+        Err(e) if e.kind() == ErrorKind::CommitUnknown => Err(e),
+        Err(e) => {
+            crate::store::remove_quietly(written.iter().filter_map(|w| R::local_path(w).to_str()));
+            Err(e)
+        }
+    }
+}
+
+/// One rewrite: a bin-pack group into one file, or, for a sorted layout, every planned file of a
+/// partition into as many files as the plan has groups (sorting across the whole partition is
+/// what makes files cover disjoint ranges of the sort columns, so readers skip them).
+pub(super) struct Unit {
+    /// Index of the partition's plan.
+    pub(super) plan: usize,
+    /// Planned files (model indices).
+    pub(super) files: Vec<usize>,
+    /// Output files.
+    pub(super) outputs: usize,
+}
+
+/// The rewrites of the compacting plans, in plan order ([`Unit`]).
+pub(super) fn units(plans: &[PartitionPlan], sorts: bool) -> Vec<Unit> {
+    let mut out = Vec::new();
+    for (i, p) in plans.iter().enumerate().filter(|(_, p)| p.verdict == Verdict::Compact) {
+        if sorts {
+            let mut files: Vec<usize> = p.groups.iter().flatten().copied().collect();
+            files.sort_unstable();
+            out.push(Unit { plan: i, files, outputs: p.groups.len() });
+        } else {
+            out.extend(p.groups.iter().map(|g| Unit { plan: i, files: g.clone(), outputs: 1 }));
+        }
+    }
+    out
+}
+
+/// Writes `rows` (in their order) as `targets.len()` files of even row counts: one `COPY` for
+/// one file; for more, the rows are numbered once in their order (`row_number()` into a column
+/// of a temporary table, named per run so no column of the table can shadow it) and each file
+/// is a `COPY` of its range of numbers, so the files cover consecutive, disjoint runs of the
+/// order and every row lands in exactly one. `copy_to(select, target)` makes a file's `COPY`.
+/// Returns (rows, bytes) per file (a file may get no row when there are fewer rows than files).
+pub(crate) fn copy_in_order(
+    conn: &Nested,
+    rows: &OrderedRows,
+    targets: &[String],
+    copy_to: &dyn Fn(&str, &str) -> String,
+) -> Result<Vec<(u64, u64)>> {
+    if let [one] = targets {
+        return Ok(vec![conn.query(&copy_to(&rows.sql(), one))?.copy_stats()?]);
+    }
+    let run = uuid::Uuid::new_v4().simple().to_string();
+    let temp = format!("__lakehouse_sorted_{run}");
+    let position = quote_ident(&format!("__lakehouse_position_{run}"));
+    let window = if rows.order.is_empty() { String::new() } else { format!("ORDER BY {}", rows.order.join(", ")) };
+    conn.execute(&format!(
+        "CREATE TEMPORARY TABLE {temp} AS SELECT row_number() OVER ({window}) AS {position}, * FROM ({}) AS __lakehouse_rows",
+        rows.select
+    ))?;
+    let result = (|| {
+        let total = conn.query(&format!("SELECT count(*) FROM {temp}"))?.first("count")?[0].int()?.max(0) as u64;
+        let n = targets.len() as u64;
+        targets
+            .iter()
+            .enumerate()
+            .map(|(i, target)| {
+                // Numbers run 1..=total: file i takes (total·i/n, total·(i+1)/n].
+                let (from, to) = (total * i as u64 / n, total * (i as u64 + 1) / n);
+                let range = format!(
+                    "SELECT * EXCLUDE ({position}) FROM {temp} WHERE {position} > {from} AND {position} <= {to} \
+                     ORDER BY {position} ASC"
+                );
+                conn.query(&copy_to(&range, target))?.copy_stats()
+            })
+            .collect::<Result<Vec<_>>>()
+    })();
+    let dropped = conn.execute(&format!("DROP TABLE IF EXISTS {temp}"));
+    let out = result?;
+    dropped?;
+    Ok(out)
+}
+
+/// Input bytes rewritten to `/dev/null` to measure how the rewrite changes sizes.
+pub(super) const CALIBRATION_SAMPLE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Output bytes per input byte of a rewrite, measured by rewriting a sample of the files the
+/// plan compacts (up to [`CALIBRATION_SAMPLE_BYTES`] from its largest partition) to `/dev/null`:
+/// a change of codec (Snappy in, zstd out) or many per-file footers make outputs much smaller
+/// than their inputs, and planning on input bytes alone would miss the target by as much.
+/// `size_of` gives a planned file's size, `copy_to` the format's COPY of some planned files to a
+/// target. Writes nothing anywhere; `None` when it cannot be measured.
+pub(crate) fn measured_output_ratio(
+    conn: &Nested,
+    plans: &[PartitionPlan],
+    size_of: &dyn Fn(usize) -> u64,
+    copy_to: &dyn Fn(&[usize], &str) -> Result<String>,
+) -> Option<f64> {
+    let largest = plans.iter().filter(|p| p.verdict == Verdict::Compact).max_by_key(|p| p.bytes_to_rewrite)?;
+    // Files in manifest (arrival) order, not the groups' largest-first order, so that the
+    // sample has the partition's mix of sizes (and footers); none that would overshoot the cap,
+    // but at least one.
+    let mut members: Vec<usize> = largest.groups.iter().flatten().copied().collect();
+    members.sort_unstable();
+    let mut sample: Vec<usize> = Vec::new();
+    let mut sample_bytes = 0u64;
+    for i in members {
+        let size = size_of(i);
+        if !sample.is_empty() && sample_bytes + size > CALIBRATION_SAMPLE_BYTES {
+            continue;
+        }
+        sample.push(i);
+        sample_bytes += size;
+    }
+    let sql = copy_to(&sample, "/dev/null").ok()?;
+    let written = conn.query(&sql).ok()?.copy_stats().ok()?.1;
+    let ratio = written as f64 / sample_bytes.max(1) as f64;
+    (ratio.is_finite() && ratio > 0.0).then(|| ratio.clamp(MIN_OUTPUT_RATIO, MAX_OUTPUT_RATIO))
+}
+
+/// Bounds on the measured ratio, so that one odd sample cannot make groups absurd.
+pub(super) const MIN_OUTPUT_RATIO: f64 = 1.0 / 32.0;
+pub(super) const MAX_OUTPUT_RATIO: f64 = 32.0;

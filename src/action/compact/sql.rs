@@ -1,0 +1,169 @@
+//! Reading Iceberg data files as DuckDB: DuckDB's names for Iceberg types, the leaf columns of a
+//! schema, and the `read_parquet(…)` that reads files as the current schema (by field id, with
+//! column defaults, or by name).
+
+use std::collections::HashMap;
+
+use ::iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
+
+use crate::action::compact::defaults::default_text;
+use crate::duck::{Nested, quote_ident, quote_list, quote_literal};
+use crate::error::{Error, ErrorKind, Result};
+
+/// DuckDB's name for an Iceberg primitive type.
+pub(super) fn duckdb_type(ty: &PrimitiveType) -> Option<String> {
+    Some(match ty {
+        PrimitiveType::Boolean => "BOOLEAN".into(),
+        PrimitiveType::Int => "INTEGER".into(),
+        PrimitiveType::Long => "BIGINT".into(),
+        PrimitiveType::Float => "FLOAT".into(),
+        PrimitiveType::Double => "DOUBLE".into(),
+        PrimitiveType::Decimal { precision, scale } => format!("DECIMAL({precision}, {scale})"),
+        PrimitiveType::Date => "DATE".into(),
+        PrimitiveType::Time => "TIME".into(),
+        PrimitiveType::Timestamp => "TIMESTAMP".into(),
+        PrimitiveType::Timestamptz => "TIMESTAMPTZ".into(),
+        PrimitiveType::TimestampNs => "TIMESTAMP_NS".into(),
+        PrimitiveType::String => "VARCHAR".into(),
+        PrimitiveType::Uuid => "UUID".into(),
+        PrimitiveType::Fixed(_) | PrimitiveType::Binary => "BLOB".into(),
+        PrimitiveType::TimestamptzNs => return None,
+    })
+}
+
+/// DuckDB's name for an Iceberg type, nested ones included (struct children by name).
+pub(super) fn duckdb_type_of(ty: &Type) -> Option<String> {
+    Some(match ty {
+        Type::Primitive(p) => duckdb_type(p)?,
+        Type::Struct(s) => {
+            let children: Option<Vec<String>> = s
+                .fields()
+                .iter()
+                .map(|f| Some(format!("{} {}", quote_ident(&f.name), duckdb_type_of(&f.field_type)?)))
+                .collect();
+            format!("STRUCT({})", children?.join(", "))
+        }
+        Type::List(l) => format!("{}[]", duckdb_type_of(&l.element_field.field_type)?),
+        Type::Map(m) => {
+            format!("MAP({}, {})", duckdb_type_of(&m.key_field.field_type)?, duckdb_type_of(&m.value_field.field_type)?)
+        }
+    })
+}
+
+/// A leaf (primitive) column of the current schema, as DuckDB's `parquet_metadata` names it in
+/// a file DuckDB wrote (`s, x`; `l, list, element`; `m, key_value, key`).
+#[derive(Debug, Clone)]
+pub(super) struct Leaf {
+    pub(super) id: i32,
+    pub(super) name: String,
+    pub(super) ty: PrimitiveType,
+    /// Inside a list or map: its value and null counts follow writer-specific rules for empty
+    /// and null collections, so they are recorded but not compared, and it gets no bounds.
+    pub(super) repeated: bool,
+}
+
+/// Every leaf of `schema` by its DuckDB path.
+pub(super) fn leaves(schema: &Schema) -> HashMap<String, Leaf> {
+    fn walk(field: &NestedField, path: String, repeated: bool, out: &mut HashMap<String, Leaf>) {
+        match field.field_type.as_ref() {
+            Type::Primitive(ty) => {
+                out.insert(path.clone(), Leaf { id: field.id, name: path, ty: ty.clone(), repeated });
+            }
+            Type::Struct(s) => {
+                for child in s.fields() {
+                    walk(child, format!("{path}, {}", child.name), repeated, out);
+                }
+            }
+            Type::List(l) => walk(&l.element_field, format!("{path}, list, element"), true, out),
+            Type::Map(m) => {
+                walk(&m.key_field, format!("{path}, key_value, key"), true, out);
+                walk(&m.value_field, format!("{path}, key_value, value"), true, out);
+            }
+        }
+    }
+    let mut out = HashMap::new();
+    for field in schema.as_struct().fields() {
+        walk(field, field.name.clone(), false, &mut out);
+    }
+    out
+}
+
+/// `FIELD_IDS` value for one field: the id, or a struct naming children's ids.
+pub(super) fn field_ids(field: &NestedField) -> String {
+    match field.field_type.as_ref() {
+        Type::Primitive(_) => field.id.to_string(),
+        Type::Struct(s) => {
+            let children: Vec<String> =
+                s.fields().iter().map(|f| format!("{}: {}", quote_ident(&f.name), field_ids(f))).collect();
+            format!("{{__duckdb_field_id: {}, {}}}", field.id, children.join(", "))
+        }
+        Type::List(l) => format!("{{__duckdb_field_id: {}, element: {}}}", field.id, field_ids(&l.element_field)),
+        Type::Map(m) => format!(
+            "{{__duckdb_field_id: {}, key: {}, value: {}}}",
+            field.id,
+            field_ids(&m.key_field),
+            field_ids(&m.value_field)
+        ),
+    }
+}
+
+/// The `SELECT` reading `inputs` as the current schema: top-level columns by field id (renames
+/// and added columns resolve like Iceberg readers) when the files carry field ids, the children
+/// of nested columns by name (DuckDB casts structs by name; [`check_nested_names`] refuses files
+/// where that would differ from reading by id); by name otherwise (files registered without ids,
+/// e.g. pyiceberg `add_files`, are read through their column names, as Iceberg's name mapping
+/// does).
+pub(crate) fn select_sql(schema: &Schema, inputs: &[String], files_have_ids: bool) -> Result<String> {
+    let columns = schema.as_struct().fields().iter().map(|f| quote_ident(&f.name)).collect::<Vec<_>>().join(", ");
+    let source = parquet_source(schema, inputs, files_have_ids, "")?;
+    Ok(format!("SELECT {columns} FROM {source}"))
+}
+
+/// The `read_parquet(…)` of [`select_sql`], with `extra` options appended (`, filename = …`).
+/// A file without a top-level column reads it as its initial-default, as readers see it; a
+/// default this version cannot render is an error (compaction skipped such partitions before:
+/// [`crate::action::compact::defaults`]).
+pub(super) fn parquet_source(schema: &Schema, inputs: &[String], files_have_ids: bool, extra: &str) -> Result<String> {
+    let files = quote_list(inputs);
+    if !files_have_ids {
+        return Ok(format!("read_parquet({files}, union_by_name = true{extra})"));
+    }
+    let mut entries = Vec::new();
+    for f in schema.as_struct().fields() {
+        let default = match default_text(f) {
+            Ok(Some(text)) => quote_literal(&text),
+            Ok(None) => "NULL".to_string(),
+            Err(why) => return Err(Error::new(ErrorKind::Unsupported, why)),
+        };
+        let Some(ty) = duckdb_type_of(&f.field_type) else {
+            return Ok(format!("read_parquet({files}, union_by_name = true{extra})"));
+        };
+        entries.push(format!(
+            "{}: {{name: {}, type: {}, default_value: {default}}}",
+            f.id,
+            quote_literal(&f.name),
+            quote_literal(&ty)
+        ));
+    }
+    Ok(format!("read_parquet({files}, schema = MAP {{{}}}{extra})", entries.join(", ")))
+}
+
+/// Whether every input file carries Parquet field ids (all or none; a mix is refused).
+pub(super) fn files_have_field_ids(conn: &Nested, inputs: &[String]) -> Result<bool> {
+    let list = quote_list(inputs);
+    let sql = format!(
+        "SELECT count(*) FILTER (WHERE ids > 0), count(*) FROM \
+         (SELECT file_name, count(field_id) AS ids FROM parquet_schema({list}) GROUP BY file_name)"
+    );
+    let result = conn.query(&sql)?;
+    let row = result.first("the field-id probe")?;
+    let (with_ids, files) = (row[0].int()?, row[1].int()?);
+    match with_ids {
+        0 => Ok(false),
+        n if n == files => Ok(true),
+        _ => Err(Error::new(
+            ErrorKind::Unsupported,
+            "a group mixes Parquet files with and without field ids; nothing was committed",
+        )),
+    }
+}

@@ -1,0 +1,105 @@
+//! The Iceberg SQL catalog on sqlite: the schema pyiceberg's `SqlCatalog` and Java's `JdbcCatalog`
+//! share (`iceberg_tables(catalog_name, table_namespace, table_name, metadata_location, …)`),
+//! read for a table's pointer and moved by a conditional update (the catalog is the lock).
+
+use std::path::PathBuf;
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// The database file of an SQLAlchemy sqlite URL (`sqlite:////abs.db`, `sqlite:///rel.db`).
+pub fn sqlite_path(uri: &str) -> Result<PathBuf> {
+    let scheme_end = uri.find("://").ok_or_else(|| Error::new(ErrorKind::Catalog, "catalog uri is not a URL"))?;
+    let scheme = &uri[..scheme_end];
+    if !(scheme == "sqlite" || scheme.starts_with("sqlite+")) {
+        let shown = scheme.split('+').next().unwrap_or(scheme);
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            format!("catalog uri scheme '{shown}' is not supported; this version reads sqlite SQL catalogs"),
+        ));
+    }
+    let rest = &uri[scheme_end + 3..];
+    let rest = rest.split('?').next().unwrap_or(rest);
+    let path = rest.strip_prefix('/').unwrap_or(rest);
+    if path.is_empty() || path == ":memory:" {
+        return Err(Error::new(ErrorKind::Catalog, "an in-memory sqlite catalog holds no tables"));
+    }
+    Ok(PathBuf::from(path))
+}
+
+/// The current metadata location of `namespace.table` in the sqlite catalog at `database`.
+pub fn lookup(database: &PathBuf, catalog: &str, namespace: &str, table: &str) -> Result<String> {
+    if !database.is_file() {
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!("catalog '{catalog}': database file '{}' does not exist", database.display()),
+        ));
+    }
+    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let catalog_err = |e: rusqlite::Error| Error::new(ErrorKind::Catalog, format!("catalog '{catalog}': {e}"));
+    let conn = rusqlite::Connection::open_with_flags(database, flags).map_err(catalog_err)?;
+    let mut stmt = conn
+        .prepare(
+            "SELECT metadata_location FROM iceberg_tables \
+             WHERE catalog_name = ?1 AND table_namespace = ?2 AND table_name = ?3",
+        )
+        .map_err(|e| match e {
+            rusqlite::Error::SqliteFailure(_, Some(ref m)) if m.contains("no such table") => Error::new(
+                ErrorKind::Catalog,
+                format!("catalog '{catalog}': the database has no iceberg_tables table; is it an Iceberg SQL catalog?"),
+            ),
+            e => catalog_err(e),
+        })?;
+    let mut rows = stmt.query([catalog, namespace, table]).map_err(catalog_err)?;
+    match rows.next().map_err(catalog_err)? {
+        Some(row) => {
+            let location: Option<String> = row.get(0).map_err(catalog_err)?;
+            location.ok_or_else(|| {
+                Error::new(ErrorKind::CorruptMetadata, format!("table '{namespace}.{table}' has no metadata location"))
+            })
+        }
+        None => Err(Error::new(
+            ErrorKind::NotFound,
+            format!("table '{namespace}.{table}' not found in catalog '{catalog}'"),
+        )),
+    }
+}
+
+/// Moves the pointer of `namespace.table` (of catalog `catalog` in the sqlite database
+/// `database`) from `base` to `new_location`, only if it is still `base`: `false` when another
+/// writer moved it first.
+pub fn swap_pointer(
+    database: &PathBuf,
+    catalog: &str,
+    namespace: &str,
+    table: &str,
+    base: &str,
+    new_location: &str,
+) -> Result<bool> {
+    let catalog_err = |e: rusqlite::Error| Error::new(ErrorKind::Catalog, format!("catalog '{catalog}': {e}"));
+    let conn = rusqlite::Connection::open_with_flags(database, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)
+        .map_err(catalog_err)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(catalog_err)?;
+    let changed = conn
+        .execute(
+            "UPDATE iceberg_tables SET metadata_location = ?1, previous_metadata_location = ?2 \
+             WHERE catalog_name = ?3 AND table_namespace = ?4 AND table_name = ?5 AND metadata_location = ?2",
+            [new_location, base, catalog, namespace, table],
+        )
+        .map_err(catalog_err)?;
+    Ok(changed == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_urls() {
+        assert_eq!(sqlite_path("sqlite:////tmp/c.db").unwrap(), PathBuf::from("/tmp/c.db"));
+        assert_eq!(sqlite_path("sqlite:///c.db").unwrap(), PathBuf::from("c.db"));
+        assert_eq!(sqlite_path("sqlite+pysqlite:////tmp/c.db?x=1").unwrap(), PathBuf::from("/tmp/c.db"));
+        assert!(sqlite_path("sqlite:///:memory:").is_err());
+        let err = sqlite_path("postgresql+psycopg2://user:secret@host/db").unwrap_err();
+        assert!(!err.to_string().contains("secret"), "{err}");
+    }
+}
