@@ -19,12 +19,15 @@
 //! - [`duck`]: the nested host connection (driven through C API `v1.2.0` functions only, so
 //!   every DuckDB from 1.3 to 2.0 runs it; the settings that change what SQL means pinned on it)
 //!   and SQL quoting (the only place SQL text is built).
-//! - [`store`]: where files live. [`store::location`] parses a location once (a local path or
-//!   `file:` URI, `s3://bucket/key`; other schemes refused by name) — nothing else looks at a
-//!   scheme prefix; the S3 client (one object_store client per bucket and credentials, for
-//!   iceberg-rust's `FileIO`, delta-rs and our own reads, conditional writes, listings, batched
-//!   deletes); [`store::duckdb`] readies DuckDB for a table's data there. A new store (GCS,
-//!   Azure) goes here.
+//! - [`store`]: where files live. [`store::location`] parses a location once
+//!   ([`store::Location`]: a local path or `file:` URI, or an [`store::ObjectLocation`] —
+//!   `s3://bucket/key`; other schemes refused by name) — nothing else looks at a scheme prefix;
+//!   [`store::object`] reads, writes (conditional ones too), lists and batch-deletes objects on
+//!   any object store through object_store's `ObjectStore` trait, [`store::object::store_for`]
+//!   choosing the client; [`store::s3`] S3's settings and clients; [`store::iceberg_io`]
+//!   iceberg-rust's `FileIO` over it; [`store::duckdb`] readies DuckDB for a table's data there.
+//!   A new store (GCS, Azure) is an [`store::ObjectScheme`], a client in `store_for`, and its
+//!   settings beside [`store::s3`].
 //! - [`catalog`]: where a table's pointer lives: [`catalog::config`] reads pyiceberg's
 //!   configuration, [`catalog::sql`] the sqlite SQL catalog (lookup and the conditional pointer
 //!   move), [`catalog::rest`] the Iceberg REST client (vended credentials, commits under

@@ -14,13 +14,8 @@ use crate::error::{Error, ErrorKind, Result};
 pub enum Location {
     /// A local path (a `file:` prefix removed).
     Local(PathBuf),
-    /// An object in an S3 bucket (`s3`, `s3a` and `s3n` are one store).
-    S3 {
-        /// The bucket.
-        bucket: String,
-        /// The key (no leading `/`; empty for the bucket itself).
-        key: String,
-    },
+    /// An object on an object store.
+    Object(ObjectLocation),
 }
 
 impl Location {
@@ -30,28 +25,27 @@ impl Location {
         if !is_remote(text) {
             return Ok(Location::Local(PathBuf::from(strip_file_scheme(text))));
         }
-        let (bucket, key) = split_location(text)?;
-        Ok(Location::S3 { bucket, key })
+        ObjectLocation::parse(text).map(Location::Object)
     }
 
     /// Whether it is on object storage.
     pub fn is_remote(&self) -> bool {
-        matches!(self, Location::S3 { .. })
+        matches!(self, Location::Object(_))
     }
 
     /// The local path, for a local location.
     pub fn local_path(&self) -> Option<&Path> {
         match self {
             Location::Local(path) => Some(path),
-            Location::S3 { .. } => None,
+            Location::Object(_) => None,
         }
     }
 
-    /// The location as text: the local path, or `s3://bucket/key`.
+    /// The location as text: the local path, or `scheme://bucket/key`.
     pub fn to_uri(&self) -> String {
         match self {
             Location::Local(path) => path.to_string_lossy().into_owned(),
-            Location::S3 { bucket, key } => format!("s3://{bucket}/{key}"),
+            Location::Object(object) => object.to_uri(),
         }
     }
 }
@@ -62,8 +56,74 @@ impl std::fmt::Display for Location {
     }
 }
 
+/// The object stores a location can name. A new store (GCS, Azure) is a variant here, its
+/// schemes in [`ObjectScheme::from_scheme`], and its client in `super::object::store_for`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ObjectScheme {
+    /// Amazon S3 and S3-compatible servers (`s3://`, and `s3a://`, `s3n://` as Hadoop writes them).
+    S3,
+}
+
+impl ObjectScheme {
+    /// The store a URI scheme names, if this version serves it.
+    pub fn from_scheme(scheme: &str) -> Option<ObjectScheme> {
+        match scheme.to_ascii_lowercase().as_str() {
+            "s3" | "s3a" | "s3n" => Some(ObjectScheme::S3),
+            _ => None,
+        }
+    }
+
+    /// The canonical scheme, as locations are written back (`s3`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObjectScheme::S3 => "s3",
+        }
+    }
+}
+
+/// An object on an object store: which store, which bucket, which key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ObjectLocation {
+    /// The store.
+    pub scheme: ObjectScheme,
+    /// The bucket.
+    pub bucket: String,
+    /// The key (no leading `/`; empty for the bucket itself).
+    pub key: String,
+}
+
+impl ObjectLocation {
+    /// Parses `scheme://bucket/key`; schemes this version does not serve are refused by name.
+    pub fn parse(location: &str) -> Result<ObjectLocation> {
+        let (scheme, rest) = location
+            .split_once("://")
+            .ok_or_else(|| Error::invalid(format!("'{location}' is not an object storage location")))?;
+        let Some(scheme) = ObjectScheme::from_scheme(scheme) else {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!("'{scheme}://' locations are not supported; this version reads local files and S3 (s3://)"),
+            ));
+        };
+        let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(Error::invalid(format!("'{location}' names no bucket")));
+        }
+        Ok(ObjectLocation { scheme, bucket: bucket.to_string(), key: key.trim_start_matches('/').to_string() })
+    }
+
+    /// Another object of the same store and bucket.
+    pub fn with_key(&self, key: impl Into<String>) -> ObjectLocation {
+        ObjectLocation { scheme: self.scheme, bucket: self.bucket.clone(), key: key.into() }
+    }
+
+    /// `scheme://bucket/key`, with the canonical scheme.
+    pub fn to_uri(&self) -> String {
+        format!("{}://{}/{}", self.scheme.as_str(), self.bucket, self.key)
+    }
+}
+
 /// Whether `location` is on object storage (`s3://`, `s3a://`, `s3n://`, or another scheme
-/// that is not a local file: refused later by [`split_location`]).
+/// that is not a local file: refused later by [`ObjectLocation::parse`]).
 pub fn is_remote(location: &str) -> bool {
     match location.split_once("://") {
         Some((scheme, _)) => !scheme.eq_ignore_ascii_case("file"),
@@ -71,29 +131,16 @@ pub fn is_remote(location: &str) -> bool {
     }
 }
 
-/// The bucket and key of an `s3://bucket/key` location (`s3a://` and `s3n://`, as Hadoop writes
-/// them, are the same store). Other schemes are refused by name.
+/// The bucket and key of an object storage location ([`ObjectLocation::parse`]).
 pub fn split_location(location: &str) -> Result<(String, String)> {
-    let (scheme, rest) = location
-        .split_once("://")
-        .ok_or_else(|| Error::invalid(format!("'{location}' is not an object storage location")))?;
-    if !matches!(scheme.to_ascii_lowercase().as_str(), "s3" | "s3a" | "s3n") {
-        return Err(Error::new(
-            ErrorKind::Unsupported,
-            format!("'{scheme}://' locations are not supported; this version reads local files and S3 (s3://)"),
-        ));
-    }
-    let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
-    if bucket.is_empty() {
-        return Err(Error::invalid(format!("'{location}' names no bucket")));
-    }
-    Ok((bucket.to_string(), key.trim_start_matches('/').to_string()))
+    ObjectLocation::parse(location).map(|o| (o.bucket, o.key))
 }
 
-/// `location` as `s3://bucket/key`, whatever S3 scheme it was written with.
+/// `location` with its store's canonical scheme (`s3a://b/k` → `s3://b/k`); anything that is not
+/// an object storage location unchanged.
 pub fn canonical(location: &str) -> String {
-    match split_location(location) {
-        Ok((bucket, key)) => format!("s3://{bucket}/{key}"),
+    match ObjectLocation::parse(location) {
+        Ok(object) => object.to_uri(),
         Err(_) => location.to_string(),
     }
 }
@@ -186,7 +233,8 @@ mod tests {
         assert_eq!(Location::parse("file:///t/a").unwrap(), Location::Local("/t/a".into()));
         for s3 in ["s3://b/k/x", "s3a://b/k/x", "S3N://b//k/x"] {
             let parsed = Location::parse(s3).unwrap();
-            assert_eq!(parsed, Location::S3 { bucket: "b".into(), key: "k/x".into() }, "{s3}");
+            let object = ObjectLocation { scheme: ObjectScheme::S3, bucket: "b".into(), key: "k/x".into() };
+            assert_eq!(parsed, Location::Object(object), "{s3}");
             assert_eq!(parsed.to_uri(), "s3://b/k/x");
         }
         for refused in ["gs://b/k", "abfss://c@a.dfs.core.windows.net/k"] {
@@ -194,5 +242,18 @@ mod tests {
             assert_eq!(e.kind(), ErrorKind::Unsupported, "{refused}");
         }
         assert!(Location::parse("s3:///k").is_err(), "no bucket");
+    }
+
+    #[test]
+    fn locations_split_into_bucket_and_key() {
+        assert_eq!(
+            split_location("s3://b/w/t/metadata/v1.metadata.json").unwrap(),
+            ("b".into(), "w/t/metadata/v1.metadata.json".into())
+        );
+        assert_eq!(split_location("s3a://b/k").unwrap(), ("b".into(), "k".into()));
+        assert_eq!(canonical("s3a://b/k"), "s3://b/k");
+        assert_eq!(split_location("gs://b/k").unwrap_err().kind(), ErrorKind::Unsupported);
+        assert!(split_location("s3:///k").is_err());
+        assert!(is_remote("s3://b/k") && !is_remote("/tmp/x") && !is_remote("file:///tmp/x"));
     }
 }

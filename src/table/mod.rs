@@ -4,7 +4,7 @@
 //! `table` may be a Delta Lake table directory (one with `_delta_log/`, [`delta`]), a path to an
 //! Iceberg `*.metadata.json`, an Iceberg table directory, or a catalog identifier
 //! (`namespace.table`, `catalog.namespace.table`) resolved through an Iceberg SQL catalog
-//! configured the way pyiceberg users configure theirs ([`catalog`]). [`Table::open`] reads the
+//! configured the way pyiceberg users configure theirs ([`crate::catalog`]). [`Table::open`] reads the
 //! table once per call; profile, planners and actions take the handle.
 
 pub mod delta;
@@ -14,6 +14,7 @@ pub mod summary;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::store::Location;
 
 /// The label of the single partition of an unpartitioned table (or spec), in every format.
 pub const UNPARTITIONED: &str = "(unpartitioned)";
@@ -92,13 +93,14 @@ pub enum Table {
 impl Table {
     /// Opens `name`: a Delta table directory, else an Iceberg table ([`locate`]).
     pub fn open(name: &str, options: &LocateOptions) -> Result<Table> {
-        if crate::store::is_remote(name) {
+        let location = Location::parse(name.trim())?;
+        if location.is_remote() {
             crate::catalog::register_configured(name.trim().trim_end_matches('/'), &options.catalog)?;
         }
-        if let Some(dir) = delta_dir(name) {
+        if let Some(dir) = delta_dir_at(name, &location) {
             return Ok(Table::Delta(delta::DeltaLakeTable::load(&dir)?));
         }
-        let located = locate(name, options)?;
+        let located = locate_at(name, &location, options)?;
         let table = iceberg::IcebergTable::load(&located.metadata_location)?;
         Ok(Table::Iceberg { located, table })
     }
@@ -122,14 +124,20 @@ impl Table {
 
 /// The directory of the Delta table `name` names, if it names one.
 pub fn delta_dir(name: &str) -> Option<PathBuf> {
-    if crate::store::is_remote(name) {
-        let root = name.trim().trim_end_matches('/');
-        let log = format!("{root}/_delta_log");
-        let found = crate::runtime::block_on(crate::store::any_under(&log)).ok().and_then(Result::ok);
-        return found.unwrap_or(false).then(|| PathBuf::from(root));
+    delta_dir_at(name, &Location::parse(name.trim()).ok()?)
+}
+
+/// [`delta_dir`] of `name`, parsed as `location`.
+fn delta_dir_at(name: &str, location: &Location) -> Option<PathBuf> {
+    match location {
+        Location::Object(_) => {
+            let root = name.trim().trim_end_matches('/');
+            let log = format!("{root}/_delta_log");
+            let found = crate::runtime::block_on(crate::store::any_under(&log)).ok().and_then(Result::ok);
+            found.unwrap_or(false).then(|| PathBuf::from(root))
+        }
+        Location::Local(path) => delta::is_delta_dir(path).then(|| path.clone()),
     }
-    let path = Path::new(crate::store::strip_file_scheme(name.trim()));
-    delta::is_delta_dir(path).then(|| path.to_path_buf())
 }
 
 /// The format of the table `name` names, from its layout alone (reads nothing): for messages
@@ -246,15 +254,22 @@ pub struct Located {
 
 /// Resolves `table` to the location of its current Iceberg metadata file.
 pub fn locate(table: &str, options: &LocateOptions) -> Result<Located> {
+    if table.trim().is_empty() {
+        return Err(Error::invalid("table must not be empty"));
+    }
+    locate_at(table, &Location::parse(table.trim())?, options)
+}
+
+/// [`locate`] of `table`, parsed as `location`.
+fn locate_at(table: &str, location: &Location, options: &LocateOptions) -> Result<Located> {
     let table = table.trim();
     if table.is_empty() {
         return Err(Error::invalid("table must not be empty"));
     }
-    if crate::store::is_remote(table) {
-        return crate::runtime::block_on(locate_remote(table, options))?;
-    }
-    let raw_path = crate::store::strip_file_scheme(table);
-    let path = Path::new(raw_path);
+    let path = match location {
+        Location::Object(_) => return crate::runtime::block_on(locate_remote(table, options))?,
+        Location::Local(path) => path.as_path(),
+    };
     if path.is_file() {
         return locate_metadata_file(path);
     }

@@ -4,13 +4,16 @@
 use iceberg::io::FileIO;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::store::Location;
 
 /// `{what} '{path}' does not exist` when it does not.
 pub(crate) async fn ensure_exists(file_io: &FileIO, path: &str, what: &str) -> Result<()> {
     // A local file is checked with the error kept: iceberg-rust's `exists` says "no" on any
     // failure to stat, which would turn an I/O error into "does not exist".
-    if path.starts_with('/') || path.starts_with("file:") {
-        return match std::fs::metadata(crate::store::strip_file_scheme(path)) {
+    if let Ok(Location::Local(local)) = Location::parse(path)
+        && local.is_absolute()
+    {
+        return match std::fs::metadata(local) {
             Ok(_) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 Err(Error::new(ErrorKind::NotFound, format!("{what} '{path}' does not exist")))

@@ -1,0 +1,216 @@
+//! Amazon S3 and S3-compatible servers: the `s3.*` settings a catalog or the user gives, which
+//! table location they apply to ([`register`]), and one object_store `AmazonS3` client per bucket
+//! and settings. Without registered settings a location uses the standard AWS environment
+//! (`AWS_ACCESS_KEY_ID`, `AWS_ENDPOINT_URL`, web identity, ECS, instance metadata). Secrets never
+//! appear in `Debug` output or errors.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
+
+use object_store::RetryConfig;
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+
+use super::location::canonical;
+use super::redact::scrub;
+use crate::error::{Error, ErrorKind, Result};
+
+/// The `s3.*` settings of a table's storage (the keys pyiceberg and iceberg-rust read).
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct S3Settings {
+    /// `s3.endpoint`: an S3-compatible server, e.g. `http://127.0.0.1:9000`.
+    pub endpoint: Option<String>,
+    /// `s3.region` (`client.region` wins).
+    pub region: Option<String>,
+    /// `s3.access-key-id`.
+    pub access_key_id: Option<String>,
+    /// `s3.secret-access-key`.
+    pub secret_access_key: Option<String>,
+    /// `s3.session-token`.
+    pub session_token: Option<String>,
+    /// `s3.path-style-access`; unset means path style with an endpoint, virtual-hosted without.
+    pub path_style: Option<bool>,
+}
+
+impl std::fmt::Debug for S3Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shown = |v: &Option<String>| if v.is_some() { "<set>" } else { "<unset>" };
+        f.debug_struct("S3Settings")
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("access_key_id", &shown(&self.access_key_id))
+            .field("secret_access_key", &shown(&self.secret_access_key))
+            .field("session_token", &shown(&self.session_token))
+            .field("path_style", &self.path_style)
+            .finish()
+    }
+}
+
+impl S3Settings {
+    /// The settings among `properties` (`s3.endpoint`, …); `None` when there are none.
+    pub fn from_properties<'a>(properties: impl IntoIterator<Item = (&'a String, &'a String)>) -> Option<Self> {
+        let mut s = S3Settings::default();
+        let mut client_region = None;
+        let mut any = false;
+        for (key, value) in properties {
+            let value = Some(value.clone());
+            match key.as_str() {
+                "s3.endpoint" => s.endpoint = value,
+                "s3.region" => s.region = value,
+                "client.region" => client_region = value,
+                "s3.access-key-id" => s.access_key_id = value,
+                "s3.secret-access-key" => s.secret_access_key = value,
+                "s3.session-token" => s.session_token = value,
+                "s3.path-style-access" => s.path_style = value.map(|v| v.eq_ignore_ascii_case("true")),
+                _ => continue,
+            }
+            any = true;
+        }
+        if client_region.is_some() {
+            s.region = client_region;
+            any = true;
+        }
+        any.then_some(s)
+    }
+
+    /// `self`, with what it leaves unset taken from `fallback`. Keys and secrets go together:
+    /// a key id from one source is never paired with a secret from another.
+    pub fn or(self, fallback: &S3Settings) -> S3Settings {
+        let has_keys = self.access_key_id.is_some() || self.secret_access_key.is_some();
+        S3Settings {
+            endpoint: self.endpoint.or_else(|| fallback.endpoint.clone()),
+            region: self.region.or_else(|| fallback.region.clone()),
+            access_key_id: if has_keys { self.access_key_id } else { fallback.access_key_id.clone() },
+            secret_access_key: if has_keys { self.secret_access_key } else { fallback.secret_access_key.clone() },
+            session_token: if has_keys { self.session_token } else { fallback.session_token.clone() },
+            path_style: self.path_style.or(fallback.path_style),
+        }
+    }
+
+    /// Path-style addressing (`http://host/bucket/key`): as configured, else with an endpoint.
+    pub fn path_style(&self) -> bool {
+        self.path_style.unwrap_or(self.endpoint.is_some())
+    }
+
+    /// The endpoint as `host:port` and whether it uses TLS (DuckDB's secret wants them apart).
+    pub fn endpoint_host(&self) -> Option<(String, bool)> {
+        let endpoint = self.endpoint.as_deref()?;
+        let (tls, rest) = match endpoint.split_once("://") {
+            Some((scheme, rest)) => (!scheme.eq_ignore_ascii_case("http"), rest),
+            None => (true, endpoint),
+        };
+        Some((rest.trim_end_matches('/').to_string(), tls))
+    }
+}
+
+/// Settings registered for table locations, longest prefix first when looked up.
+static REGISTRY: LazyLock<Mutex<Vec<(String, S3Settings)>>> = LazyLock::new(|| Mutex::new(Vec::new()));
+
+/// Clients, one per bucket and settings.
+type Clients = HashMap<(String, S3Settings), Arc<AmazonS3>>;
+static CLIENTS: LazyLock<Mutex<Clients>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Records the settings for every location under `prefix` (a table's location), replacing what
+/// an earlier call registered for the same prefix.
+pub fn register(prefix: &str, settings: S3Settings) {
+    let prefix = canonical(prefix).trim_end_matches('/').to_string();
+    if let Ok(mut registry) = REGISTRY.lock() {
+        registry.retain(|(p, _)| *p != prefix);
+        registry.push((prefix, settings));
+    }
+}
+
+/// The settings registered for `location` (the longest registered prefix that contains it).
+pub fn settings_for(location: &str) -> S3Settings {
+    registered(location).map(|(_, s)| s).unwrap_or_default()
+}
+
+/// The longest registered prefix containing `location`, and its settings.
+pub fn registered(location: &str) -> Option<(String, S3Settings)> {
+    let location = canonical(location);
+    let registry = REGISTRY.lock().ok()?;
+    registry
+        .iter()
+        .filter(|(prefix, _)| {
+            location == *prefix || location.strip_prefix(prefix.as_str()).is_some_and(|r| r.starts_with('/'))
+        })
+        .max_by_key(|(prefix, _)| prefix.len())
+        .cloned()
+}
+
+/// The client of `bucket` with `settings` (one per pair, built on first use).
+pub(super) fn client(bucket: &str, settings: &S3Settings) -> Result<Arc<AmazonS3>> {
+    let key = (bucket.to_string(), settings.clone());
+    let mut clients = CLIENTS.lock().map_err(|_| Error::new(ErrorKind::Io, "object store clients poisoned"))?;
+    if let Some(c) = clients.get(&key) {
+        return Ok(c.clone());
+    }
+    let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket).with_retry(RetryConfig {
+        max_retries: 6,
+        retry_timeout: std::time::Duration::from_secs(60),
+        ..Default::default()
+    });
+    if let Some(endpoint) = &settings.endpoint {
+        builder = builder.with_endpoint(endpoint).with_allow_http(endpoint.starts_with("http://"));
+    }
+    builder = builder.with_virtual_hosted_style_request(!settings.path_style());
+    if let Some(region) = &settings.region {
+        builder = builder.with_region(region);
+    }
+    if let (Some(id), Some(secret)) = (&settings.access_key_id, &settings.secret_access_key) {
+        builder = builder.with_access_key_id(id).with_secret_access_key(secret);
+        if let Some(token) = &settings.session_token {
+            builder = builder.with_token(token);
+        }
+    }
+    let store = Arc::new(builder.build().map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            format!("cannot configure S3 access to bucket '{bucket}': {}", scrub(&e)),
+        )
+    })?);
+    clients.insert(key, store.clone());
+    Ok(store)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_come_from_the_longest_registered_prefix() {
+        let a = S3Settings { endpoint: Some("http://a:1".into()), ..Default::default() };
+        let b = S3Settings { endpoint: Some("http://b:2".into()), ..Default::default() };
+        register("s3://reg-bucket/wh", a.clone());
+        register("s3://reg-bucket/wh/t1/", b.clone());
+        assert_eq!(settings_for("s3://reg-bucket/wh/t1/metadata/x.json"), b);
+        assert_eq!(settings_for("s3a://reg-bucket/wh/t2/x"), a);
+        assert_eq!(settings_for("s3://reg-bucket/wh-other/x"), S3Settings::default());
+    }
+
+    #[test]
+    fn keys_never_mix_sources_and_never_print() {
+        let props: HashMap<String, String> = [
+            ("s3.endpoint", "http://127.0.0.1:9000"),
+            ("s3.access-key-id", "AKIDEXAMPLE"),
+            ("s3.secret-access-key", "wJalrXUtnFEMI"),
+            ("s3.path-style-access", "true"),
+            ("client.region", "eu-west-1"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let catalog = S3Settings::from_properties(&props).unwrap();
+        assert_eq!(catalog.region.as_deref(), Some("eu-west-1"));
+        let shown = format!("{catalog:?}");
+        assert!(!shown.contains("wJalrXUtnFEMI") && !shown.contains("AKIDEXAMPLE"), "{shown}");
+        let vended =
+            S3Settings { access_key_id: Some("V".into()), secret_access_key: Some("S".into()), ..Default::default() };
+        let merged = vended.or(&catalog);
+        assert_eq!((merged.access_key_id.as_deref(), merged.secret_access_key.as_deref()), (Some("V"), Some("S")));
+        assert_eq!(merged.endpoint_host(), Some(("127.0.0.1:9000".to_string(), false)));
+        let only_endpoint = S3Settings { endpoint: Some("https://e".into()), ..Default::default() }.or(&catalog);
+        assert_eq!(only_endpoint.access_key_id.as_deref(), Some("AKIDEXAMPLE"));
+        assert!(only_endpoint.path_style());
+        assert!(S3Settings::from_properties(&HashMap::new()).is_none());
+    }
+}
