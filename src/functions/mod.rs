@@ -3,7 +3,7 @@
 //!
 //! A [`RowFunction`] parses its arguments at bind into a typed `Input` (errors are prefixed with
 //! the function's name), does its work once per execution at init, and returns rows that
-//! [`emit`] copies into DuckDB's output chunks. Work happens at init, not bind, so `DESCRIBE`
+//! `emit` copies into DuckDB's output chunks. Work happens at init, not bind, so `DESCRIBE`
 //! or a prepared statement never touches a table.
 
 pub mod args;

@@ -1,6 +1,6 @@
 //! The Iceberg commit of a rewrite: one `replace` snapshot (the replaced data files DELETED, the
 //! new ones ADDED with the starting sequence number, dangling delete files removed), retried on a
-//! moved head while the rewrite is still valid there ([`commit_with_retries`]).
+//! moved head while the rewrite is still valid there (`commit_with_retries`).
 
 use std::collections::{HashMap, HashSet};
 

@@ -1,4 +1,4 @@
-//! Merge-on-read deletes applied in the rewrite's own query ([`DeleteSet`]): position deletes by
+//! Merge-on-read deletes applied in the rewrite's own query (`DeleteSet`): position deletes by
 //! path and row position, equality deletes by value, each within the spec's sequence-number rule;
 //! and the separate count of what they remove, which the row check compares against.
 

@@ -1,4 +1,4 @@
-//! An Iceberg table's part in a compaction ([`IcebergRewrite`]): the current snapshot's live
+//! An Iceberg table's part in a compaction (`IcebergRewrite`): the current snapshot's live
 //! files, rewritten by field id with the delete files that apply to them applied, checked (rows,
 //! non-null counts) before the commit ([`super::commit`]).
 

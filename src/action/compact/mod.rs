@@ -8,7 +8,7 @@
 //! - a partition that live delete files apply to ([`crate::profile::applicable_deletes`]: the
 //!   partition's own deletes, global ones of an unpartitioned spec, position deletes naming one of
 //!   its files) is rewritten with those deletes applied, as the spec says a reader applies them
-//!   ([`DeleteSet`]: position deletes by file path and row position when the data file's sequence
+//!   ([`deletes`]: position deletes by file path and row position when the data file's sequence
 //!   number is at most the delete's, equality deletes by value, nulls equal, when it is below);
 //!   with `apply_deletes := false`, or deletes it cannot apply (deletion vectors, ORC or Avro delete
 //!   files, equality deletes on nested fields), the partition is skipped instead; the commit then
@@ -22,7 +22,7 @@
 //!   while we rewrote, the commit is retried on the new head when every replaced file is still
 //!   live there and no position delete added meanwhile can apply to one (Java's
 //!   `validateNoNewDeletesForDataFiles`), otherwise it is abandoned with
-//!   [`ErrorKind::CommitConflict`];
+//!   [`crate::error::ErrorKind::CommitConflict`];
 //! - the work answers an interrupt (Ctrl-C) between groups and before the commit;
 //! - on any failure the files we wrote (data, manifests, manifest lists) are removed, so the table
 //!   is exactly as it was; replaced files stay on disk for older snapshots until expiry.

@@ -1,7 +1,7 @@
 //! The compaction flow shared by every format: plan, measure the rewrite's output ratio and plan
 //! again, let the format skip what it cannot rewrite, rewrite unit by unit (answering Ctrl-C
-//! between them), commit once, and on any failure remove every file written ([`Rewrite`],
-//! [`run`]); the rows of a sorted layout written in order ([`copy_in_order`]).
+//! between them), commit once, and on any failure remove every file written (`Rewrite`,
+//! `run`); the rows of a sorted layout written in order (`copy_in_order`).
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -1,6 +1,6 @@
 //! `CALL lakehouse_serve(listen := '127.0.0.1:8787', tables := ['ns.t', …], …gate parameters…,
 //! history_table := 'lakehouse_runs', max_connections := 64)`: the authenticated webhook that
-//! runs the gate when a CDC batch lands ([`crate::serve`]); serves until Ctrl-C or SIGTERM and
+//! runs the gate when a CDC batch lands ([`server`]); serves until Ctrl-C or SIGTERM and
 //! returns one row per run.
 
 pub mod server;

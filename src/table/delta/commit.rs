@@ -235,7 +235,7 @@ const KEPT_BY_COMPACTION: &[&str] =
     &["invariants", "checkConstraints", "generatedColumns", "changeDataFeed", "identityColumns", "vacuumProtocolCheck"];
 
 /// The table as delta-rs's protocol check should see it for a compaction: its protocol without
-/// the features in [`KEPT_BY_COMPACTION`]; legacy writer versions 3–6 (whose features are all
+/// the features in `KEPT_BY_COMPACTION`; legacy writer versions 3–6 (whose features are all
 /// among them, column mapping aside, which is refused before) shown as version 2 (append-only
 /// still checked); reader version 2 (column mapping, refused before) as 1.
 pub struct CompactionView<'a> {

@@ -43,7 +43,7 @@ pub struct IcebergTable {
     /// Column types held by stand-ins while the metadata is in memory.
     pub stand_ins: Arc<StandIns>,
     /// Column defaults (`initial-default`, `write-default`) the metadata file has and the parsed
-    /// metadata lost ([`lost_defaults`]): no commit may write the metadata without them, and no
+    /// metadata lost (`lost_defaults`): no commit may write the metadata without them, and no
     /// rewrite may write NULL where readers see them.
     pub lost_defaults: Arc<Vec<String>>,
 }
@@ -219,7 +219,7 @@ impl IcebergTable {
 
     /// Streams `manifests` (of the current snapshot) as per-partition figures, each handed to
     /// `add` as soon as its manifest is read (by the lean reader, [`manifest_reader`], else by
-    /// iceberg-rust's), at most [`MANIFEST_CONCURRENCY`] at a time, so memory holds partitions,
+    /// iceberg-rust's), at most `MANIFEST_CONCURRENCY` at a time, so memory holds partitions,
     /// not files. `small_limit`: the small-file threshold in bytes; `referenced`: the data files
     /// position deletes name (whose partitions the figures record).
     pub fn summarize_manifests(

@@ -202,7 +202,7 @@ impl Reach {
     }
 
     /// Decodes the manifests at `paths` (named by the lists already read) that are not decoded
-    /// yet, [`MANIFESTS_IN_FLIGHT`] at a time, each by the lean reader
+    /// yet, `MANIFESTS_IN_FLIGHT` at a time, each by the lean reader
     /// ([`crate::table::iceberg::manifest_reader::files`]) or else by iceberg-rust's.
     pub fn decode(&mut self, table: &IcebergTable, paths: Vec<String>, tolerate_missing: bool) -> Result<()> {
         let mut pending = Vec::new();
