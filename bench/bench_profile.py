@@ -8,8 +8,8 @@ Usage::
 The table is written once by ``lakehouse_demo(…, scale := 0.0001, file_multiplier := 120,
 snapshots := 250)`` (≥ 20,000 data files in ≥ 200 manifests) and cached under ``--dir``
 together with a sqlite pyiceberg ``SqlCatalog`` in which it is registered. Then three ways of
-computing per-partition file counts are timed on that same table, each best of ``--repeat``
-runs after ``--warmup`` untimed runs, each run on a fresh connection / freshly loaded table:
+computing per-partition file counts are timed on that same table, ``--repeat`` runs each after
+``--warmup`` untimed runs, each run on a fresh connection / freshly loaded table:
 
 1. ``SELECT * FROM lakehouse_fragmentation(<metadata.json>, small_file_threshold_mb := 0.0064)``;
 2. pyiceberg: ``catalog.load_table`` + ``table.inspect.files()`` + a pyarrow ``group_by`` on the
@@ -22,8 +22,8 @@ runs after ``--warmup`` untimed runs, each run on a fresh connection / freshly l
    leaves it out).
 
 All must agree on the total data file count (and on the per-partition counts). A
-markdown table with the best times and the ratios pyiceberg/lakehouse and
-duckdb-iceberg/lakehouse is printed and written to ``bench/results/profile.md``.
+markdown table with every run's time, the median, worst and best, and the ratios of medians
+pyiceberg/lakehouse and duckdb-iceberg/lakehouse is printed and written to ``bench/results/profile.md``.
 
 The extension comes from ``--extension``, else ``$LAKEHOUSE_EXTENSION``, else
 ``build/release/lakehouse.duckdb_extension`` when it exists, else ``build/debug/…``.
@@ -38,6 +38,7 @@ import importlib.util
 import json
 import os
 import platform
+import statistics
 import shutil
 import sys
 import time
@@ -265,25 +266,26 @@ class SparkFiles:
         self.session.stop()
 
 
-def best_of(run: Callable[[], Any], repeat: int, warmup: int) -> tuple[float, Any]:
-    """(best wall-clock seconds over ``repeat`` timed runs after ``warmup`` untimed ones, last result)."""
+def timed_runs(run: Callable[[], Any], repeat: int, warmup: int) -> tuple[list[float], Any]:
+    """(wall-clock seconds of each of ``repeat`` timed runs after ``warmup`` untimed ones, last result)."""
     result = None
     for _ in range(warmup):
         result = run()
-    best = float("inf")
+    times = []
     for _ in range(repeat):
         started = time.perf_counter()
         result = run()
-        best = min(best, time.perf_counter() - started)
-    return best, result
+        times.append(time.perf_counter() - started)
+    return times, result
 
 
 # --------------------------------------------------------------------------- report
 
 
-def report(rows: list[tuple[str, str, float]], facts: dict[str, Any], repeat: int, warmup: int) -> str:
-    """The markdown report: table facts, then one line per contender."""
-    ours = rows[0][2]
+def report(rows: list[tuple[str, str, list[float]]], facts: dict[str, Any], repeat: int, warmup: int) -> str:
+    """The markdown report: table facts, then one line per contender (median, worst, best, every run;
+    the ratio is of medians)."""
+    ours = statistics.median(rows[0][2])
     lines = [
         "# Profiling benchmark",
         "",
@@ -291,15 +293,19 @@ def report(rows: list[tuple[str, str, float]], facts: dict[str, Any], repeat: in
         f"snapshots := {DEMO_PARAMS['snapshots']})` — {facts['data_files']:,} data files in {facts['manifests']} manifests, "
         f"{facts['partitions']} partitions, {facts['total_mib']:.1f} MiB.",
         "",
-        f"Best of {repeat} runs after {warmup} warm-up; {facts['when']}; {facts['machine']}; "
+        f"{repeat} timed runs per method after {warmup} warm-up (ratios of medians); {facts['when']}; {facts['machine']}; "
         f"lakehouse extension: `{facts['extension']}`; duckdb {duckdb.__version__}, pyiceberg {pyiceberg.__version__}, "
         f"pyarrow {pa.__version__}.",
         "",
-        "| method | seconds | ratio to lakehouse |",
-        "|---|---:|---:|",
+        "| method | median s | worst s | best s | every run (s) | median ratio to lakehouse |",
+        "|---|---:|---:|---:|---|---:|",
     ]
-    for name, _what, seconds in rows:
-        lines.append(f"| {name} | {seconds:.3f} | {seconds / ours:.2f}× |")
+    for name, _what, times in rows:
+        median = statistics.median(times)
+        runs = ", ".join(f"{t:.3f}" for t in times)
+        lines.append(
+            f"| {name} | {median:.3f} | {max(times):.3f} | {min(times):.3f} | {runs} | {median / ours:.2f}× |"
+        )
     lines += ["", *[f"- **{name}**: {what}" for name, what, _ in rows], ""]
     return "\n".join(lines)
 
@@ -309,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", default=DEFAULT_DIR, help=f"cache directory for the table and catalog (default {DEFAULT_DIR})")
     parser.add_argument("--rebuild", action="store_true", help="rewrite the cached table")
     parser.add_argument("--extension", help="lakehouse extension file")
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs per method (best is reported)")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs per method (each is reported)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs per method first")
     parser.add_argument("--output", default=str(DEFAULT_OUTPUT), help="markdown report path")
     parser.add_argument("--no-spark", action="store_true", help="leave Spark out")
@@ -345,9 +351,9 @@ def main(argv: list[str] | None = None) -> int:
              spark.run))
     timings, counts = [], {}
     for name, what, run in contenders:
-        seconds, result = best_of(run, args.repeat, args.warmup)
-        print(f"  {name}: {seconds:.3f} s")
-        timings.append((name, what, seconds))
+        times, result = timed_runs(run, args.repeat, args.warmup)
+        print(f"  {name}: median {statistics.median(times):.3f} s, worst {max(times):.3f} s")
+        timings.append((name, what, times))
         counts[name] = result
     if spark is not None:
         spark.stop()
