@@ -138,9 +138,41 @@ pub fn check(state: &str) -> Result<()> {
     Ok(())
 }
 
+/// Test hook (compiled only with the `test-hooks` feature, which the test build enables):
+/// `LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS` holds the commit back so an integration test can
+/// commit a concurrent change, or interrupt, in between (compaction of either format, manifest
+/// rewrites and expiry call it once, before their first commit attempt). An interrupt ends the pause.
+#[cfg(feature = "test-hooks")]
+pub fn pause_for_tests() {
+    let Some(ms) = std::env::var("LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS").ok().and_then(|v| v.parse::<u64>().ok())
+    else {
+        return;
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(ms.min(60_000));
+    while std::time::Instant::now() < until && !interrupted() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Without the `test-hooks` feature (every release build) there is no pause.
+#[cfg(not(feature = "test-hooks"))]
+#[inline(always)]
+pub fn pause_for_tests() {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Without the feature (every release build) the hook does nothing, whatever the variable
+    /// says: were it compiled in, this test would hang for ten minutes.
+    #[cfg(not(feature = "test-hooks"))]
+    #[test]
+    fn the_test_pause_is_not_in_builds_without_the_test_hooks() {
+        // SAFETY: the variable is read only by pause_for_tests, which no other unit test calls.
+        unsafe { std::env::set_var("LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS", "600000") };
+        pause_for_tests();
+        unsafe { std::env::remove_var("LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS") };
+    }
 
     extern "C" fn host_handler(_sig: libc::c_int) {
         HOST_CALLED.store(true, Ordering::SeqCst);

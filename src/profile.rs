@@ -7,6 +7,7 @@
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::store::location_key;
@@ -116,17 +117,17 @@ impl PartitionProfile {
 /// manifests first (the data files their position deletes name must be known before the data
 /// manifests stream by); Delta's live files are counted at once.
 pub fn table_profile(table: &Table, thresholds: &Thresholds) -> Result<Vec<PartitionProfile>> {
-    let Table::Iceberg { table, .. } = table else {
-        let Table::Delta(table) = table else { unreachable!("two formats") };
-        return Ok(profile(&table.model_files(), thresholds));
+    let table = match table {
+        Table::Iceberg { table, .. } => table,
+        Table::Delta(table) => return Ok(profile(&table.model_files(), thresholds)),
     };
     let (deletes, data): (Vec<_>, Vec<_>) =
         table.current_manifests()?.into_iter().partition(|m| m.content == iceberg::spec::ManifestContentType::Deletes);
     let mut tally = Tally::new(thresholds);
     for batch in [deletes, data] {
-        let referenced = tally.referenced();
+        let referenced = Arc::new(tally.referenced());
         let small_limit = tally.small_limit;
-        table.summarize_manifests(batch, small_limit, &referenced, &mut |manifest| tally.add(manifest))?;
+        table.summarize_manifests(batch, small_limit, referenced, &mut |manifest| tally.add(manifest))?;
     }
     Ok(tally.finish())
 }
@@ -139,16 +140,6 @@ pub fn profile(files: &[DataFile], thresholds: &Thresholds) -> Vec<PartitionProf
     tally.finish()
 }
 
-/// For each partition, how many live delete files can delete rows of at least one of its data
-/// files ([`DataFile::applies_to`]): the partition's own, global ones, and position deletes that
-/// name one of its files. A partition missing from the map has none: only then may it be
-/// rewritten without applying deletes.
-pub fn applicable_deletes(files: &[DataFile]) -> HashMap<PartitionKey, u64> {
-    let mut tally = Tally::new(&Thresholds::default());
-    tally.add(ManifestTally::from_files(files, tally.small_limit, &referenced_paths(files)));
-    tally.applicable_deletes()
-}
-
 /// A partition's delete-file figures ([`PartitionProfile`]).
 #[derive(Debug, Clone, Copy, Default)]
 struct DeleteCounts {
@@ -159,9 +150,9 @@ struct DeleteCounts {
 
 /// A profile built up from [`ManifestTally`]s, manifest by manifest.
 #[derive(Debug)]
-pub struct Tally {
+struct Tally {
     /// The small-file threshold in bytes.
-    pub small_limit: f64,
+    small_limit: f64,
     ratio_threshold: f64,
     partitions: HashMap<(String, PartitionKey), PartitionTally>,
     deletes: Vec<DataFile>,
@@ -170,7 +161,7 @@ pub struct Tally {
 
 impl Tally {
     /// An empty profile with `thresholds`.
-    pub fn new(thresholds: &Thresholds) -> Self {
+    fn new(thresholds: &Thresholds) -> Self {
         Tally {
             small_limit: thresholds.small_file_threshold_bytes(),
             ratio_threshold: thresholds.fragmentation_ratio_threshold,
@@ -181,7 +172,7 @@ impl Tally {
     }
 
     /// Adds what a manifest contributes.
-    pub fn add(&mut self, tally: ManifestTally) {
+    fn add(&mut self, tally: ManifestTally) {
         for p in tally.partitions {
             match self.partitions.entry((p.partition.clone(), p.key.clone())) {
                 Entry::Occupied(mut existing) => existing.get_mut().merge(&p),
@@ -197,13 +188,8 @@ impl Tally {
     }
 
     /// The location keys of the data files the delete files added so far name.
-    pub fn referenced(&self) -> HashSet<PathBuf> {
+    fn referenced(&self) -> HashSet<PathBuf> {
         referenced_paths(&self.deletes)
-    }
-
-    /// Per partition, the live delete files that can delete rows of its data files.
-    fn applicable_deletes(&self) -> HashMap<PartitionKey, u64> {
-        self.delete_counts().into_iter().map(|(key, counts)| (key, counts.applicable)).filter(|(_, n)| *n > 0).collect()
     }
 
     /// Per partition: its delete files and those applying to it, the applying ones, its
@@ -256,7 +242,7 @@ impl Tally {
 
     /// The profile: one row per partition with live data files, sorted by label, then spec,
     /// then tuple.
-    pub fn finish(self) -> Vec<PartitionProfile> {
+    fn finish(self) -> Vec<PartitionProfile> {
         let deletes = self.delete_counts();
         let mut rows: Vec<PartitionProfile> = self
             .partitions
@@ -424,13 +410,17 @@ mod tests {
             // A position delete naming a file only applies to that file.
             DataFile { referenced_data_file: Some("/t/b/elsewhere.parquet".into()), ..delete(Pos, "b", 1, 7, false) },
         ];
-        let counts = applicable_deletes(&files);
+        let parts = profile(&files, &Thresholds::default());
+        let counts: HashMap<PartitionKey, u64> = parts
+            .iter()
+            .filter(|p| p.applicable_delete_files > 0)
+            .map(|p| (p.key.clone(), p.applicable_delete_files))
+            .collect();
         let key = |p: &str, spec: i32| PartitionKey { spec_id: spec, values: data(p, spec, 0).key.values };
         assert_eq!(counts.get(&key("a", 1)), Some(&1));
         assert_eq!(counts.get(&key("a", 2)), Some(&1), "global deletes cross specs");
         assert_eq!(counts.get(&key("b", 1)), None, "newer data and a delete naming another file");
         assert_eq!(counts.get(&key("c", 1)), Some(&1));
-        let parts = profile(&files, &Thresholds::default());
         assert_eq!(parts.len(), 4, "one row per spec and tuple, delete files are not rows");
         let figures: Vec<(u64, u64, u64)> =
             parts.iter().map(|p| (p.delete_files, p.applicable_delete_files, p.dangling_delete_files)).collect();

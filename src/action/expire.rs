@@ -29,12 +29,13 @@ use futures::StreamExt;
 
 use crate::catalog::{Backend, CatalogTable};
 use crate::error::{Error, ErrorKind, Result};
+use crate::interrupt::pause_for_tests;
 use crate::plan::expiry::{Deletion, FileKind, unreachable_files};
 use crate::runtime;
 use crate::store::{is_inside, location_key, strip_file_scheme};
 use crate::table::Located;
 use crate::table::iceberg::IcebergTable;
-use crate::table::iceberg::commit::{CommitOutcome, commit_table, pause_for_tests, relocate, require_exclusive};
+use crate::table::iceberg::commit::{CommitOutcome, commit_table, relocate, require_exclusive};
 use crate::table::iceberg::reach::Reach;
 
 /// Commit attempts before giving up on a table that keeps moving.
@@ -413,16 +414,10 @@ fn keep_what_the_catalog_references(
     let others: Vec<i64> =
         committed.metadata.snapshots().map(|s| s.snapshot_id()).filter(|id| !planned.contains(id)).collect();
     let key = location_key;
-    let mut referenced: HashSet<std::path::PathBuf> = committed
-        .metadata
-        .metadata_log()
-        .iter()
-        .map(|m| key(&m.metadata_file))
-        .chain(committed.metadata.statistics_iter().map(|s| key(&s.statistics_path)))
-        .chain(committed.metadata.partition_statistics_iter().map(|s| key(&s.statistics_path)))
-        .collect();
-    if !others.is_empty() {
-        let reach = match Reach::load(&committed, &others, false) {
+    let reach = if others.is_empty() {
+        Reach::default()
+    } else {
+        match Reach::load(&committed, &others, false) {
             Ok(reach) => reach,
             Err(e) => {
                 return nothing(format!(
@@ -432,14 +427,9 @@ fn keep_what_the_catalog_references(
                     e.message()
                 ));
             }
-        };
-        referenced.extend(reach.manifest_lists.values().map(|p| key(p)));
-        for (path, manifest) in &reach.manifests {
-            referenced.insert(key(path));
-            referenced.extend(manifest.live.iter().map(|f| key(&f.path)));
-            referenced.extend(manifest.deleted.iter().map(|p| key(p)));
         }
-    }
+    };
+    let referenced: HashSet<std::path::PathBuf> = reach.referenced_names(&committed).into_iter().map(key).collect();
     let before = deletions.len();
     let kept: Vec<Deletion> = deletions.into_iter().filter(|d| !referenced.contains(&key(&d.path))).collect();
     let spared = before - kept.len();

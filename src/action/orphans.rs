@@ -62,18 +62,8 @@ pub fn load_all(table: &IcebergTable) -> Result<Reach> {
 /// [`load_all`]). A name that is not an absolute local path is refused: such a file could not be
 /// recognized under the location, and would look like an orphan.
 pub fn referenced_files(table: &IcebergTable, reach: &Reach) -> Result<HashSet<PathBuf>> {
-    let metadata = table.metadata.as_ref();
-    let mut names: Vec<&str> = vec![table.metadata_location.as_str()];
-    names.extend(metadata.metadata_log().iter().map(|m| m.metadata_file.as_str()));
-    names.extend(metadata.statistics_iter().map(|s| s.statistics_path.as_str()));
-    names.extend(metadata.partition_statistics_iter().map(|s| s.statistics_path.as_str()));
-    names.extend(reach.manifest_lists.values().map(String::as_str));
-    for (path, manifest) in &reach.manifests {
-        names.push(path.as_str());
-        names.extend(manifest.live.iter().map(|f| f.path.as_str()));
-        names.extend(manifest.deleted.iter().map(String::as_str));
-    }
-    if crate::store::is_remote(metadata.location()) {
+    let names = reach.referenced_names(table);
+    if crate::store::is_remote(table.metadata.location()) {
         return Ok(names.into_iter().map(|name| PathBuf::from(crate::store::canonical(name))).collect());
     }
     names

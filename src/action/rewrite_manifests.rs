@@ -21,9 +21,10 @@ use iceberg::spec::{
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt;
+use crate::interrupt::pause_for_tests;
 use crate::runtime;
 use crate::table::Located;
-use crate::table::iceberg::commit::{CommitOutcome, commit_table, pause_for_tests, relocate, require_exclusive};
+use crate::table::iceberg::commit::{CommitOutcome, commit_table, relocate, require_exclusive, snapshot_landed};
 use crate::table::iceberg::{
     IcebergTable, LoadedManifest, manifest_writer, new_snapshot_id, with_main_snapshot, write_manifest_list,
 };
@@ -278,11 +279,9 @@ pub fn rewrite_manifests(located: &Located, options: &RewriteManifestsOptions) -
                 return Ok(report);
             }
             Ok((CommitOutcome::Unknown(why), snapshot_id)) => {
-                let fresh = relocate(&located)?;
-                let reloaded = IcebergTable::load(&fresh.metadata_location)?;
-                if reloaded.metadata.snapshot_by_id(snapshot_id).is_some() {
+                if let Some(location) = snapshot_landed(&located, snapshot_id)? {
                     report.snapshot_id = Some(snapshot_id);
-                    report.metadata_location = Some(fresh.metadata_location);
+                    report.metadata_location = Some(location);
                     return Ok(report);
                 }
                 return Err(Error::new(

@@ -32,28 +32,6 @@ impl Location {
     pub fn is_remote(&self) -> bool {
         matches!(self, Location::Object(_))
     }
-
-    /// The local path, for a local location.
-    pub fn local_path(&self) -> Option<&Path> {
-        match self {
-            Location::Local(path) => Some(path),
-            Location::Object(_) => None,
-        }
-    }
-
-    /// The location as text: the local path, or `scheme://bucket/key`.
-    pub fn to_uri(&self) -> String {
-        match self {
-            Location::Local(path) => path.to_string_lossy().into_owned(),
-            Location::Object(object) => object.to_uri(),
-        }
-    }
-}
-
-impl std::fmt::Display for Location {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.to_uri())
-    }
 }
 
 /// The object stores a location can name. A new store (GCS, Azure) is a variant here, its
@@ -129,11 +107,6 @@ pub fn is_remote(location: &str) -> bool {
         Some((scheme, _)) => !scheme.eq_ignore_ascii_case("file"),
         None => false,
     }
-}
-
-/// The bucket and key of an object storage location ([`ObjectLocation::parse`]).
-pub fn split_location(location: &str) -> Result<(String, String)> {
-    ObjectLocation::parse(location).map(|o| (o.bucket, o.key))
 }
 
 /// `location` with its store's canonical scheme (`s3a://b/k` → `s3://b/k`); anything that is not
@@ -234,8 +207,8 @@ mod tests {
         for s3 in ["s3://b/k/x", "s3a://b/k/x", "S3N://b//k/x"] {
             let parsed = Location::parse(s3).unwrap();
             let object = ObjectLocation { scheme: ObjectScheme::S3, bucket: "b".into(), key: "k/x".into() };
-            assert_eq!(parsed, Location::Object(object), "{s3}");
-            assert_eq!(parsed.to_uri(), "s3://b/k/x");
+            assert_eq!(parsed, Location::Object(object.clone()), "{s3}");
+            assert_eq!(object.to_uri(), "s3://b/k/x");
         }
         for refused in ["gs://b/k", "abfss://c@a.dfs.core.windows.net/k"] {
             let e = Location::parse(refused).unwrap_err();
@@ -246,6 +219,7 @@ mod tests {
 
     #[test]
     fn locations_split_into_bucket_and_key() {
+        let split_location = |l: &str| ObjectLocation::parse(l).map(|o| (o.bucket, o.key));
         assert_eq!(
             split_location("s3://b/w/t/metadata/v1.metadata.json").unwrap(),
             ("b".into(), "w/t/metadata/v1.metadata.json".into())

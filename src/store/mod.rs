@@ -30,13 +30,13 @@ pub use duckdb::prepare_remote;
 pub use iceberg_io::file_io_for;
 pub use location::{
     Location, ObjectLocation, ObjectScheme, canonical, decoded, is_inside, is_remote, location_key, normalize_location,
-    split_location, strip_file_scheme,
+    strip_file_scheme,
 };
 pub use object::{
-    ObjectInfo, any_under, bucket_store, delete_many, exists, head, list, read, read_range, require_conditional_writes,
-    write, write_if_absent,
+    ObjectInfo, any_under, bucket_store, delete_many, exists, head, list, read, require_conditional_writes, write,
+    write_if_absent,
 };
-pub use s3::{S3Settings, register, registered, settings_for};
+pub use s3::{S3Settings, register, registered};
 
 use std::sync::LazyLock;
 

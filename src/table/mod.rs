@@ -254,9 +254,6 @@ pub struct Located {
 
 /// Resolves `table` to the location of its current Iceberg metadata file.
 pub fn locate(table: &str, options: &LocateOptions) -> Result<Located> {
-    if table.trim().is_empty() {
-        return Err(Error::invalid("table must not be empty"));
-    }
     locate_at(table, &Location::parse(table.trim())?, options)
 }
 

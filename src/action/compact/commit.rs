@@ -13,16 +13,17 @@ use ::iceberg::spec::{
 use super::run::Committed;
 use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt;
+use crate::interrupt::pause_for_tests;
 use crate::runtime;
 use crate::store::{location_key, strip_file_scheme};
-use crate::table::iceberg::commit::{CommitOutcome, commit_table, pause_for_tests, relocate};
+use crate::table::iceberg::commit::{CommitOutcome, commit_table, relocate, snapshot_landed};
 use crate::table::iceberg::{
     IcebergTable, LoadedManifest, manifest_writer, new_snapshot_id, with_main_snapshot, write_manifest_list,
 };
 use crate::table::{self, DataFile, FileContent, Located, PartitionKey};
 
 /// Commit attempts before giving up on a table that keeps moving.
-pub(super) const MAX_COMMIT_ATTEMPTS: usize = 4;
+const MAX_COMMIT_ATTEMPTS: usize = 4;
 
 /// The table state a commit is built on.
 pub(super) struct Base {
@@ -61,7 +62,7 @@ pub(super) fn commit_with_retries<'c>(
             sync_files(scratch.iter().map(String::as_str))?;
             Ok::<_, Error>((commit_table(&base.located, &base.table, &metadata)?, snapshot_id))
         })();
-        let committed = |id, location, warning| Committed { id, location, files: Vec::new(), warning };
+        let committed = |id, location, warning| Committed { id, location, warning, deletes_removed: HashMap::new() };
         match attempt {
             Ok((CommitOutcome::Committed { location, warning }, snapshot_id)) => {
                 return Ok((committed(snapshot_id, location, warning), removed));
@@ -93,7 +94,7 @@ pub(super) fn commit_with_retries<'c>(
 /// After a commit whose outcome the catalog did not report (`why`): reloads the table; our
 /// snapshot there means it landed. Otherwise nothing is cleaned up — a commit that lands late
 /// would reference the files — and the error says so ([`ErrorKind::CommitUnknown`]).
-pub(super) fn settle_unknown(located: &Located, snapshot_id: i64, why: &str) -> Result<(i64, String)> {
+fn settle_unknown(located: &Located, snapshot_id: i64, why: &str) -> Result<(i64, String)> {
     let unknown = |detail: String| {
         Error::new(
             ErrorKind::CommitUnknown,
@@ -103,13 +104,11 @@ pub(super) fn settle_unknown(located: &Located, snapshot_id: i64, why: &str) -> 
             ),
         )
     };
-    let fresh = relocate(located).map_err(|e| unknown(format!("the table could not be reloaded: {}", e.message())))?;
-    let table = IcebergTable::load(&fresh.metadata_location)
-        .map_err(|e| unknown(format!("the table could not be reloaded: {}", e.message())))?;
-    if table.metadata.snapshot_by_id(snapshot_id).is_some() {
-        return Ok((snapshot_id, fresh.metadata_location));
+    match snapshot_landed(located, snapshot_id) {
+        Ok(Some(location)) => Ok((snapshot_id, location)),
+        Ok(None) => Err(unknown("the reloaded table does not show it".into())),
+        Err(e) => Err(unknown(format!("the table could not be reloaded: {}", e.message()))),
     }
-    Err(unknown("the reloaded table does not show it".into()))
 }
 
 /// Whether a rewrite that read the snapshot of `starting_sequence_number` can be committed on
@@ -118,7 +117,7 @@ pub(super) fn settle_unknown(located: &Located, snapshot_id: i64, why: &str) -> 
 /// new files do not carry the positions it names. Equality deletes committed since are fine: the
 /// new files keep the starting sequence number, so they still apply (Java's rule with
 /// `use-starting-sequence-number`).
-pub(super) fn check_rebase(head: &Base, starting_sequence_number: i64, replaced: &HashSet<&str>) -> Result<()> {
+fn check_rebase(head: &Base, starting_sequence_number: i64, replaced: &HashSet<&str>) -> Result<()> {
     let files: Vec<DataFile> = head.manifests.iter().flat_map(|m| head.table.model_files(m)).collect();
     let live: HashMap<&str, &DataFile> = files.iter().map(|f| (f.path.as_str(), f)).collect();
     if let Some(gone) = replaced.iter().find(|p| !live.contains_key(**p)) {
@@ -151,14 +150,14 @@ pub(super) fn sync_files<'a>(paths: impl IntoIterator<Item = &'a str>) -> Result
     Ok(())
 }
 
-pub(super) fn remove_all(paths: &[String]) {
+fn remove_all(paths: &[String]) {
     crate::store::remove_quietly(paths.iter().map(String::as_str));
 }
 
 /// Writes `loaded` again as a new manifest at `path` for snapshot `snapshot_id`: its live entries
 /// in `drop` as DELETED, the others as EXISTING, each with its data and file sequence numbers and
 /// the snapshot that added it; `seen` is told of every live entry and whether it was dropped.
-pub(super) async fn rewrite_manifest(
+async fn rewrite_manifest(
     file_io: &FileIO,
     path: &str,
     snapshot_id: i64,
@@ -194,7 +193,7 @@ pub(super) async fn rewrite_manifest(
 /// Writes the manifests and manifest list of the replace snapshot on `table` (replacing the
 /// `replaced` data files by the `written` ones and removing the `removing` delete files);
 /// returns the new metadata. Every file written is recorded in `scratch` for cleanup.
-pub(super) fn build_snapshot(
+fn build_snapshot(
     base: &Base,
     starting_sequence_number: i64,
     replaced: &HashSet<&str>,

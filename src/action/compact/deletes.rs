@@ -23,11 +23,11 @@ pub(super) type DeletedCounts = (String, Vec<i32>);
 pub(super) struct DeleteSet {
     /// The data files with file name and row position: `__d`, joined to their manifest path and
     /// sequence number, `__f`.
-    pub(super) data: String,
+    data: String,
     /// (subquery, join condition) per delete source.
-    pub(super) sources: Vec<(String, String)>,
+    sources: Vec<(String, String)>,
     /// The leaf columns checked after the rewrite, as SQL expressions over `__d`, by field id.
-    pub(super) leaves: Vec<(i32, String)>,
+    leaves: Vec<(i32, String)>,
 }
 
 impl DeleteSet {

@@ -28,8 +28,10 @@ use deltalake_core::kernel::{Action, Add};
 use deltalake_core::protocol::DeltaOperation;
 use serde_json::{Value, json};
 
+use crate::action::compact::commit::sync_files;
 use crate::action::compact::run::copy_in_order;
 use crate::action::compact::run::{Committed, Rewrite};
+use crate::action::compact::stats::DUCKDB_STRING_STATS_BYTES;
 use crate::action::layout::{OrderedRows, RowOrder, resolve_names};
 use crate::duck::{Nested, quote_ident, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
@@ -38,7 +40,6 @@ use crate::plan::compaction::{CompactionOptions, PartitionPlan};
 use crate::plan::layout::Layout;
 use crate::table::delta::commit::{CompactionView, UriPathLogStore};
 use crate::table::delta::{DeltaLakeTable, LiveFile, delta_error};
-use crate::table::iceberg::commit::pause_for_tests;
 use crate::table::{DataFile, FileContent};
 
 /// Writer features a rewrite with `dataChange: false` keeps valid: the rows are the same rows.
@@ -172,26 +173,18 @@ impl Rewrite for DeltaRewrite<'_> {
     }
 
     fn commit(&self, written: &[Written]) -> Result<Committed> {
-        // An object store's PUT is durable once it returns; only local files need flushing.
-        for w in written.iter().filter(|w| !crate::store::is_remote(&w.local_path.to_string_lossy())) {
-            std::fs::File::open(&w.local_path)?.sync_all()?;
-        }
+        sync_files(written.iter().filter_map(|w| w.local_path.to_str()))?;
         // On object storage the next _delta_log entry is created by a conditional put; a store
         // that ignored the condition could overwrite a concurrent writer's commit.
         let log_dir = self.table.log_dir().to_string_lossy().into_owned();
         if crate::store::is_remote(&log_dir) {
             crate::runtime::block_on(crate::store::require_conditional_writes(&log_dir))??;
         }
-        pause_for_tests();
+        interrupt::pause_for_tests();
         interrupt::check("nothing was committed")?;
         let (version, warning) = commit(self.table, self.target_size, written)?;
         let location = self.table.log_dir().join(format!("{version:020}.json")).to_string_lossy().into_owned();
-        Ok(Committed {
-            id: version,
-            location,
-            files: written.iter().map(|w| w.local_path.to_string_lossy().into_owned()).collect(),
-            warning,
-        })
+        Ok(Committed { id: version, location, warning, deletes_removed: HashMap::new() })
     }
 }
 
@@ -544,7 +537,6 @@ fn cmp_json(a: &Value, b: &Value) -> std::cmp::Ordering {
 /// A statistic as Delta's stats JSON writes it, with a numeric sort key (0 for strings, which
 /// order by text); `None` when not exact enough to be a bound.
 fn stat_value(ty: &str, text: &str, upper: bool) -> Option<(Value, f64)> {
-    const DUCKDB_STRING_STATS_BYTES: usize = 256;
     match ty {
         "long" | "integer" | "short" | "byte" => text.parse::<i64>().ok().map(|v| (json!(v), v as f64)),
         "float" | "double" => {

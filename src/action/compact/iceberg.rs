@@ -33,21 +33,19 @@ use crate::table::{self, DataFile, FileContent, Located, PartitionKey};
 /// field id with the delete files that apply to them applied, committed as one `replace`
 /// snapshot that also removes the delete files left dangling ([`commit_with_retries`]).
 pub(super) struct IcebergRewrite<'a> {
-    pub(super) located: &'a Located,
-    pub(super) table: &'a IcebergTable,
-    pub(super) manifests: Vec<LoadedManifest>,
-    pub(super) files: Vec<DataFile>,
+    located: &'a Located,
+    table: &'a IcebergTable,
+    manifests: Vec<LoadedManifest>,
+    files: Vec<DataFile>,
     /// For each model file: its manifest and entry.
-    pub(super) sources: Vec<(usize, usize)>,
-    pub(super) starting_sequence_number: i64,
+    sources: Vec<(usize, usize)>,
+    starting_sequence_number: i64,
     /// Model indices of the live delete files.
-    pub(super) delete_files: Vec<usize>,
+    delete_files: Vec<usize>,
     /// For position delete files read by a rewrite: the data file paths they name.
-    pub(super) named_paths: RefCell<HashMap<usize, HashSet<String>>>,
-    /// After the commit: per partition, the delete files it removed.
-    pub(super) removed: RefCell<HashMap<PartitionKey, u64>>,
+    named_paths: RefCell<HashMap<usize, HashSet<String>>>,
     /// The order rows are written in, and the sort order id the files carry.
-    pub(super) layout: IcebergLayout,
+    layout: IcebergLayout,
 }
 
 impl<'a> IcebergRewrite<'a> {
@@ -74,14 +72,13 @@ impl<'a> IcebergRewrite<'a> {
             starting_sequence_number,
             delete_files,
             named_paths: RefCell::new(HashMap::new()),
-            removed: RefCell::new(HashMap::new()),
             layout,
         })
     }
 
     /// The time partitions (year, month, day, hour transforms; identity on a date, as days)
     /// ending after `now - window` ([`crate::table::iceberg::partition::time_range`]).
-    pub(super) fn recent_partitions(&self, now: i64, window: i64) -> Vec<PartitionKey> {
+    fn recent_partitions(&self, now: i64, window: i64) -> Vec<PartitionKey> {
         let schema = self.table.metadata.current_schema();
         let mut recent: Vec<PartitionKey> = Vec::new();
         for (i, file) in self.files.iter().enumerate() {
@@ -113,13 +110,13 @@ impl<'a> IcebergRewrite<'a> {
     }
 
     /// The manifest entry's data file of model file `i`.
-    pub(super) fn source(&self, i: usize) -> &IcebergDataFile {
+    fn source(&self, i: usize) -> &IcebergDataFile {
         let (m, e) = self.sources[i];
         self.manifests[m].manifest.entries()[e].data_file()
     }
 
     /// The live delete files that can delete rows of one of the data files `group`.
-    pub(super) fn deletes_for(&self, group: &[usize]) -> Vec<usize> {
+    fn deletes_for(&self, group: &[usize]) -> Vec<usize> {
         self.delete_files
             .iter()
             .copied()
@@ -128,13 +125,13 @@ impl<'a> IcebergRewrite<'a> {
     }
 
     /// The group's inputs and deletes, with their data sequence numbers.
-    pub(super) fn inputs(&self, group: &[usize]) -> (Vec<Input<'_>>, Vec<Input<'_>>) {
+    fn inputs(&self, group: &[usize]) -> (Vec<Input<'_>>, Vec<Input<'_>>) {
         let input = |i: usize| Input { file: self.source(i), sequence_number: self.files[i].data_sequence_number };
         (group.iter().map(|&i| input(i)).collect(), self.deletes_for(group).into_iter().map(input).collect())
     }
 
     /// Why the deletes that apply to `group` cannot be applied by the rewrite, if they cannot.
-    pub(super) fn unappliable_deletes(&self, group: &[usize]) -> Option<String> {
+    fn unappliable_deletes(&self, group: &[usize]) -> Option<String> {
         let schema = self.table.metadata.current_schema();
         let deletes = self.deletes_for(group);
         let not_parquet = deletes.iter().filter(|&&d| !self.files[d].parquet).count();
@@ -167,7 +164,7 @@ impl<'a> IcebergRewrite<'a> {
     }
 
     /// Reads which data files the position delete files of `inputs` name, for the dangling check.
-    pub(super) fn record_named_paths(&self, conn: &Nested, group: &[usize]) -> Result<()> {
+    fn record_named_paths(&self, conn: &Nested, group: &[usize]) -> Result<()> {
         let wanted: Vec<usize> = self
             .deletes_for(group)
             .into_iter()
@@ -198,7 +195,7 @@ impl<'a> IcebergRewrite<'a> {
     }
 
     /// The delete files that applied to a replaced file, as candidates for removal once dangling.
-    pub(super) fn removal_candidates(&self, replaced: &HashSet<&str>) -> Vec<Candidate> {
+    fn removal_candidates(&self, replaced: &HashSet<&str>) -> Vec<Candidate> {
         let replaced_files: Vec<usize> =
             (0..self.files.len()).filter(|&i| replaced.contains(self.files[i].path.as_str())).collect();
         let named = self.named_paths.borrow();
@@ -301,15 +298,7 @@ impl Rewrite for IcebergRewrite<'_> {
                 *by_partition.entry(key.clone()).or_default() += 1;
             }
         }
-        *self.removed.borrow_mut() = by_partition;
-        Ok(Committed {
-            files: written.iter().filter_map(|w| w.data_file.as_ref()).map(|f| f.file_path().to_string()).collect(),
-            ..outcome
-        })
-    }
-
-    fn deletes_removed(&self) -> HashMap<PartitionKey, u64> {
-        self.removed.borrow().clone()
+        Ok(Committed { deletes_removed: by_partition, ..outcome })
     }
 }
 
@@ -337,7 +326,7 @@ pub(crate) fn merge_on_read_select(
     Ok(Some(DeleteSet::new(conn, schema, &inputs, &deletes, ids)?.select_sql(schema)))
 }
 
-pub(super) fn compression(table: &IcebergTable) -> &'static str {
+fn compression(table: &IcebergTable) -> &'static str {
     match table.metadata.properties().get("write.parquet.compression-codec").map(|s| s.to_lowercase()).as_deref() {
         Some("snappy") => "snappy",
         Some("gzip") => "gzip",
@@ -353,7 +342,7 @@ pub(super) fn compression(table: &IcebergTable) -> &'static str {
 /// delete left out ([`DeleteSet`]), in `sort` order ([`crate::action::layout`]), with its codec and the current
 /// schema's field ids. Also, when there are deletes, the query counting the deleted rows and
 /// their non-null values per checked leaf column ([`DeleteSet::deleted_counts_sql`]).
-pub(super) fn copy_sql(
+fn copy_sql(
     conn: &Nested,
     table: &IcebergTable,
     inputs: &[Input<'_>],
@@ -366,7 +355,7 @@ pub(super) fn copy_sql(
 }
 
 /// The `SELECT` of [`copy_sql`] in the layout's order, and its deleted-counts query.
-pub(super) fn rewrite_select(
+fn rewrite_select(
     conn: &Nested,
     table: &IcebergTable,
     inputs: &[Input<'_>],
@@ -391,7 +380,7 @@ pub(super) fn rewrite_select(
 
 /// The `COPY` options of a rewrite: Parquet with the table's codec and the current schema's
 /// field ids, returning the file's statistics.
-pub(super) fn copy_options(table: &IcebergTable) -> String {
+fn copy_options(table: &IcebergTable) -> String {
     let ids = table
         .metadata
         .current_schema()
@@ -408,7 +397,7 @@ pub(super) fn copy_options(table: &IcebergTable) -> String {
 /// input, with `deletes` applied; checks the rows and per-column non-null counts written, plus
 /// those deleted, against the manifests. A file that gets no row (every row deleted) is not
 /// added; the first written carries the replaced inputs.
-pub(super) fn rewrite_group(
+fn rewrite_group(
     conn: &Nested,
     table: &IcebergTable,
     inputs: &[Input<'_>],
@@ -525,13 +514,13 @@ pub(super) fn rewrite_group(
 /// The rows, and the non-null values per leaf column (by field id), that a group's deletes
 /// remove ([`DeleteSet::deleted_counts_sql`]).
 #[derive(Default)]
-pub(super) struct Deleted {
-    pub(super) rows: u64,
-    pub(super) non_null: HashMap<i32, u64>,
+struct Deleted {
+    rows: u64,
+    non_null: HashMap<i32, u64>,
 }
 
 impl Deleted {
-    pub(super) fn read(conn: &Nested, sql: &str, ids: &[i32]) -> Result<Self> {
+    fn read(conn: &Nested, sql: &str, ids: &[i32]) -> Result<Self> {
         let result = conn.query(sql)?;
         let row = result.first("the count of deleted rows")?;
         let mut non_null = HashMap::new();
@@ -546,7 +535,7 @@ impl Deleted {
 /// or its data path, else where Java's default location provider puts a new data file of the
 /// partition: `{data path}/{partition path}` (the data path is `write.data.path`, else
 /// `write.folder-storage.path`, else `{location}/data`).
-pub(super) fn output_dir(table: &IcebergTable, first: &IcebergDataFile, spec_id: i32) -> String {
+fn output_dir(table: &IcebergTable, first: &IcebergDataFile, spec_id: i32) -> String {
     let location = table.metadata.location().trim_end_matches('/');
     let properties = table.metadata.properties();
     let data_path = ["write.data.path", "write.folder-storage.path"]
@@ -570,7 +559,7 @@ pub(super) fn output_dir(table: &IcebergTable, first: &IcebergDataFile, spec_id:
 /// whose files [`select_sql`] would read wrongly: nested fields are read by name inside their
 /// top-level column, which is what reading by field id gives only while every nested field a file
 /// carries still has its name ([`misread_nested_field`]).
-pub(super) fn skip_misread_nested_fields(
+fn skip_misread_nested_fields(
     conn: &Nested,
     schema: &Schema,
     plans: &mut [PartitionPlan],
@@ -593,11 +582,11 @@ pub(super) fn skip_misread_nested_fields(
 /// whose nested field id now has another name (a renamed field), or whose nested field name now
 /// belongs to another id (dropped, then re-added under the old name). Lists' and maps' element,
 /// key and value fields are named by each writer's convention and are not compared.
-pub(super) fn misread_nested_field(conn: &Nested, inputs: &[String], schema: &Schema) -> Result<Option<String>> {
+fn misread_nested_field(conn: &Nested, inputs: &[String], schema: &Schema) -> Result<Option<String>> {
     let top: HashSet<i32> = schema.as_struct().fields().iter().map(|f| f.id).collect();
     let mut current: HashMap<i32, String> = HashMap::new();
     let mut element_ids: HashSet<i32> = HashSet::new();
-    pub(super) fn walk(ty: &Type, current: &mut HashMap<i32, String>, element_ids: &mut HashSet<i32>) {
+    fn walk(ty: &Type, current: &mut HashMap<i32, String>, element_ids: &mut HashSet<i32>) {
         match ty {
             Type::Primitive(_) => {}
             Type::Struct(s) => {

@@ -5,9 +5,10 @@
 //! - every output file must hold exactly the rows of its inputs less the deleted ones (checked
 //!   before commit: rows and per-column non-null counts written plus those deleted, counted by a
 //!   separate query, must equal the manifests' figures);
-//! - a partition that live delete files apply to ([`crate::profile::applicable_deletes`]: the
-//!   partition's own deletes, global ones of an unpartitioned spec, position deletes naming one of
-//!   its files) is rewritten with those deletes applied, as the spec says a reader applies them
+//! - a partition that live delete files apply to
+//!   ([`crate::profile::PartitionProfile::applicable_delete_files`]: the partition's own
+//!   deletes, global ones of an unpartitioned spec, position deletes naming one of its files) is
+//!   rewritten with those deletes applied, as the spec says a reader applies them
 //!   ([`deletes`]: position deletes by file path and row position when the data file's sequence
 //!   number is at most the delete's, equality deletes by value, nulls equal, when it is below);
 //!   with `apply_deletes := false`, or deletes it cannot apply (deletion vectors, ORC or Avro delete

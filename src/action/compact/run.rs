@@ -47,10 +47,10 @@ pub(crate) struct Committed {
     pub id: i64,
     /// The metadata file or log entry that holds it.
     pub location: String,
-    /// The data files it added.
-    pub files: Vec<String>,
     /// See [`CompactionReport::warning`].
     pub warning: Option<String>,
+    /// Per partition, the delete files the commit removed as dangling.
+    pub deletes_removed: HashMap<PartitionKey, u64>,
 }
 
 /// One rewrite unit's inputs and outputs ([`CompactionReport::groups`]): a bin-pack group
@@ -118,10 +118,6 @@ pub(crate) trait Rewrite {
     /// Commits everything written. An error means nothing was committed (the flow then removes
     /// what was written), except [`ErrorKind::CommitUnknown`], after which every file is kept.
     fn commit(&self, written: &[Self::Written]) -> Result<Committed>;
-    /// After a commit: per partition, the delete files it removed as dangling.
-    fn deletes_removed(&self) -> HashMap<PartitionKey, u64> {
-        HashMap::new()
-    }
 }
 
 /// The compaction flow shared by every format ([`Rewrite`]).
@@ -208,13 +204,12 @@ pub(crate) fn run<R: Rewrite>(
     drop(conn);
     match result {
         Ok(committed) => {
-            let removed = rewrite.deletes_removed();
             for p in &mut report.plans {
-                p.delete_files_removed = removed.get(&p.key).copied().unwrap_or(0);
+                p.delete_files_removed = committed.deletes_removed.get(&p.key).copied().unwrap_or(0);
             }
             report.snapshot_id = Some(committed.id);
             report.metadata_location = Some(committed.location);
-            report.written = committed.files;
+            report.written = written.iter().filter_map(R::output).collect();
             report.warning = committed.warning;
             for ((group, unit), span) in report.groups.iter_mut().zip(&units).zip(&spans) {
                 group.outputs = written[span.clone()].iter().filter_map(R::output).collect();
@@ -234,17 +229,17 @@ pub(crate) fn run<R: Rewrite>(
 /// One rewrite: a bin-pack group into one file, or, for a sorted layout, every planned file of a
 /// partition into as many files as the plan has groups (sorting across the whole partition is
 /// what makes files cover disjoint ranges of the sort columns, so readers skip them).
-pub(super) struct Unit {
+struct Unit {
     /// Index of the partition's plan.
-    pub(super) plan: usize,
+    plan: usize,
     /// Planned files (model indices).
-    pub(super) files: Vec<usize>,
+    files: Vec<usize>,
     /// Output files.
-    pub(super) outputs: usize,
+    outputs: usize,
 }
 
 /// The rewrites of the compacting plans, in plan order ([`Unit`]).
-pub(super) fn units(plans: &[PartitionPlan], sorts: bool) -> Vec<Unit> {
+fn units(plans: &[PartitionPlan], sorts: bool) -> Vec<Unit> {
     let mut out = Vec::new();
     for (i, p) in plans.iter().enumerate().filter(|(_, p)| p.verdict == Verdict::Compact) {
         if sorts {
@@ -305,7 +300,7 @@ pub(crate) fn copy_in_order(
 }
 
 /// Input bytes rewritten to `/dev/null` to measure how the rewrite changes sizes.
-pub(super) const CALIBRATION_SAMPLE_BYTES: u64 = 16 * 1024 * 1024;
+const CALIBRATION_SAMPLE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Output bytes per input byte of a rewrite, measured by rewriting a sample of the files the
 /// plan compacts (up to [`CALIBRATION_SAMPLE_BYTES`] from its largest partition) to `/dev/null`:
@@ -313,7 +308,7 @@ pub(super) const CALIBRATION_SAMPLE_BYTES: u64 = 16 * 1024 * 1024;
 /// than their inputs, and planning on input bytes alone would miss the target by as much.
 /// `size_of` gives a planned file's size, `copy_to` the format's COPY of some planned files to a
 /// target. Writes nothing anywhere; `None` when it cannot be measured.
-pub(crate) fn measured_output_ratio(
+fn measured_output_ratio(
     conn: &Nested,
     plans: &[PartitionPlan],
     size_of: &dyn Fn(usize) -> u64,
@@ -342,5 +337,5 @@ pub(crate) fn measured_output_ratio(
 }
 
 /// Bounds on the measured ratio, so that one odd sample cannot make groups absurd.
-pub(super) const MIN_OUTPUT_RATIO: f64 = 1.0 / 32.0;
-pub(super) const MAX_OUTPUT_RATIO: f64 = 32.0;
+const MIN_OUTPUT_RATIO: f64 = 1.0 / 32.0;
+const MAX_OUTPUT_RATIO: f64 = 32.0;

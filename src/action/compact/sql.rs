@@ -32,7 +32,7 @@ pub(super) fn duckdb_type(ty: &PrimitiveType) -> Option<String> {
 }
 
 /// DuckDB's name for an Iceberg type, nested ones included (struct children by name).
-pub(super) fn duckdb_type_of(ty: &Type) -> Option<String> {
+fn duckdb_type_of(ty: &Type) -> Option<String> {
     Some(match ty {
         Type::Primitive(p) => duckdb_type(p)?,
         Type::Struct(s) => {

@@ -160,7 +160,7 @@ where
 
 /// The unscaled value of a decimal printed as `-123.45`, at exactly `scale` fractional digits
 /// (fewer are padded; more, or anything but digits, give no bound).
-pub(super) fn decimal_mantissa(text: &str, scale: u32) -> Option<i128> {
+fn decimal_mantissa(text: &str, scale: u32) -> Option<i128> {
     let text = text.trim();
     let (negative, digits) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),

@@ -88,7 +88,7 @@ pub fn commit_table(
             "default-sort-order-id": base.metadata.default_sort_order_id(),
         }));
     }
-    let updates = rest_updates(&base.metadata, new)?;
+    let updates = rest_updates(&base.metadata, new, &added)?;
     Ok(match rest.commit(namespace, table, serde_json::Value::Array(requirements), updates)? {
         crate::catalog::rest::RestCommit::Committed(location) => {
             let warning = (!added.is_empty()).then(|| misplaced_sort_orders(&location, &added)).flatten();
@@ -116,7 +116,7 @@ fn misplaced_sort_orders(location: &str, added: &[iceberg::spec::SortOrder]) -> 
     };
     let misplaced: Vec<String> = added
         .iter()
-        .filter(|o| committed.metadata.sort_order_by_id(o.order_id).is_none_or(|there| there.fields != o.fields))
+        .filter(|o| crate::table::iceberg::check_added(&committed.metadata, o).is_err())
         .map(|o| o.order_id.to_string())
         .collect();
     (!misplaced.is_empty()).then(|| {
@@ -128,13 +128,14 @@ fn misplaced_sort_orders(location: &str, added: &[iceberg::spec::SortOrder]) -> 
     })
 }
 
-/// The REST updates that turn `base` into `new`: sort orders added (a sorted compaction's own
-/// order), snapshots added and removed, refs set and removed, statistics of removed snapshots
+/// The REST updates that turn `base` into `new`: sort orders added (`added`, a sorted
+/// compaction's own order: `added_sort_orders`), snapshots added and removed, refs set and removed, statistics of removed snapshots
 /// removed. Anything else changed is refused (no action of ours changes schemas, specs,
 /// properties or the default sort order; were one to, it must not be dropped silently).
 pub fn rest_updates(
     base: &iceberg::spec::TableMetadata,
     new: &iceberg::spec::TableMetadata,
+    added: &[iceberg::spec::SortOrder],
 ) -> Result<serde_json::Value> {
     use std::collections::{HashMap, HashSet};
 
@@ -162,10 +163,10 @@ pub fn rest_updates(
     let base_ids: HashSet<i64> = base.snapshots().map(|s| s.snapshot_id()).collect();
     let new_ids: HashSet<i64> = new.snapshots().map(|s| s.snapshot_id()).collect();
     let mut updates: Vec<TableUpdate> =
-        added_sort_orders(base, new).into_iter().map(|sort_order| TableUpdate::AddSortOrder { sort_order }).collect();
-    let mut added: Vec<_> = new.snapshots().filter(|s| !base_ids.contains(&s.snapshot_id())).collect();
-    added.sort_by_key(|s| s.sequence_number());
-    for s in added {
+        added.iter().map(|sort_order| TableUpdate::AddSortOrder { sort_order: sort_order.clone() }).collect();
+    let mut added_snapshots: Vec<_> = new.snapshots().filter(|s| !base_ids.contains(&s.snapshot_id())).collect();
+    added_snapshots.sort_by_key(|s| s.sequence_number());
+    for s in added_snapshots {
         updates.push(TableUpdate::AddSnapshot { snapshot: s.as_ref().clone() });
     }
     let (base_refs, new_refs) = (refs(base)?, refs(new)?);
@@ -511,6 +512,14 @@ fn advance_version_hint(new_path: &Path) -> Result<()> {
     replace_file(&hint, version.to_string().as_bytes())
 }
 
+/// After a commit whose outcome was not reported: the metadata now current when it holds
+/// `snapshot_id` (the commit landed), `None` when it does not.
+pub fn snapshot_landed(located: &Located, snapshot_id: i64) -> Result<Option<String>> {
+    let fresh = relocate(located)?;
+    let table = crate::table::iceberg::IcebergTable::load(&fresh.metadata_location)?;
+    Ok(table.metadata.snapshot_by_id(snapshot_id).is_some().then_some(fresh.metadata_location))
+}
+
 /// Where the table's current metadata is now (the catalog's pointer, or the version hint).
 pub fn relocate(located: &Located) -> Result<Located> {
     match &located.catalog_table {
@@ -553,27 +562,6 @@ pub fn relocate(located: &Located) -> Result<Located> {
         }
     }
 }
-
-/// Test hook (compiled only with the `test-hooks` feature, which the test build enables):
-/// `LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS` holds the commit back so an integration test can
-/// commit a concurrent change, or interrupt, in between (compaction and expiry call it once,
-/// before their first commit attempt). An interrupt ends the pause.
-#[cfg(feature = "test-hooks")]
-pub fn pause_for_tests() {
-    let Some(ms) = std::env::var("LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS").ok().and_then(|v| v.parse::<u64>().ok())
-    else {
-        return;
-    };
-    let until = std::time::Instant::now() + std::time::Duration::from_millis(ms.min(60_000));
-    while std::time::Instant::now() < until && !crate::interrupt::interrupted() {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-}
-
-/// Without the `test-hooks` feature (every release build) there is no pause.
-#[cfg(not(feature = "test-hooks"))]
-#[inline(always)]
-pub fn pause_for_tests() {}
 
 #[cfg(test)]
 mod tests {
@@ -650,17 +638,6 @@ mod tests {
         assert!(!metadata_dir.join("v3.metadata.json").exists());
         assert_eq!(std::fs::read_to_string(metadata_dir.join("version-hint.text")).unwrap(), "5");
         std::fs::remove_dir_all(dir).unwrap();
-    }
-
-    /// Without the feature (every release build) the hook does nothing, whatever the variable
-    /// says: were it compiled in, this test would hang for ten minutes.
-    #[cfg(not(feature = "test-hooks"))]
-    #[test]
-    fn the_test_pause_is_not_in_builds_without_the_test_hooks() {
-        // SAFETY: the variable is read only by pause_for_tests, which no other unit test calls.
-        unsafe { std::env::set_var("LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS", "600000") };
-        pause_for_tests();
-        unsafe { std::env::remove_var("LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS") };
     }
 
     #[test]

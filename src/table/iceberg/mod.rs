@@ -226,11 +226,10 @@ impl IcebergTable {
         &self,
         manifests: Vec<ManifestFile>,
         small_limit: f64,
-        referenced: &HashSet<PathBuf>,
+        referenced: Arc<HashSet<PathBuf>>,
         add: &mut dyn FnMut(ManifestTally),
     ) -> Result<()> {
         let views = Arc::new(Views::default());
-        let referenced = Arc::new(referenced.clone());
         runtime::block_on(async {
             let mut results = futures::stream::iter(manifests)
                 .map(|file| {

@@ -101,6 +101,24 @@ pub struct Reach {
 }
 
 impl Reach {
+    /// Every file name `table`'s metadata and this reach hold, as written: the current metadata
+    /// file, the metadata log, statistics and partition statistics files, manifest lists,
+    /// manifests and every file their entries name (live or deleted).
+    pub fn referenced_names<'a>(&'a self, table: &'a IcebergTable) -> Vec<&'a str> {
+        let metadata = table.metadata.as_ref();
+        let mut names: Vec<&str> = vec![table.metadata_location.as_str()];
+        names.extend(metadata.metadata_log().iter().map(|m| m.metadata_file.as_str()));
+        names.extend(metadata.statistics_iter().map(|s| s.statistics_path.as_str()));
+        names.extend(metadata.partition_statistics_iter().map(|s| s.statistics_path.as_str()));
+        names.extend(self.manifest_lists.values().map(String::as_str));
+        for (path, manifest) in &self.manifests {
+            names.push(path.as_str());
+            names.extend(manifest.live.iter().map(|f| f.path.as_str()));
+            names.extend(manifest.deleted.iter().map(String::as_str));
+        }
+        names
+    }
+
     /// Reads what `snapshot_ids` reference: their manifest lists and every manifest those name.
     /// With `tolerate_missing`, a manifest list or manifest that no longer exists is recorded in
     /// [`Reach::missing`] instead of failing: right for snapshots about to be expired, never for
