@@ -33,8 +33,8 @@ pub use location::{
     strip_file_scheme,
 };
 pub use object::{
-    ObjectInfo, any_under, bucket_store, delete_many, exists, head, list, read, require_conditional_writes, write,
-    write_if_absent,
+    ObjectInfo, any_under, bucket_store, delete_many, exists, head, list, read, read_range, require_conditional_writes,
+    write, write_if_absent,
 };
 pub use s3::{S3Settings, register, registered};
 

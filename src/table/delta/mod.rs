@@ -10,6 +10,7 @@
 //! files and the planner leaves their partitions alone.
 
 pub mod commit;
+pub mod deletion_vector;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
