@@ -98,6 +98,8 @@ pub struct PartitionLine {
     pub ratio_after: f64,
     /// Bytes rewritten (or that would be).
     pub bytes_consolidated: u64,
+    /// Rows the rewritten files' deletion vectors deleted, purged from storage (or that would be).
+    pub rows_purged: u64,
     /// What was done, in words.
     pub action: String,
     /// Who rewrote it (`local`, `spark`; `None`: not compacted).

@@ -402,7 +402,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         let (files_after, small_after, ratio_after) = match (options.dry_run, compacted, a) {
             // A dry run reports what the plan would leave (outputs assumed not small).
             (true, true, _) => {
-                let small = p.small_files_before - p.input_files();
+                let small = p.small_files_before.saturating_sub(p.small_inputs);
                 (p.files_after(), small, small as f64 / p.files_after().max(1) as f64)
             }
             (_, _, Some(a)) => (a.total_files, a.small_files, a.fragmentation_ratio),
@@ -448,6 +448,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
             ratio_before: b.map_or(0.0, |b| b.fragmentation_ratio),
             ratio_after,
             bytes_consolidated: spark.map_or(p.bytes_to_rewrite, |o| o.bytes_rewritten),
+            rows_purged: p.rows_purged,
             action,
             executor: route.map(|r| if r.spark { "spark" } else { "local" }.to_string()),
             executor_reason: route.map(|r| r.why.clone()),

@@ -14,7 +14,7 @@ use crate::action::executor::{
 };
 use crate::duck::HostDb;
 use crate::error::{Error, Result};
-use crate::plan::compaction::{CompactionOptions, Verdict};
+use crate::plan::compaction::{CompactionOptions, DEFAULT_DELETE_RATIO_THRESHOLD, Verdict};
 use crate::plan::layout::{LayoutOptions, recent_window};
 use crate::spark::Remote;
 use crate::table::LocateOptions;
@@ -32,7 +32,7 @@ pub struct CompactInput {
 pub struct Compact;
 
 /// The compaction's named parameters besides the thresholds, `dry_run` and the table ones.
-pub const COMPACTION_PARAMETERS: [&str; 7] = [
+pub const COMPACTION_PARAMETERS: [&str; 8] = [
     "target_file_size_mb",
     "min_input_files",
     "partitions",
@@ -40,6 +40,7 @@ pub const COMPACTION_PARAMETERS: [&str; 7] = [
     "strategy",
     "sort_order",
     "skip_recent_partitions",
+    "delete_ratio_threshold",
 ];
 
 /// Who rewrites ([`crate::action::executor`]).
@@ -92,6 +93,7 @@ pub fn compaction_options(args: &Args) -> Result<CompactionOptions> {
         )?,
         recent_window: recent_window(args.opt_string("skip_recent_partitions", false)?.as_deref())?,
         recent: Vec::new(),
+        delete_ratio_threshold: Some(args.f64("delete_ratio_threshold", DEFAULT_DELETE_RATIO_THRESHOLD)?),
     };
     options.validate()?;
     Ok(options)
@@ -128,6 +130,7 @@ impl RowFunction for Compact {
             ("metadata_location", Varchar),
             ("delete_files", Bigint),
             ("delete_files_removed", Bigint),
+            ("rows_purged", Bigint),
             ("executor", Varchar),
             ("executor_reason", Varchar),
             ("strategy", Varchar),
@@ -219,6 +222,7 @@ impl RowFunction for Compact {
                     location.map_or(Cell::Null, Cell::Text),
                     Cell::BigInt(p.delete_files as i64),
                     Cell::BigInt(p.delete_files_removed as i64),
+                    Cell::BigInt(p.rows_purged as i64),
                     route.map_or(Cell::Null, |r| Cell::Text(if r.spark { "spark" } else { "local" }.into())),
                     route.map_or(Cell::Null, |r| Cell::Text(r.why.clone())),
                     if p.verdict == Verdict::Compact { Cell::Text(report.layout.label()) } else { Cell::Null },

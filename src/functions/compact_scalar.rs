@@ -13,13 +13,13 @@ use super::json_options::{JsonOptions, TABLE_KEYS, invoke_per_row, table_and_opt
 use crate::action::compact::{CompactionReport, compact};
 use crate::duck::HostDb;
 use crate::error::{Error, Result};
-use crate::plan::compaction::{CompactionOptions, Verdict};
+use crate::plan::compaction::{CompactionOptions, DEFAULT_DELETE_RATIO_THRESHOLD, Verdict};
 use crate::plan::layout::{LayoutOptions, recent_window};
 use crate::profile::Thresholds;
 use crate::table::LocateOptions;
 
 const NAME: &str = "lakehouse_compact";
-const KEYS: [&str; 14] = [
+const KEYS: [&str; 15] = [
     "small_file_threshold_mb",
     "fragmentation_ratio_threshold",
     "target_file_size_mb",
@@ -29,6 +29,7 @@ const KEYS: [&str; 14] = [
     "strategy",
     "sort_order",
     "skip_recent_partitions",
+    "delete_ratio_threshold",
     "dry_run",
     TABLE_KEYS[0],
     TABLE_KEYS[1],
@@ -67,6 +68,7 @@ pub fn parse_options(options: Option<&str>) -> Result<(LocateOptions, Compaction
         layout: LayoutOptions::new(map.text("strategy")?.as_deref(), map.text("sort_order")?.as_deref())?,
         recent_window: recent_window(map.text("skip_recent_partitions")?.as_deref())?,
         recent: Vec::new(),
+        delete_ratio_threshold: Some(map.number("delete_ratio_threshold", DEFAULT_DELETE_RATIO_THRESHOLD)?),
     };
     options.validate()?;
     Ok((map.locate_options()?, options, map.boolean("dry_run", false)?))
@@ -85,6 +87,7 @@ pub fn summary_json(table: &str, report: &CompactionReport) -> Value {
         "files_rewritten": compacting.iter().map(|p| p.input_files()).sum::<u64>(),
         "files_written": compacting.iter().map(|p| p.groups.len() as u64).sum::<u64>(),
         "bytes_rewritten": compacting.iter().map(|p| p.bytes_to_rewrite).sum::<u64>(),
+        "rows_purged": compacting.iter().map(|p| p.rows_purged).sum::<u64>(),
         "output_size_ratio": report.output_ratio,
         "strategy": report.layout.label(),
         "warning": report.warning,

@@ -117,7 +117,7 @@ impl RowFunction for Gate {
 }
 
 /// The scorecard's columns (also the history table's).
-pub const COLUMNS: [(&str, LogicalTypeId); 41] = {
+pub const COLUMNS: [(&str, LogicalTypeId); 42] = {
     use LogicalTypeId::*;
     [
         ("execution_id", Varchar),
@@ -161,6 +161,7 @@ pub const COLUMNS: [(&str, LogicalTypeId); 41] = {
         ("executor_reason", Varchar),
         ("strategy", Varchar),
         ("warnings", Varchar),
+        ("rows_purged", Bigint),
     ]
 };
 
@@ -211,7 +212,7 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
         let mut row = head();
         row.extend((0..12).map(|_| Cell::Null));
         table_level(&mut row);
-        row.extend([Cell::Null, Cell::Null, Cell::Null, warnings()]);
+        row.extend([Cell::Null, Cell::Null, Cell::Null, warnings(), Cell::Null]);
         return vec![row];
     }
     card.partitions
@@ -238,6 +239,7 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
                 p.executor_reason.clone().map_or(Cell::Null, Cell::Text),
                 p.strategy.clone().map_or(Cell::Null, Cell::Text),
                 warnings(),
+                big(p.rows_purged),
             ]);
             row
         })

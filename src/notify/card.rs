@@ -130,7 +130,7 @@ fn partition_line(line: &PartitionLine) -> String {
         LineVerdict::Healthy => "✅",
     };
     format!(
-        "{icon} `{}` {}: {} → {} files, small {} → {}, ratio {:.2} → {:.2}{} — {}",
+        "{icon} `{}` {}: {} → {} files, small {} → {}, ratio {:.2} → {:.2}{}{} — {}",
         escape_mrkdwn(&line.partition),
         line.verdict.as_str(),
         line.files_before,
@@ -144,6 +144,7 @@ fn partition_line(line: &PartitionLine) -> String {
         } else {
             String::new()
         },
+        if line.rows_purged > 0 { format!(", {} deleted rows purged", line.rows_purged) } else { String::new() },
         escape_mrkdwn(&line.reason)
     )
 }
@@ -262,6 +263,7 @@ mod tests {
                     ratio_before: 0.9,
                     ratio_after: 0.5,
                     bytes_consolidated: if i % 3 == 0 { 5 * 1024 * 1024 } else { 0 },
+                    rows_purged: if i == 3 { 120 } else { 0 },
                     action: "x".into(),
                     executor: None,
                     executor_reason: None,
@@ -288,6 +290,13 @@ mod tests {
             notification: String::new(),
             warnings: Vec::new(),
         }
+    }
+
+    #[test]
+    fn purged_rows_are_shown_where_there_are_some() {
+        let shown = scorecard_payload(&card(6)).to_string();
+        assert_eq!(shown.matches("deleted rows purged").count(), 1, "{shown}");
+        assert!(shown.contains("d=2026-10-003") && shown.contains("120 deleted rows purged"), "{shown}");
     }
 
     #[test]

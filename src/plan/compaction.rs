@@ -9,6 +9,12 @@
 //! compacted with the deletes applied (`apply_deletes`, the default; the format's rewrite applies
 //! them, see [`crate::action::compact`]) or, with `apply_deletes := false`, skipped, so no deleted
 //! row can come back either way.
+//!
+//! A partition is also degraded by deleted rows: with `delete_ratio_threshold`, every data file
+//! whose own deletes (a Delta deletion vector: a delete file that names its data file) delete at
+//! least that share of its rows is rewritten with them applied — with the small files when the
+//! partition is compacted, else alone (what Delta's `REORG TABLE … APPLY (PURGE)` does; Spark's
+//! OPTIMIZE drops one-file bins and so never purges a single large file, delta#5781).
 
 use std::collections::BTreeMap;
 
@@ -16,6 +22,10 @@ use crate::error::{Error, Result};
 use crate::plan::layout::LayoutOptions;
 use crate::profile::{MIB, Thresholds, check_target_file_size_mb, profile};
 use crate::table::{DataFile, FileContent, PartitionKey};
+
+/// Delta's `optimize.maxDeletedRowsRatio`: a file with at least this share of its rows deleted
+/// is rewritten (purged).
+pub const DEFAULT_DELETE_RATIO_THRESHOLD: f64 = 0.05;
 
 /// What the user asked for.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +47,10 @@ pub struct CompactionOptions {
     /// `skip_recent_partitions`: time partitions ending after now minus this many µs are held
     /// back (`None`: none are).
     pub recent_window: Option<i64>,
+    /// Rewrite a data file whose own deletes delete at least this share of its rows (0: any
+    /// deleted row; `None`: only small files are rewritten; formats whose deletes are not per
+    /// file ignore it).
+    pub delete_ratio_threshold: Option<f64>,
     /// The partitions that window holds back, found by the format's rewrite (its time
     /// transforms); left alone with `skipped: still being written`.
     pub recent: Vec<PartitionKey>,
@@ -54,6 +68,7 @@ impl Default for CompactionOptions {
             layout: LayoutOptions::default(),
             recent_window: Some(0),
             recent: Vec::new(),
+            delete_ratio_threshold: Some(DEFAULT_DELETE_RATIO_THRESHOLD),
         }
     }
 }
@@ -66,6 +81,13 @@ impl CompactionOptions {
             return Err(Error::invalid(format!(
                 "target_file_size_mb ({}) must not be below small_file_threshold_mb ({}): compacted files would still be small",
                 self.target_file_size_mb, self.thresholds.small_file_threshold_mb
+            )));
+        }
+        if let Some(r) = self.delete_ratio_threshold
+            && !(0.0..=1.0).contains(&r)
+        {
+            return Err(Error::invalid(format!(
+                "delete_ratio_threshold must be between 0 and 1 (a share of a file's rows), got {r}"
             )));
         }
         if self.min_input_files < 2 {
@@ -127,6 +149,12 @@ pub struct PartitionPlan {
     pub delete_files_removed: u64,
     /// After a commit: the data files written for the partition.
     pub files_written: Option<u64>,
+    /// Small files among the groups' inputs (the rest are rewritten for their deleted rows).
+    pub small_inputs: u64,
+    /// Rows the groups' own deletes (deletion vectors) delete: purged by the rewrite.
+    pub rows_purged: u64,
+    /// Files rewritten alone or with the small ones because of their deleted rows.
+    pub files_purged: u64,
 }
 
 impl PartitionPlan {
@@ -135,6 +163,9 @@ impl PartitionPlan {
         self.verdict = Verdict::Skipped;
         self.groups.clear();
         self.bytes_to_rewrite = 0;
+        self.small_inputs = 0;
+        self.rows_purged = 0;
+        self.files_purged = 0;
         self.reason = format!("skipped: {why}");
     }
 
@@ -181,6 +212,40 @@ pub fn plan_naming_deletes(
             if f.parquet { parquet.push(i) } else { *other += 1 }
         }
     }
+    // Per data file: the rows its own deletes delete (deletes that name it); per partition, the
+    // data file each of its own deletes names (None: not a live data file).
+    let data_index: std::collections::HashMap<&str, usize> = files
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.content == FileContent::Data)
+        .map(|(i, f)| (f.path.as_str(), i))
+        .collect();
+    let mut own_deletes: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
+    let mut per_file_deletes: BTreeMap<&PartitionKey, Vec<Option<usize>>> = BTreeMap::new();
+    for f in files {
+        if f.content == FileContent::PositionDeletes
+            && let Some(data) = &f.referenced_data_file
+        {
+            *own_deletes.entry(data.as_str()).or_default() += f.record_count;
+            per_file_deletes.entry(&f.key).or_default().push(data_index.get(data.as_str()).copied());
+        }
+    }
+    let deleted_rows = |i: usize| own_deletes.get(files[i].path.as_str()).copied().unwrap_or(0);
+    // Per partition: the Parquet data files whose deleted share reaches the threshold.
+    let mut purge_by_partition: BTreeMap<&PartitionKey, Vec<usize>> = BTreeMap::new();
+    if let Some(limit) = options.delete_ratio_threshold.filter(|_| options.apply_deletes) {
+        for (i, f) in files.iter().enumerate() {
+            let deleted = deleted_rows(i);
+            if f.content == FileContent::Data
+                && f.parquet
+                && deleted > 0
+                && f.record_count > 0
+                && deleted as f64 / f.record_count as f64 >= limit
+            {
+                purge_by_partition.entry(&f.key).or_default().push(i);
+            }
+        }
+    }
     let threshold = options.thresholds.fragmentation_ratio_threshold;
     profile(files, &options.thresholds)
         .into_iter()
@@ -198,49 +263,90 @@ pub fn plan_naming_deletes(
                 delete_files: p.applicable_delete_files,
                 delete_files_removed: 0,
                 files_written: None,
+                small_inputs: 0,
+                rows_purged: 0,
+                files_purged: 0,
             };
+            let purge = purge_by_partition.get(&p.key).map(Vec::as_slice).unwrap_or_default();
             let selected = options.partitions.as_ref().is_none_or(|list| list.iter().any(|l| l == &p.partition));
             if !selected {
                 plan.reason = "skipped: not in the partitions list".into();
+                return plan;
             } else if options.excluded.contains(&p.key) {
                 plan.reason = "skipped: rewritten by Spark".into();
-            } else if !p.requires_compaction {
+                return plan;
+            } else if !p.requires_compaction && purge.is_empty() {
                 plan.verdict = Verdict::Healthy;
                 plan.reason = format!("healthy: ratio {:.2} < {threshold}", p.fragmentation_ratio);
+                return plan;
             } else if options.recent.contains(&p.key) {
                 plan.reason = "skipped: still being written".into();
+                return plan;
             } else if p.applicable_delete_files > 0 && !options.apply_deletes {
                 plan.reason = format!("skipped: has {} {deletes}", p.applicable_delete_files);
+                return plan;
+            }
+            // Small files, bin-packed, when fragmentation degrades the partition.
+            let mut compaction = String::new();
+            if !p.requires_compaction {
+                compaction = format!("ratio {:.2} < {threshold}", p.fragmentation_ratio);
             } else if p.small_files < options.min_input_files {
-                plan.reason =
-                    format!("skipped: {} small files < min_input_files {}", p.small_files, options.min_input_files);
+                compaction = format!("{} small files < min_input_files {}", p.small_files, options.min_input_files);
             } else if let (small, not_parquet @ 1..) = &small_by_partition[&p.key]
                 && (small.len() as u64) < options.min_input_files
             {
-                plan.reason = format!(
-                    "skipped: {not_parquet} of its small files are not Parquet (only Parquet files are rewritten)"
-                );
+                compaction =
+                    format!("{not_parquet} of its small files are not Parquet (only Parquet files are rewritten)");
             } else {
                 let small = &small_by_partition[&p.key].0;
                 plan.groups = bin_pack(small.iter().map(|&i| (i, files[i].size_bytes)), target_bytes);
-                plan.bytes_to_rewrite = plan.groups.iter().flatten().map(|&i| files[i].size_bytes).sum();
                 if plan.groups.is_empty() {
-                    plan.reason = "skipped: no group of two or more small files fits the target".into();
-                } else {
-                    plan.verdict = Verdict::Compact;
-                    let outputs = plan.groups.len();
-                    plan.reason = format!(
-                        "compact: ratio {:.2} >= {threshold}, {} small files -> {outputs} {}{}",
-                        p.fragmentation_ratio,
-                        plan.input_files(),
-                        if outputs == 1 { "file" } else { "files" },
-                        match p.applicable_delete_files {
-                            0 => String::new(),
-                            n => format!(", applying {n} {deletes}"),
-                        }
-                    );
+                    compaction = "no group of two or more small files fits the target".into();
                 }
             }
+            let compacted = plan.input_files();
+            plan.small_inputs = compacted;
+            // Files degraded by their deleted rows and not in a group yet: each alone.
+            let grouped: std::collections::HashSet<usize> = plan.groups.iter().flatten().copied().collect();
+            let alone: Vec<usize> = purge.iter().copied().filter(|i| !grouped.contains(i)).collect();
+            plan.small_inputs += alone.iter().filter(|&&i| (files[i].size_bytes as f64) < small_limit).count() as u64;
+            plan.groups.extend(alone.iter().map(|&i| vec![i]));
+            plan.files_purged = purge.len() as u64;
+            plan.rows_purged = plan.groups.iter().flatten().map(|&i| deleted_rows(i)).sum();
+            plan.bytes_to_rewrite = plan.groups.iter().flatten().map(|&i| files[i].size_bytes).sum();
+            if plan.groups.is_empty() {
+                plan.reason = format!("skipped: {compaction}");
+                return plan;
+            }
+            plan.verdict = Verdict::Compact;
+            let mut parts = Vec::new();
+            if compacted > 0 {
+                let outputs = plan.groups.len() - alone.len();
+                parts.push(format!(
+                    "compact: ratio {:.2} >= {threshold}, {compacted} small files -> {outputs} {}",
+                    p.fragmentation_ratio,
+                    if outputs == 1 { "file" } else { "files" },
+                ));
+            }
+            if !purge.is_empty() {
+                parts.push(format!(
+                    "purge: {} {} with >= {}% of rows deleted",
+                    purge.len(),
+                    if purge.len() == 1 { "file" } else { "files" },
+                    options.delete_ratio_threshold.unwrap_or(0.0) * 100.0
+                ));
+            }
+            // Where deletes are per file (the format purges), only those of the rewritten files.
+            let grouped: std::collections::HashSet<usize> = plan.groups.iter().flatten().copied().collect();
+            let not_applied = per_file_deletes
+                .get(&p.key)
+                .map_or(0, |named| named.iter().filter(|i| i.is_none_or(|i| !grouped.contains(&i))).count() as u64);
+            let applied = p.applicable_delete_files.saturating_sub(not_applied);
+            let applying = match options.delete_ratio_threshold.map_or(p.applicable_delete_files, |_| applied) {
+                0 => String::new(),
+                n => format!(", applying {n} {deletes}"),
+            };
+            plan.reason = format!("{}{applying}", parts.join("; "));
             plan
         })
         .collect()
@@ -360,6 +466,74 @@ mod tests {
             plan(&files, &options(100.0, 1000.0), 1.0).iter().chain(&plans).filter(|p| p.verdict != Verdict::Compact)
         {
             assert!(p.groups.is_empty() && p.bytes_to_rewrite == 0 && p.files_after() == p.files_before, "{p:?}");
+        }
+    }
+
+    /// A data file of `rows` rows and, when `deleted` > 0, a deletion vector naming it.
+    fn with_vector(files: &mut Vec<DataFile>, partition: &str, kib: u64, rows: u64, deleted: u64) -> usize {
+        let mut data = file(partition, kib, FileContent::Data);
+        data.record_count = rows;
+        if deleted > 0 {
+            let mut dv = file(partition, 0, FileContent::PositionDeletes);
+            dv.record_count = deleted;
+            dv.referenced_data_file = Some(data.path.clone());
+            files.push(dv);
+        }
+        files.push(data);
+        files.len() - 1
+    }
+
+    #[test]
+    fn files_degraded_by_deleted_rows_are_purged_alone_or_with_the_small_ones() {
+        let mut files = Vec::new();
+        // p=1: healthy by size; one file 10 % deleted, one 2 %.
+        let heavy = with_vector(&mut files, "p=1", 500, 100, 10);
+        let light = with_vector(&mut files, "p=1", 500, 100, 2);
+        // p=2: degraded by small files (one 50 % deleted) and a large file 20 % deleted.
+        let small: Vec<usize> =
+            (0..4).map(|i| with_vector(&mut files, "p=2", 10, 10, if i == 0 { 5 } else { 0 })).collect();
+        let large = with_vector(&mut files, "p=2", 500, 100, 20);
+        let plans = plan(&files, &options(100.0, 1000.0), 1.0);
+        let (p1, p2) = (&plans[0], &plans[1]);
+        assert_eq!((p1.verdict, p1.groups.clone()), (Verdict::Compact, vec![vec![heavy]]));
+        assert_eq!(p1.reason, "purge: 1 file with >= 5% of rows deleted, applying 1 delete files");
+        assert_eq!((p1.rows_purged, p1.files_purged, p1.small_inputs, p1.delete_files), (10, 1, 0, 2));
+        assert_eq!(p1.files_after(), 2, "a file purged alone is replaced by one");
+        assert_eq!(p2.verdict, Verdict::Compact);
+        let mut grouped: Vec<Vec<usize>> = p2
+            .groups
+            .iter()
+            .map(|g| {
+                let mut g = g.clone();
+                g.sort();
+                g
+            })
+            .collect();
+        grouped.sort();
+        let mut want = vec![small.clone(), vec![large]];
+        want.sort();
+        assert_eq!(grouped, want);
+        assert_eq!(
+            p2.reason,
+            "compact: ratio 0.80 >= 0.35, 4 small files -> 1 file; purge: 2 files with >= 5% of rows deleted, applying 2 delete files"
+        );
+        assert_eq!((p2.rows_purged, p2.small_inputs), (25, 4));
+        // Any deleted row (REORG … APPLY (PURGE)): the light file too.
+        let any = plan(&files, &CompactionOptions { delete_ratio_threshold: Some(0.0), ..options(100.0, 1000.0) }, 1.0);
+        assert_eq!(any[0].groups.len(), 2);
+        assert!(any[0].groups.contains(&vec![light]));
+        // No purging, or deletes not applied: p=1 is healthy again, p=2 compacts its small files only.
+        for opts in [
+            CompactionOptions { delete_ratio_threshold: None, ..options(100.0, 1000.0) },
+            CompactionOptions { apply_deletes: false, ..options(100.0, 1000.0) },
+        ] {
+            let plans = plan(&files, &opts, 1.0);
+            assert_eq!(plans[0].verdict, Verdict::Healthy, "{opts:?}");
+            assert!(plans[1].groups.iter().flatten().all(|i| small.contains(i)), "{opts:?}");
+        }
+        for bad in [-0.1, 1.5, f64::NAN] {
+            let opts = CompactionOptions { delete_ratio_threshold: Some(bad), ..options(100.0, 1000.0) };
+            assert!(opts.validate().unwrap_err().message().contains("delete_ratio_threshold"), "{bad}");
         }
     }
 

@@ -78,6 +78,9 @@ pub(crate) trait Rewrite {
     const DELETES: &'static str = "delete files";
     /// Whether the rewrite applies delete files (else partitions with deletes are skipped).
     const APPLIES_DELETES: bool = false;
+    /// Whether the format's deletes are per data file, so that a file degraded by its deleted
+    /// rows is rewritten (`delete_ratio_threshold`, [`crate::plan::compaction`]).
+    const PURGES: bool = false;
     /// The live files, in the model the planner takes.
     fn files(&self) -> &[DataFile];
     /// The layout the rewrite writes.
@@ -132,6 +135,9 @@ pub(crate) fn run<R: Rewrite>(
     let mut adjusted = options.clone();
     if !R::APPLIES_DELETES {
         adjusted.apply_deletes = false;
+    }
+    if !R::PURGES {
+        adjusted.delete_ratio_threshold = None;
     }
     if let Some(window) = options.recent_window {
         adjusted.recent.extend(rewrite.recent(chrono::Utc::now().timestamp_micros(), window));
