@@ -134,6 +134,7 @@ bench: venv spark servers release .venv-zamboni/.installed
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_object_storage.py
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_serve.py
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_merge_on_read.py
+	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_delta_purge.py
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_gate.py --repeat 5
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_profile_scale.py
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_expire.py --history merged

@@ -5,20 +5,22 @@
 //! give the measured speedup, and equal counts and checksums prove the rewrite kept every row.
 //! Files are read as the table's current schema, exactly as the compaction reads them (Iceberg:
 //! by field id where files carry ids, by name otherwise; Delta: by name, without the partition
-//! columns, which the files do not hold). Delete files that apply to the scanned Iceberg files are
-//! applied, as a reader of the table applies them: a merge-on-read partition is timed with the
+//! columns, which the files do not hold). Delete files that apply to the scanned Iceberg files, and
+//! the deletion vectors of the scanned Delta files, are applied, as a reader of the table applies them: a merge-on-read partition is timed with the
 //! cost of its deletes, and compared by the rows a reader sees.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::action::compact::delta::DeltaColumns;
+use crate::action::compact::deletion_vectors::DeletedPositions;
+use crate::action::compact::delta_columns::DeltaColumns;
 use crate::action::compact::select_sql;
 use crate::duck::{quote_ident, quote_list};
 use crate::error::{Error, ErrorKind, Result};
 pub use crate::report::ScanResult;
 use crate::store::strip_file_scheme;
 use crate::table::Table;
+use crate::table::delta::LiveFile;
 use crate::table::iceberg::IcebergTable;
 
 /// Scans `paths` (data file locations) `runs` times (at least 1); the best time counts (the first
@@ -29,6 +31,8 @@ pub fn scan(conn: &crate::duck::Nested, table: &Table, paths: &[String], runs: u
         return Ok(ScanResult { files: 0, rows: 0, checksum: "0".into(), elapsed: Duration::ZERO });
     }
     crate::store::prepare_remote(conn, &local[0])?;
+    // Lives until the scan is done (its temporary file is read by the query).
+    let deleted: Option<DeletedPositions>;
     let (columns, source) = match table {
         Table::Iceberg { located, table } => {
             match crate::action::compact::merge_on_read_select(conn, located, table, paths)? {
@@ -40,9 +44,15 @@ pub fn scan(conn: &crate::duck::Nested, table: &Table, paths: &[String], runs: u
             }
         }
         Table::Delta(table) => {
-            let columns = DeltaColumns::of(table);
+            let columns = DeltaColumns::of(table)?;
             let names = columns.names().into_iter().map(quote_ident).collect();
-            (names, columns.select_sql(conn, &local)?)
+            // The table's live files among them have their deletion vectors applied.
+            let by_path: HashMap<&std::path::Path, &LiveFile> =
+                table.files.iter().map(|f| (f.local_path.as_path(), f)).collect();
+            let live: Vec<&LiveFile> =
+                local.iter().filter_map(|p| by_path.get(std::path::Path::new(p)).copied()).collect();
+            deleted = DeletedPositions::of(&table.root, &live)?;
+            (names, columns.select_sql(conn, &local, deleted.as_ref())?)
         }
     };
     let sql = format!(

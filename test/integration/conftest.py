@@ -81,15 +81,17 @@ POS_DELETE_POS_ID = 2147483545
 # --------------------------------------------------------------------------- extensions
 
 
-def run_paused_before_commit(run, concurrent_change, has_written, monkeypatch, outcome: dict | None = None) -> dict:
+def run_paused_before_commit(run, concurrent_change, has_written, monkeypatch, outcome: dict | None = None,
+                             pause_ms: int = 3000) -> dict:
     """Runs ``run()`` in a thread with its commit held back (LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS,
     a hook of the test build); once ``has_written()`` says its rewrite wrote an output (so it is
     past planning and reading), ``concurrent_change()`` commits. Returns the outcome: "rows" or
-    "error", and "paused" (the run was still waiting when the change committed)."""
+    "error", and "paused" (the run was still waiting when the change committed). ``pause_ms``: how
+    long the commit is held back (long enough for ``concurrent_change``)."""
     import threading
     import time
 
-    monkeypatch.setenv("LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS", "3000")
+    monkeypatch.setenv("LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS", str(pause_ms))
     outcome = {} if outcome is None else outcome
 
     def target():

@@ -683,6 +683,23 @@ def build_spark_deletion_vectors(spark: Any, path: str | Path) -> dict[str, Any]
     return {"expire_versions": [6, 9], "keep_versions": [5, 7, 8]}
 
 
+def build_spark_purge(spark: Any, path: str | Path) -> dict[str, int]:
+    """Spark with deletion vectors on large files: unpartitioned, two INSERTs of one 3000-row file
+    each (v1, v2); v3 deletes 10 % of the first file's rows (a vector of 300 rows), v4 1 % of the
+    second's (30 rows), v5 another 10 % of the first (v5's vector replaces v3's: 600 rows). What
+    each file's vector deletes, by the id range its rows have."""
+    t = f"delta.`{path}`"
+    spark_sql(spark, f"CREATE TABLE {t} (id bigint, v string, x double) USING delta "
+                     "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    for k in range(2):
+        spark_sql(spark, f"INSERT INTO {t} SELECT /*+ REPARTITION(1) */ id, concat('v', id), id * 0.5 "
+                         f"FROM range({k * 10000}, {k * 10000 + 3000})")
+    spark_sql(spark, f"DELETE FROM {t} WHERE id < 10000 AND id % 10 = 0")  # v3
+    spark_sql(spark, f"DELETE FROM {t} WHERE id >= 10000 AND id % 100 = 1")  # v4
+    spark_sql(spark, f"DELETE FROM {t} WHERE id < 10000 AND id % 10 = 1")  # v5
+    return {"first": 600, "second": 30}
+
+
 def build_spark_column_mapping(spark: Any, path: str | Path) -> None:
     """Spark with column mapping by name: partitioned by ``cat`` (directories named by the
     physical column name), three INSERTs around a column rename."""
@@ -694,6 +711,27 @@ def build_spark_column_mapping(spark: Any, path: str | Path) -> None:
                          f"concat('v', id) FROM range({k * 100}, {k * 100 + 20})")
     spark_sql(spark, f"ALTER TABLE {t} RENAME COLUMN v TO w")
     spark_sql(spark, f"INSERT INTO {t} SELECT /*+ REPARTITION(2) */ id, 'z', concat('w', id) FROM range(500, 520)")
+
+
+def build_spark_column_mapping_id(spark: Any, path: str | Path) -> None:
+    """Spark with column mapping by id: partitioned by ``cat``, a struct column, deletion vectors;
+    INSERTs around a RENAME (also of a struct child), a DROP COLUMN and an ADD COLUMN (so files
+    hold a dropped column and lack an added one), and a DELETE writing vectors."""
+    t = f"delta.`{path}`"
+    spark_sql(spark, f"CREATE TABLE {t} (id bigint, cat string, v string, s struct<a: int, b: string>, gone double) "
+                     "USING delta PARTITIONED BY (cat) TBLPROPERTIES ('delta.columnMapping.mode' = 'id', "
+                     "'delta.enableDeletionVectors' = 'true')")
+    for k in range(2):
+        spark_sql(spark, f"INSERT INTO {t} SELECT /*+ REPARTITION(2) */ id, CASE WHEN id % 2 = 0 THEN 'x' ELSE 'y' END, "
+                         f"concat('v', id), named_struct('a', CAST(id AS INT), 'b', concat('b', id)), id * 1.5 "
+                         f"FROM range({k * 100}, {k * 100 + 20})")
+    spark_sql(spark, f"ALTER TABLE {t} RENAME COLUMN v TO w")
+    spark_sql(spark, f"ALTER TABLE {t} RENAME COLUMN s.a TO aa")
+    spark_sql(spark, f"ALTER TABLE {t} DROP COLUMN gone")
+    spark_sql(spark, f"ALTER TABLE {t} ADD COLUMNS (added string)")
+    spark_sql(spark, f"INSERT INTO {t} SELECT /*+ REPARTITION(2) */ id, 'x', concat('w', id), "
+                     f"named_struct('aa', CAST(id AS INT), 'b', 'n'), concat('a', id) FROM range(500, 520)")
+    spark_sql(spark, f"DELETE FROM {t} WHERE id % 7 = 0")
 
 
 # --------------------------------------------------------------------------- vacuum scenarios

@@ -4,13 +4,19 @@
 //! Spark's and delta-rs's OPTIMIZE commit.
 //!
 //! Safety rules, as for Iceberg ([`crate::action::compact`]):
-//! - the protocol is checked first: a reader or writer feature whose meaning a rewrite could
-//!   break (column mapping, row tracking, Iceberg compatibility, clustering, type widening, v2
-//!   checkpoints, in-commit timestamps, catalog-managed commits, anything unknown) is refused,
-//!   naming it ([`check_protocol`]);
-//! - files with deletion vectors are modelled as deleted rows ([`crate::table::delta`]): their
-//!   partitions are skipped, so no deleted row comes back;
-//! - every output holds exactly its inputs' rows (checked before the commit); files are written
+//! - the protocol is checked first: every table feature has a decision (`FEATURES`); one whose
+//!   meaning a rewrite could break (row tracking, clustering, in-commit timestamps, variant,
+//!   materialized partition columns, catalog-managed commits, Iceberg compatibility, anything
+//!   unknown) is refused, naming it and why ([`check_protocol`]); column mapping, type widening
+//!   and v2 checkpoints are rewritten as they ask ([`crate::action::compact::delta_columns`]; no
+//!   checkpoint is written on a v2-checkpoint table);
+//! - deletion vectors are applied: each is read and checked (version, size, magic, CRC,
+//!   cardinality, no row past its file's `numRecords`), and the rewrite's query leaves out the
+//!   rows it deletes ([`crate::action::compact::deletion_vectors`]); the `remove` of a file
+//!   carries its vector's descriptor, the new `add` has none. A file whose vector deletes at
+//!   least `delete_ratio_threshold` of its rows is rewritten even alone (purged);
+//! - every output holds exactly its inputs' rows less the deleted ones (checked before the
+//!   commit against `numRecords` less the vectors' cardinality); files are written
 //!   without the partition columns (their values live in the log), with `stats` (numRecords,
 //!   nullCount, min/max where exact) so readers keep skipping files;
 //! - the commit is put-if-absent on `_delta_log/<v>.json`; on a concurrent commit delta-rs's
@@ -29,36 +35,69 @@ use deltalake_core::protocol::DeltaOperation;
 use serde_json::{Value, json};
 
 use crate::action::compact::commit::sync_files;
+use crate::action::compact::deletion_vectors::DeletedPositions;
+use crate::action::compact::delta_columns::{DataColumn, DeltaColumns, nested_type_change};
 use crate::action::compact::run::copy_in_order;
 use crate::action::compact::run::{Committed, Rewrite};
 use crate::action::compact::stats::DUCKDB_STRING_STATS_BYTES;
-use crate::action::layout::{OrderedRows, RowOrder, resolve_names};
-use crate::duck::{Nested, quote_ident, quote_literal};
+use crate::action::layout::{RowOrder, resolve_names};
+use crate::duck::{Nested, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt;
 use crate::plan::compaction::{CompactionOptions, PartitionPlan};
 use crate::plan::layout::Layout;
 use crate::table::delta::commit::{CompactionView, UriPathLogStore};
 use crate::table::delta::{DeltaLakeTable, LiveFile, delta_error};
-use crate::table::{DataFile, FileContent};
+use crate::table::{DataFile, FileContent, PartitionKey};
 
-/// Writer features a rewrite with `dataChange: false` keeps valid: the rows are the same rows.
-const REWRITE_SAFE_FEATURES: &[&str] = &[
-    "appendOnly",
-    "invariants",
-    "checkConstraints",
-    "generatedColumns",
-    "changeDataFeed",
-    "identityColumns",
-    "timestampNtz",
-    "deletionVectors",
-    "vacuumProtocolCheck",
+/// Every table feature, and what compaction does with it: `None`, rewritten (kept valid by a
+/// rewrite of the same rows: the files are read and written as the feature asks); `Some(why)`,
+/// refused for that reason. A feature not listed is refused as unknown. The README's feature
+/// table says the same.
+const FEATURES: &[(&str, Option<&str>)] = &[
+    ("appendOnly", None),
+    ("invariants", None),
+    ("checkConstraints", None),
+    ("generatedColumns", None),
+    ("changeDataFeed", None),
+    ("identityColumns", None),
+    ("timestampNtz", None),
+    ("deletionVectors", None),
+    ("vacuumProtocolCheck", None),
+    ("columnMapping", None),
+    ("typeWidening", None),
+    ("typeWidening-preview", None),
+    ("v2Checkpoint", None),
+    ("allowColumnDefaults", None),
+    ("checkpointProtection", None),
+    ("domainMetadata", None),
+    (
+        "rowTracking",
+        Some(
+            "rewritten rows would not keep their row ids and row commit versions (materialized row-tracking columns are not written yet)",
+        ),
+    ),
+    (
+        "clustering",
+        Some("a clustered table is compacted by clustering on its clustering columns, which this version does not do"),
+    ),
+    (
+        "inCommitTimestamp",
+        Some("its commits must carry a monotonic inCommitTimestamp, which this version's commits do not write"),
+    ),
+    ("variantType", Some("DuckDB does not read and write Spark's variant encoding back unchanged")),
+    ("variantType-preview", Some("DuckDB does not read and write Spark's variant encoding back unchanged")),
+    ("variantShredding", Some("DuckDB does not read and write Spark's variant encoding back unchanged")),
+    ("variantShredding-preview", Some("DuckDB does not read and write Spark's variant encoding back unchanged")),
+    (
+        "materializePartitionColumns",
+        Some("its files must hold the partition columns, which this rewrite writes to the log only"),
+    ),
+    ("catalogManaged", Some("its commits go through its catalog, which this version does not call")),
+    ("catalogOwned-preview", Some("its commits go through its catalog, which this version does not call")),
 ];
 
-/// The reader features a reader of ours (DuckDB's Parquet reader, by column name) handles.
-const READABLE_FEATURES: &[&str] = &["timestampNtz", "deletionVectors", "vacuumProtocolCheck"];
-
-/// Refuses a table whose protocol this rewrite could break, naming what.
+/// Refuses a table whose protocol this rewrite could break, naming the feature and why.
 pub fn check_protocol(table: &DeltaLakeTable) -> Result<()> {
     let refuse = |what: String| {
         Err(Error::new(
@@ -74,19 +113,38 @@ pub fn check_protocol(table: &DeltaLakeTable) -> Result<()> {
                 .into(),
         );
     }
-    // Column mapping passes here to be refused below with its mode.
-    let readers: Vec<&str> = READABLE_FEATURES.iter().copied().chain(["columnMapping"]).collect();
-    let writers: Vec<&str> = REWRITE_SAFE_FEATURES.iter().copied().chain(["columnMapping"]).collect();
-    if let Some(what) = table.unknown_protocol(&readers, &writers) {
+    for key in ["readerFeatures", "writerFeatures"] {
+        for feature in table.features(key) {
+            if let Some((_, Some(why))) = FEATURES.iter().find(|(name, _)| *name == feature) {
+                return refuse(format!("uses feature '{feature}': {why}"));
+            }
+        }
+    }
+    let known: Vec<&str> = FEATURES.iter().map(|(name, _)| *name).collect();
+    if let Some(what) = table.unknown_protocol(&known, &known) {
         return refuse(what);
     }
     let mapping = table.property("delta.columnMapping.mode").unwrap_or("none");
-    if mapping != "none" {
+    if !matches!(mapping, "none" | "name" | "id") {
+        return refuse(format!("uses column mapping mode '{mapping}', which Delta does not define"));
+    }
+    if let Some(field) = table.fields().iter().find_map(|f| {
+        let name = f.get("name").and_then(Value::as_str).unwrap_or("?");
+        nested_type_change(f.get("type")?).map(|inner| format!("{name}.{inner}"))
+    }) {
         return refuse(format!(
-            "uses column mapping (delta.columnMapping.mode = '{mapping}': files name columns by physical name)"
+            "widened the type of the nested field '{field}' (typeWidening); the rewrite casts top-level columns only"
         ));
     }
     Ok(())
+}
+
+/// Whether the table's checkpoints are ones this commit must not write or clean up: v2
+/// checkpoints (with sidecars; delta-rs writes classic ones) and protected checkpoints.
+fn keeps_checkpoints_alone(table: &DeltaLakeTable) -> bool {
+    let features = table.features("writerFeatures");
+    features.iter().any(|f| f == "v2Checkpoint" || f == "checkpointProtection")
+        || table.property("delta.checkpointPolicy").is_some_and(|p| p == "v2")
 }
 
 /// A Delta table's part in a compaction ([`crate::action::compact::run`]): the current
@@ -116,11 +174,10 @@ impl<'a> DeltaRewrite<'a> {
                 (f.content == FileContent::Data).then(|| index.get(std::ffi::OsStr::new(&f.path)).copied()).flatten()
             })
             .collect();
-        let mut columns = DeltaColumns::of(table);
+        let mut columns = DeltaColumns::of(table)?;
         let layout = resolve_names(options.layout.resolve(&[])?, &columns.sortable())?;
-        columns.order = RowOrder::of(&layout, |n| {
-            columns.data.iter().find(|(d, ..)| d == n).and_then(|(_, t, _)| t.clone()).unwrap_or_default()
-        });
+        let order = RowOrder::of(&columns.in_files(&layout), |n| columns.type_of(n));
+        columns.order = order;
         Ok(Self {
             table,
             files,
@@ -147,6 +204,8 @@ impl<'a> DeltaRewrite<'a> {
 impl Rewrite for DeltaRewrite<'_> {
     type Written = Written;
     const DELETES: &'static str = "deletion vectors";
+    const APPLIES_DELETES: bool = true;
+    const PURGES: bool = true;
 
     fn files(&self) -> &[DataFile] {
         &self.files
@@ -160,8 +219,12 @@ impl Rewrite for DeltaRewrite<'_> {
         self.columns.copy_sql(conn, &self.inputs(group)?, target)
     }
 
-    fn rewrite(&self, conn: &Nested, _plan: &PartitionPlan, group: &[usize], outputs: usize) -> Result<Vec<Written>> {
-        rewrite_group(conn, self.table, &self.columns, &self.inputs(group)?, outputs)
+    fn rewrite(&self, conn: &Nested, plan: &PartitionPlan, group: &[usize], outputs: usize) -> Result<Vec<Written>> {
+        let mut written = rewrite_group(conn, self.table, &self.columns, &self.inputs(group)?, outputs)?;
+        for w in &mut written {
+            w.key = Some(plan.key.clone());
+        }
+        Ok(written)
     }
 
     fn local_path(written: &Written) -> &Path {
@@ -184,7 +247,14 @@ impl Rewrite for DeltaRewrite<'_> {
         interrupt::check("nothing was committed")?;
         let (version, warning) = commit(self.table, self.target_size, written)?;
         let location = self.table.log_dir().join(format!("{version:020}.json")).to_string_lossy().into_owned();
-        Ok(Committed { id: version, location, warning, deletes_removed: HashMap::new() })
+        let mut deletes_removed: HashMap<PartitionKey, u64> = HashMap::new();
+        for w in written {
+            let vectors = w.replaces.iter().filter(|r| r.deletion_vector.is_some()).count() as u64;
+            if let (Some(key), 1..) = (&w.key, vectors) {
+                *deletes_removed.entry(key.clone()).or_default() += vectors;
+            }
+        }
+        Ok(Committed { id: version, location, warning, deletes_removed })
     }
 }
 
@@ -193,162 +263,8 @@ pub(crate) struct Written {
     local_path: PathBuf,
     add: Add,
     replaces: Vec<deltalake_core::kernel::Remove>,
-}
-
-/// The columns a rewrite reads and writes: the table's top-level fields without the partition
-/// columns (their values live in the log), in schema order, each as its Delta type.
-pub(crate) struct DeltaColumns {
-    /// (name, DuckDB type, Delta type) of each data column.
-    data: Vec<(String, Option<String>, Value)>,
-    /// Columns that get min/max statistics (`delta.dataSkippingNumIndexedCols` /
-    /// `delta.dataSkippingStatsColumns`).
-    indexed: Vec<String>,
-    compression: &'static str,
-    /// The order the rewrite writes rows in ([`crate::action::layout`]).
-    order: RowOrder,
-}
-
-impl DeltaColumns {
-    pub(crate) fn of(table: &DeltaLakeTable) -> Self {
-        let partition: Vec<String> = table.partition_columns();
-        let data: Vec<(String, Option<String>, Value)> = table
-            .fields()
-            .into_iter()
-            .filter_map(|f| {
-                let name = f.get("name")?.as_str()?.to_string();
-                let ty = f.get("type").cloned().unwrap_or(Value::Null);
-                (!partition.contains(&name)).then(|| (name, duckdb_type(&ty), ty))
-            })
-            .collect();
-        let indexed = match table.property("delta.dataSkippingStatsColumns") {
-            Some(list) => list.split(',').map(|c| c.trim().trim_matches('`').to_string()).collect(),
-            None => {
-                let n = table
-                    .property("delta.dataSkippingNumIndexedCols")
-                    .and_then(|v| v.parse::<i64>().ok())
-                    .unwrap_or(32);
-                let take = if n < 0 { usize::MAX } else { n as usize };
-                data.iter().take(take).map(|(name, ..)| name.clone()).collect()
-            }
-        };
-        let compression = match table.property("delta.parquet.compression.codec") {
-            Some("snappy") => "snappy",
-            Some("gzip") => "gzip",
-            Some("uncompressed") => "uncompressed",
-            _ => "zstd",
-        };
-        Self { data, indexed, compression, order: RowOrder::Unordered }
-    }
-
-    /// The data columns' names, in order.
-    pub(crate) fn names(&self) -> Vec<&str> {
-        self.data.iter().map(|(n, ..)| n.as_str()).collect()
-    }
-
-    /// `SELECT` of every data column of `files` by name, as its Delta type: primitive columns
-    /// cast (a Spark INT96 timestamp becomes the instant it was written as), a column no file
-    /// has comes out NULL of its type.
-    pub(crate) fn select_sql(&self, conn: &Nested, files: &[String]) -> Result<String> {
-        let list = files.iter().map(|f| quote_literal(f)).collect::<Vec<_>>().join(", ");
-        let source = format!("read_parquet([{list}], union_by_name = true)");
-        let present: std::collections::HashSet<String> = conn
-            .query(&format!("SELECT column_name::VARCHAR FROM (DESCRIBE SELECT * FROM {source})"))?
-            .rows
-            .iter()
-            .filter_map(|r| r[0].text().map(str::to_string))
-            .collect();
-        let mut select = Vec::new();
-        for (name, ty, _) in &self.data {
-            let id = quote_ident(name);
-            select.push(match (present.contains(name), ty) {
-                (true, Some(ty)) if !ty.contains('(') || ty.starts_with("DECIMAL") => format!("CAST({id} AS {ty}) AS {id}"),
-                (true, _) => id,
-                (false, Some(ty)) => format!("CAST(NULL AS {ty}) AS {id}"),
-                (false, None) => {
-                    return Err(Error::new(
-                        ErrorKind::Unsupported,
-                        format!("column '{name}' is in none of the files and its type has no DuckDB form; nothing was committed"),
-                    ));
-                }
-            });
-        }
-        Ok(format!("SELECT {} FROM {source}", select.join(", ")))
-    }
-
-    /// The data columns a rewrite can sort by: primitive ones.
-    fn sortable(&self) -> Vec<String> {
-        self.data
-            .iter()
-            .filter(|(_, ty, _)| {
-                ty.as_deref().is_some_and(|t| !t.starts_with("STRUCT") && !t.starts_with("MAP") && !t.ends_with(']'))
-            })
-            .map(|(name, ..)| name.clone())
-            .collect()
-    }
-
-    /// The COPY of `inputs` into `target` ([`DeltaColumns::select_sql`]), in the layout's order.
-    fn copy_sql(&self, conn: &Nested, inputs: &[&LiveFile], target: &str) -> Result<String> {
-        Ok(self.copy_to(&self.ordered_select(conn, inputs)?.sql(), target))
-    }
-
-    /// [`DeltaColumns::select_sql`] of `inputs`, in the layout's order.
-    fn ordered_select(&self, conn: &Nested, inputs: &[&LiveFile]) -> Result<OrderedRows> {
-        let files: Vec<String> = inputs.iter().map(|f| f.local_path.to_string_lossy().into_owned()).collect();
-        self.order.rows(conn, self.select_sql(conn, &files)?)
-    }
-
-    /// The COPY of `select` into `target`.
-    fn copy_to(&self, select: &str, target: &str) -> String {
-        format!(
-            "COPY ({select}) TO {} (FORMAT parquet, COMPRESSION {}, RETURN_STATS)",
-            quote_literal(target),
-            self.compression
-        )
-    }
-}
-
-/// DuckDB's type for a Delta type (struct children by name).
-fn duckdb_type(ty: &Value) -> Option<String> {
-    if let Some(object) = ty.as_object() {
-        return match object.get("type")?.as_str()? {
-            "struct" => {
-                let fields: Option<Vec<String>> = object
-                    .get("fields")?
-                    .as_array()?
-                    .iter()
-                    .map(|f| {
-                        Some(format!("{} {}", quote_ident(f.get("name")?.as_str()?), duckdb_type(f.get("type")?)?))
-                    })
-                    .collect();
-                let fields = fields.filter(|f| !f.is_empty())?;
-                Some(format!("STRUCT({})", fields.join(", ")))
-            }
-            "array" => Some(format!("{}[]", duckdb_type(object.get("elementType")?)?)),
-            "map" => Some(format!(
-                "MAP({}, {})",
-                duckdb_type(object.get("keyType")?)?,
-                duckdb_type(object.get("valueType")?)?
-            )),
-            _ => None,
-        };
-    }
-    let name = ty.as_str()?;
-    Some(match name {
-        "string" => "VARCHAR".into(),
-        "long" => "BIGINT".into(),
-        "integer" => "INTEGER".into(),
-        "short" => "SMALLINT".into(),
-        "byte" => "TINYINT".into(),
-        "float" => "FLOAT".into(),
-        "double" => "DOUBLE".into(),
-        "boolean" => "BOOLEAN".into(),
-        "binary" => "BLOB".into(),
-        "date" => "DATE".into(),
-        "timestamp" => "TIMESTAMPTZ".into(),
-        "timestamp_ntz" => "TIMESTAMP".into(),
-        d if d.starts_with("decimal(") => d.to_uppercase(),
-        _ => return None,
-    })
+    /// The partition rewritten (set once the rewrite is done).
+    key: Option<PartitionKey>,
 }
 
 /// Rewrites one group into `outputs` new files (in layout order, [`copy_in_order`]) in the
@@ -381,18 +297,23 @@ fn rewrite_group(
         std::fs::create_dir_all(parent)?;
     }
     let targets: Vec<String> = local_paths.iter().map(|p| p.to_string_lossy().into_owned()).collect();
-    let select = columns.ordered_select(conn, inputs)?;
+    // Held until the rewrite is done: the query reads its temporary file.
+    let deleted = DeletedPositions::of(&table.root, inputs)?;
+    let select = columns.ordered_select(conn, inputs, deleted.as_ref())?;
     let done = (|| {
         let copied = copy_in_order(conn, &select, &targets, &|select, target| columns.copy_to(select, target))?;
         let rows: u64 = copied.iter().map(|(rows, _)| rows).sum();
-        let expected: Option<u64> = inputs.iter().map(|f| f.num_records).sum();
+        // Every vector's rows were checked to lie within its file's numRecords.
+        let purged = deleted.as_ref().map_or(0, |d| d.rows);
+        let expected: Option<u64> = inputs.iter().map(|f| f.num_records).sum::<Option<u64>>().map(|n| n - purged);
         if let Some(expected) = expected
             && rows != expected
         {
             return Err(Error::new(
                 ErrorKind::CorruptMetadata,
                 format!(
-                    "rewrite of {} files produced {rows} rows, their stats say {expected}; nothing was committed",
+                    "rewrite of {} files produced {rows} rows, their stats say {expected} ({purged} deleted by deletion \
+                     vectors); nothing was committed",
                     inputs.len()
                 ),
             ));
@@ -400,10 +321,11 @@ fn rewrite_group(
         let mut adds = Vec::new();
         let mut null_counts: HashMap<String, Option<u64>> = HashMap::new();
         for ((relative, local_path), (rows, bytes)) in relatives.iter().zip(&local_paths).zip(copied) {
+            columns.check_written_ids(conn, &local_path.to_string_lossy())?;
             let stats = file_stats(conn, local_path, columns, rows)?;
-            for (name, ..) in &columns.data {
-                let n = stats["nullCount"].get(name).and_then(Value::as_u64);
-                let total = null_counts.entry(name.clone()).or_insert(Some(0));
+            for c in &columns.data {
+                let n = stats["nullCount"].get(&c.name).and_then(Value::as_u64);
+                let total = null_counts.entry(c.name.clone()).or_insert(Some(0));
                 *total = total.zip(n).map(|(a, b)| a + b);
             }
             adds.push((
@@ -423,7 +345,7 @@ fn rewrite_group(
                 },
             ));
         }
-        check_null_counts(inputs, &null_counts, columns)?;
+        check_null_counts(inputs, &null_counts, columns, purged > 0)?;
         Ok(adds)
     })();
     match done {
@@ -436,7 +358,7 @@ fn rewrite_group(
             let mut dropped: Vec<String> = Vec::new();
             for (i, (local_path, (rows, add))) in local_paths.into_iter().zip(adds).enumerate() {
                 if rows > 0 || (!any_rows && i == 0) {
-                    out.push(Written { local_path, add, replaces: Vec::new() });
+                    out.push(Written { local_path, add, replaces: Vec::new(), key: None });
                 } else {
                     dropped.push(local_path.to_string_lossy().into_owned());
                 }
@@ -453,17 +375,19 @@ fn rewrite_group(
 }
 
 /// Every data column whose inputs all carry a null count must keep it (a column read as NULL,
-/// e.g. by a wrong name, would not). Inputs' counts come from their own stats.
+/// e.g. by a wrong name, would not). Inputs' counts come from their own stats, which count the
+/// rows deletion vectors delete too: with `purged` rows the written count may only be lower.
 fn check_null_counts(
     inputs: &[&LiveFile],
     written_counts: &HashMap<String, Option<u64>>,
     columns: &DeltaColumns,
+    purged: bool,
 ) -> Result<()> {
-    for (name, ..) in &columns.data {
+    for DataColumn { name, .. } in &columns.data {
         let expected: Option<u64> = inputs.iter().map(|f| f.null_counts.get(name).copied()).sum();
         let written = written_counts.get(name).copied().flatten();
         if let (Some(expected), Some(written)) = (expected, written)
-            && expected != written
+            && (written > expected || (!purged && expected != written))
         {
             return Err(Error::new(
                 ErrorKind::CorruptMetadata,
@@ -486,7 +410,7 @@ fn file_stats(conn: &Nested, path: &Path, columns: &DeltaColumns, rows: u64) -> 
          stats_null_count::BIGINT FROM parquet_metadata({})",
         quote_literal(&path.to_string_lossy())
     ))?;
-    let types: HashMap<&str, &Value> = columns.data.iter().map(|(n, _, t)| (n.as_str(), t)).collect();
+    let types: HashMap<&str, &Value> = columns.data.iter().map(|c| (c.name.as_str(), &c.delta)).collect();
     let mut nulls: HashMap<String, Option<u64>> = HashMap::new();
     let mut mins: HashMap<String, Vec<Option<String>>> = HashMap::new();
     let mut maxs: HashMap<String, Vec<Option<String>>> = HashMap::new();
@@ -593,7 +517,75 @@ const COMMIT_ID_KEY: &str = "lakehouse.commitId";
 /// version read is searched for this commit's id ([`COMMIT_ID_KEY`]): found, it is committed;
 /// not found on a local disk, it is not; not found on object storage after a transport error,
 /// the outcome is unknown and every file is kept.
+///
+/// A conflict is settled as Spark settles one for OPTIMIZE, which reads only the files it
+/// rewrites: the table is read again, and when every input is still live with the very deletion
+/// vector it was read with, and neither protocol nor metadata changed, the rewrite still holds
+/// exactly those rows and is committed on the newer version ([`check_rebase`]); otherwise it
+/// fails as a conflict. (delta-rs built without DataFusion takes every live file as read, so any
+/// concurrent DELETE anywhere in the table would abort the rewrite.)
 fn commit(table: &DeltaLakeTable, target_size: i64, written: &[Written]) -> Result<(i64, Option<String>)> {
+    let commit_id = uuid::Uuid::new_v4().to_string();
+    let mut newer: Option<DeltaLakeTable> = None;
+    for _ in 0..MAX_REBASES {
+        let base = newer.as_ref().unwrap_or(table);
+        match commit_on(base, target_size, written, &commit_id)? {
+            Ok(done) => return Ok(done),
+            Err(conflict) => {
+                let latest = DeltaLakeTable::load(&table.root)?;
+                check_rebase(table, &latest, written).map_err(|why| {
+                    Error::conflict(format!(
+                        "another writer changed Delta table '{}' ({why}; {conflict}); nothing was committed",
+                        table.root.display()
+                    ))
+                })?;
+                newer = Some(latest);
+            }
+        }
+    }
+    Err(Error::conflict(format!(
+        "Delta table '{}' kept changing while this rewrite committed ({MAX_REBASES} attempts); nothing was committed",
+        table.root.display()
+    )))
+}
+
+/// How often a conflicting commit is retried on a newer version ([`commit`]).
+const MAX_REBASES: usize = 5;
+
+/// Why the rewrite cannot be committed on `latest` in place of `read` (the version it read):
+/// an input is gone or has another deletion vector, or the protocol or metadata changed.
+fn check_rebase(
+    read: &DeltaLakeTable,
+    latest: &DeltaLakeTable,
+    written: &[Written],
+) -> std::result::Result<(), String> {
+    if latest.protocol != read.protocol {
+        return Err("the protocol changed".into());
+    }
+    if latest.metadata != read.metadata {
+        return Err("the schema, partitioning or properties changed".into());
+    }
+    let live: HashMap<&str, &LiveFile> = latest.files.iter().map(|f| (f.path.as_str(), f)).collect();
+    for input in written.iter().flat_map(|w| &w.replaces) {
+        match live.get(input.path.as_str()) {
+            None => return Err(format!("'{}', an input of this rewrite, was removed", input.path)),
+            Some(f) if f.remove.deletion_vector != input.deletion_vector => {
+                return Err(format!("rows of '{}', an input of this rewrite, were deleted", input.path));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// One commit attempt on `table`'s version: `Ok(Err(conflict))` when another writer's commit
+/// stands in the way and nothing of ours was committed.
+fn commit_on(
+    table: &DeltaLakeTable,
+    target_size: i64,
+    written: &[Written],
+    commit_id: &str,
+) -> Result<std::result::Result<(i64, Option<String>), String>> {
     let mut actions: Vec<Action> = Vec::new();
     let mut removed = 0usize;
     for w in written {
@@ -612,7 +604,6 @@ fn commit(table: &DeltaLakeTable, target_size: i64, written: &[Written]) -> Resu
         "numBytesAdded": written.iter().map(|w| w.add.size).sum::<i64>(),
         "numBytesRemoved": written.iter().flat_map(|w| &w.replaces).map(|r| r.size.unwrap_or(0)).sum::<i64>(),
     });
-    let commit_id = uuid::Uuid::new_v4().to_string();
     let properties = CommitProperties::default()
         .with_metadata([
             ("operationMetrics".to_string(), metrics),
@@ -623,9 +614,11 @@ fn commit(table: &DeltaLakeTable, target_size: i64, written: &[Written]) -> Resu
             (COMMIT_ID_KEY.to_string(), json!(commit_id)),
         ])
         // As a Delta writer: a checkpoint every delta.checkpointInterval commits, expired logs
-        // cleaned per the table's delta.enableExpiredLogCleanup and logRetentionDuration.
-        .with_create_checkpoint(true)
-        .with_cleanup_expired_logs(None);
+        // cleaned per the table's delta.enableExpiredLogCleanup and logRetentionDuration — but
+        // neither on a table whose checkpoints are v2 or protected: a later writer that knows
+        // them checkpoints it.
+        .with_create_checkpoint(!keeps_checkpoints_alone(table))
+        .with_cleanup_expired_logs(keeps_checkpoints_alone(table).then_some(false));
     let state = table.table.snapshot().map_err(|e| delta_error(&table.root, e))?;
     // delta-rs's protocol check sees the table without the features a rewrite keeps by
     // construction, and its commit file gets URI-encoded paths (see table::delta::commit).
@@ -653,7 +646,7 @@ fn commit(table: &DeltaLakeTable, target_size: i64, written: &[Written]) -> Resu
         }
     })?;
     match stage {
-        CommitStage::Committed(version, post_commit_error) => Ok((
+        CommitStage::Committed(version, post_commit_error) => Ok(Ok((
             version as i64,
             post_commit_error.map(|e| {
                 format!(
@@ -661,7 +654,8 @@ fn commit(table: &DeltaLakeTable, target_size: i64, written: &[Written]) -> Resu
                      table is consistent and a later commit writes the checkpoint"
                 )
             }),
-        )),
+        ))),
+        CommitStage::NotCommitted(e) if is_conflict(&e) => Ok(Err(e.to_string())),
         CommitStage::NotCommitted(e) => Err(commit_error(&table.root, e)),
         CommitStage::Unconfirmed(e) => {
             let unknown = |why: String| {
@@ -674,9 +668,10 @@ fn commit(table: &DeltaLakeTable, target_size: i64, written: &[Written]) -> Resu
                     ),
                 )
             };
-            match crate::table::delta::commit::find_commit(&table.table, table.version, COMMIT_ID_KEY, &commit_id) {
-                Ok(Some(version)) => Ok((version, None)),
-                Ok(None) if is_conflict(&e) || !crate::store::is_remote(&table.root.to_string_lossy()) => {
+            match crate::table::delta::commit::find_commit(&table.table, table.version, COMMIT_ID_KEY, commit_id) {
+                Ok(Some(version)) => Ok(Ok((version, None))),
+                Ok(None) if is_conflict(&e) => Ok(Err(e.to_string())),
+                Ok(None) if !crate::store::is_remote(&table.root.to_string_lossy()) => {
                     Err(commit_error(&table.root, e))
                 }
                 Ok(None) => Err(unknown("the log does not show it yet".into())),
@@ -744,7 +739,5 @@ mod tests {
         assert_eq!(stat_value("timestamp", "2026-10-01 05:00:00+02", true), None);
         assert_eq!(stat_value("string", &"x".repeat(300), true), None);
         assert_eq!(stat_value("binary", "ab", true), None);
-        assert_eq!(duckdb_type(&json!("decimal(10,2)")), Some("DECIMAL(10,2)".into()));
-        assert_eq!(duckdb_type(&json!({"type": "struct", "fields": []})), None);
     }
 }

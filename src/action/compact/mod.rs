@@ -31,7 +31,9 @@
 pub mod commit;
 pub mod defaults;
 pub mod deletes;
+pub mod deletion_vectors;
 pub mod delta;
+pub mod delta_columns;
 pub mod iceberg;
 pub mod run;
 pub mod sql;

@@ -228,16 +228,31 @@ pub fn find_commit(
 
 // --------------------------------------------------------------------------- protocol check
 
-/// Writer features delta-rs (without DataFusion) will not commit under, and that a compaction
-/// keeps by construction (no new row, `dataChange: false`; identity values and their high-water
-/// mark unchanged); [`crate::action::compact::delta::check_protocol`] has refused everything else.
-const KEPT_BY_COMPACTION: &[&str] =
-    &["invariants", "checkConstraints", "generatedColumns", "changeDataFeed", "identityColumns", "vacuumProtocolCheck"];
+/// Features delta-rs (without DataFusion) will not commit under, and that a compaction keeps by
+/// construction (no new row, `dataChange: false`; identity values and their high-water mark
+/// unchanged; files written with physical names and field ids under column mapping, with the
+/// widened types; no checkpoint written on a v2-checkpoint table, domains untouched);
+/// [`crate::action::compact::delta::check_protocol`] has refused everything else.
+const KEPT_BY_COMPACTION: &[&str] = &[
+    "invariants",
+    "checkConstraints",
+    "generatedColumns",
+    "changeDataFeed",
+    "identityColumns",
+    "vacuumProtocolCheck",
+    "columnMapping",
+    "typeWidening",
+    "typeWidening-preview",
+    "v2Checkpoint",
+    "allowColumnDefaults",
+    "checkpointProtection",
+    "domainMetadata",
+];
 
 /// The table as delta-rs's protocol check should see it for a compaction: its protocol without
 /// the features in `KEPT_BY_COMPACTION`; legacy writer versions 3–6 (whose features are all
-/// among them, column mapping aside, which is refused before) shown as version 2 (append-only
-/// still checked); reader version 2 (column mapping, refused before) as 1.
+/// among them) shown as version 2 (append-only still checked); reader version 2 (column
+/// mapping) as 1.
 pub struct CompactionView<'a> {
     table: &'a dyn TableReference,
     protocol: Protocol,

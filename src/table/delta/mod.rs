@@ -6,8 +6,9 @@
 //! is kept as JSON, as the log writes it, so that the checks here read the log's own field names.
 //! Partition labels print as Delta/Hive directories do (`col=value/…`, Hive's path escaping,
 //! `__HIVE_DEFAULT_PARTITION__` for null). A file with a deletion vector is modelled as a data
-//! file plus a position-delete file naming it, so the profile counts deletion vectors as delete
-//! files and the planner leaves their partitions alone.
+//! file plus a position-delete file naming it (its record count: the rows the vector deletes), so
+//! the profile counts deletion vectors as delete files and the planner knows each file's deleted
+//! share; [`deletion_vector`] reads the vectors themselves.
 
 pub mod commit;
 pub mod deletion_vector;
