@@ -52,7 +52,7 @@ pub fn scan(conn: &crate::duck::Nested, table: &Table, paths: &[String], runs: u
             let live: Vec<&LiveFile> =
                 local.iter().filter_map(|p| by_path.get(std::path::Path::new(p)).copied()).collect();
             deleted = DeletedPositions::of(&table.root, &live)?;
-            (names, columns.select_sql(conn, &local, deleted.as_ref())?)
+            (names, columns.select_sql(conn, &local, deleted.as_ref(), &columns.row_ids(&live))?)
         }
     };
     let sql = format!(

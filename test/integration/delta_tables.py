@@ -734,6 +734,47 @@ def build_spark_column_mapping_id(spark: Any, path: str | Path) -> None:
     spark_sql(spark, f"DELETE FROM {t} WHERE id % 7 = 0")
 
 
+def build_spark_row_tracking(spark: Any, path: str | Path) -> None:
+    """Spark with row tracking and deletion vectors: partitioned by ``p`` ('a', 'b'), four small
+    INSERTs of two tasks, an UPDATE (whose rows get materialized row ids and commit versions),
+    a DELETE (vectors)."""
+    t = f"delta.`{path}`"
+    spark_sql(spark, f"CREATE TABLE {t} (id bigint, p string, v string) USING delta PARTITIONED BY (p) "
+                     "TBLPROPERTIES ('delta.enableRowTracking' = 'true', 'delta.enableDeletionVectors' = 'true')")
+    for k in range(4):
+        spark_sql(spark, f"INSERT INTO {t} SELECT /*+ REPARTITION(2) */ id, IF(id % 2 = 0, 'a', 'b'), concat('v', id) "
+                         f"FROM range({k * 100}, {k * 100 + 30})")
+    spark_sql(spark, f"UPDATE {t} SET v = concat('u', v) WHERE id % 5 = 0")
+    spark_sql(spark, f"DELETE FROM {t} WHERE id % 7 = 0")
+
+
+# Spark 4 tables with one newer feature each, fragmented by small INSERTs: name -> (columns,
+# table properties / clause, a row expression over `id`, statements after the first INSERTs).
+FEATURE_TABLES: dict[str, tuple[str, str, str, list[str]]] = {
+    "ict": ("id bigint, v string", "TBLPROPERTIES ('delta.enableInCommitTimestamps' = 'true')",
+            "id, concat('v', id)", []),
+    "widened": ("id bigint, n int", "TBLPROPERTIES ('delta.enableTypeWidening' = 'true')", "id, CAST(id AS INT)",
+                ["ALTER TABLE {t} ALTER COLUMN n TYPE bigint",
+                 "INSERT INTO {t} SELECT id, id * 10000000000 FROM range(900, 905)"]),
+    "ntz": ("id bigint, t timestamp_ntz", "", "id, TIMESTAMP_NTZ '2026-10-01 05:00:00.123456' + make_interval(0, 0, 0, 0, 0, 0, id)", []),
+    "v2cp": ("id bigint, v string", "TBLPROPERTIES ('delta.checkpointPolicy' = 'v2', 'delta.checkpointInterval' = '3')",
+             "id, concat('v', id)", []),
+    "variant": ("id bigint, j variant", "", "id, parse_json(concat('{\"a\": ', id, '}'))", []),
+    "clustered": ("id bigint, v string", "CLUSTER BY (id, v)", "id, concat('v', id)", []),
+}
+
+
+def build_spark_feature_table(spark: Any, path: str | Path, name: str) -> None:
+    """The FEATURE_TABLES table ``name``: four INSERTs of two tasks, then its statements."""
+    columns, clause, row, after = FEATURE_TABLES[name]
+    t = f"delta.`{path}`"
+    spark_sql(spark, f"CREATE TABLE {t} ({columns}) USING delta {clause}")
+    for k in range(4):
+        spark_sql(spark, f"INSERT INTO {t} SELECT /*+ REPARTITION(2) */ {row} FROM range({k * 100}, {k * 100 + 20})")
+    for statement in after:
+        spark_sql(spark, statement.format(t=t))
+
+
 # --------------------------------------------------------------------------- vacuum scenarios
 
 

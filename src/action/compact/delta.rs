@@ -5,11 +5,13 @@
 //!
 //! Safety rules, as for Iceberg ([`crate::action::compact`]):
 //! - the protocol is checked first: every table feature has a decision (`FEATURES`); one whose
-//!   meaning a rewrite could break (row tracking, clustering, in-commit timestamps, variant,
-//!   materialized partition columns, catalog-managed commits, Iceberg compatibility, anything
-//!   unknown) is refused, naming it and why ([`check_protocol`]); column mapping, type widening
-//!   and v2 checkpoints are rewritten as they ask ([`crate::action::compact::delta_columns`]; no
-//!   checkpoint is written on a v2-checkpoint table);
+//!   meaning a rewrite could break (variant, materialized partition columns, catalog-managed
+//!   commits, Iceberg compatibility, anything unknown) is refused, naming it and why
+//!   ([`check_protocol`]); column mapping, row tracking, type widening, clustering, in-commit
+//!   timestamps and v2 checkpoints are rewritten as they ask
+//!   ([`crate::action::compact::delta_columns`]; a z-order on the clustering columns; no
+//!   checkpoint written on a v2-checkpoint table; commits pinned to one version where their
+//!   actions depend on it);
 //! - deletion vectors are applied: each is read and checked (version, size, magic, CRC,
 //!   cardinality, no row past its file's `numRecords`), and the rewrite's query leaves out the
 //!   rows it deletes ([`crate::action::compact::deletion_vectors`]); the `remove` of a file
@@ -71,20 +73,9 @@ const FEATURES: &[(&str, Option<&str>)] = &[
     ("allowColumnDefaults", None),
     ("checkpointProtection", None),
     ("domainMetadata", None),
-    (
-        "rowTracking",
-        Some(
-            "rewritten rows would not keep their row ids and row commit versions (materialized row-tracking columns are not written yet)",
-        ),
-    ),
-    (
-        "clustering",
-        Some("a clustered table is compacted by clustering on its clustering columns, which this version does not do"),
-    ),
-    (
-        "inCommitTimestamp",
-        Some("its commits must carry a monotonic inCommitTimestamp, which this version's commits do not write"),
-    ),
+    ("rowTracking", None),
+    ("clustering", None),
+    ("inCommitTimestamp", None),
     ("variantType", Some("DuckDB does not read and write Spark's variant encoding back unchanged")),
     ("variantType-preview", Some("DuckDB does not read and write Spark's variant encoding back unchanged")),
     ("variantShredding", Some("DuckDB does not read and write Spark's variant encoding back unchanged")),
@@ -124,6 +115,13 @@ pub fn check_protocol(table: &DeltaLakeTable) -> Result<()> {
     if let Some(what) = table.unknown_protocol(&known, &known) {
         return refuse(what);
     }
+    if table.features("writerFeatures").iter().any(|f| f == "rowTracking") && table.row_tracking.is_none() {
+        return refuse(
+            "supports row tracking but names no materialized row-id columns \
+             (delta.rowTracking.materializedRowIdColumnName), so rewritten rows could not keep their ids"
+                .into(),
+        );
+    }
     let mapping = table.property("delta.columnMapping.mode").unwrap_or("none");
     if !matches!(mapping, "none" | "name" | "id") {
         return refuse(format!("uses column mapping mode '{mapping}', which Delta does not define"));
@@ -137,6 +135,44 @@ pub fn check_protocol(table: &DeltaLakeTable) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// The layout of a clustered table's rewrite: a z-order on its clustering columns (by logical
+/// name), what Spark's OPTIMIZE clusters by; a layout the user asks for is refused, as Spark
+/// refuses ZORDER BY on a clustered table.
+fn clustered_layout(
+    table: &DeltaLakeTable,
+    columns: &DeltaColumns,
+    clustering: &[Vec<String>],
+    options: &CompactionOptions,
+) -> Result<Layout> {
+    let refuse = |why: String| {
+        Err(Error::new(ErrorKind::Unsupported, format!("Delta table '{}' is clustered: {why}", table.root.display())))
+    };
+    if options.layout.strategy.is_some() || options.layout.sort_order.is_some() {
+        return refuse(
+            "its files are laid out by its clustering columns, so strategy and sort_order cannot be given (as Spark \
+             refuses ZORDER BY on it)"
+                .into(),
+        );
+    }
+    let mut logical = Vec::new();
+    for path in clustering {
+        let column = match path.as_slice() {
+            [name] => columns.data.iter().find(|c| &c.name == name).map(|c| c.logical.clone()),
+            _ => None,
+        };
+        match column {
+            Some(column) => logical.push(column),
+            None => {
+                return refuse(format!("its clustering column '{}' is not a top-level data column", path.join(".")));
+            }
+        }
+    }
+    if logical.is_empty() {
+        return Ok(Layout::Binpack);
+    }
+    Ok(Layout::Zorder(logical))
 }
 
 /// Whether the table's checkpoints are ones this commit must not write or clean up: v2
@@ -175,7 +211,11 @@ impl<'a> DeltaRewrite<'a> {
             })
             .collect();
         let mut columns = DeltaColumns::of(table)?;
-        let layout = resolve_names(options.layout.resolve(&[])?, &columns.sortable())?;
+        let layout = match &table.clustering {
+            None => options.layout.resolve(&[])?,
+            Some(clustering) => clustered_layout(table, &columns, clustering, options)?,
+        };
+        let layout = resolve_names(layout, &columns.sortable())?;
         let order = RowOrder::of(&columns.in_files(&layout), |n| columns.type_of(n));
         columns.order = order;
         Ok(Self {
@@ -186,6 +226,12 @@ impl<'a> DeltaRewrite<'a> {
             target_size: (options.target_file_size_mb * crate::profile::MIB) as i64,
             layout,
         })
+    }
+
+    /// The adds of a clustered table say so (`clusteringProvider`), as Spark's OPTIMIZE writes
+    /// them: their rows are z-ordered on the clustering columns.
+    fn clustering_provider(&self) -> Option<String> {
+        self.table.clustering.as_ref().map(|_| "liquid".to_string())
     }
 
     /// The live files of the planned files `group`.
@@ -223,6 +269,7 @@ impl Rewrite for DeltaRewrite<'_> {
         let mut written = rewrite_group(conn, self.table, &self.columns, &self.inputs(group)?, outputs)?;
         for w in &mut written {
             w.key = Some(plan.key.clone());
+            w.add.clustering_provider = self.clustering_provider();
         }
         Ok(written)
     }
@@ -262,6 +309,8 @@ impl Rewrite for DeltaRewrite<'_> {
 pub(crate) struct Written {
     local_path: PathBuf,
     add: Add,
+    /// Its rows.
+    rows: u64,
     replaces: Vec<deltalake_core::kernel::Remove>,
     /// The partition rewritten (set once the rewrite is done).
     key: Option<PartitionKey>,
@@ -297,6 +346,19 @@ fn rewrite_group(
         std::fs::create_dir_all(parent)?;
     }
     let targets: Vec<String> = local_paths.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    if columns.row_tracking.is_some()
+        && let Some(f) =
+            inputs.iter().find(|f| f.remove.base_row_id.is_none() || f.remove.default_row_commit_version.is_none())
+    {
+        return Err(Error::new(
+            ErrorKind::CorruptMetadata,
+            format!(
+                "'{}' has no baseRowId or defaultRowCommitVersion although the table tracks row ids, so its rows' ids \
+                 cannot be kept; nothing was committed",
+                f.path
+            ),
+        ));
+    }
     // Held until the rewrite is done: the query reads its temporary file.
     let deleted = DeletedPositions::of(&table.root, inputs)?;
     let select = columns.ordered_select(conn, inputs, deleted.as_ref())?;
@@ -322,6 +384,7 @@ fn rewrite_group(
         let mut null_counts: HashMap<String, Option<u64>> = HashMap::new();
         for ((relative, local_path), (rows, bytes)) in relatives.iter().zip(&local_paths).zip(copied) {
             columns.check_written_ids(conn, &local_path.to_string_lossy())?;
+            check_row_ids_written(conn, local_path, columns)?;
             let stats = file_stats(conn, local_path, columns, rows)?;
             for c in &columns.data {
                 let n = stats["nullCount"].get(&c.name).and_then(Value::as_u64);
@@ -358,7 +421,7 @@ fn rewrite_group(
             let mut dropped: Vec<String> = Vec::new();
             for (i, (local_path, (rows, add))) in local_paths.into_iter().zip(adds).enumerate() {
                 if rows > 0 || (!any_rows && i == 0) {
-                    out.push(Written { local_path, add, replaces: Vec::new(), key: None });
+                    out.push(Written { local_path, add, rows, replaces: Vec::new(), key: None });
                 } else {
                     dropped.push(local_path.to_string_lossy().into_owned());
                 }
@@ -372,6 +435,30 @@ fn rewrite_group(
             Err(e)
         }
     }
+}
+
+/// Under row tracking: every row of a written file has its id and commit version materialized
+/// (a NULL would make a reader derive an id from the new file's baseRowId: a new id).
+fn check_row_ids_written(conn: &Nested, path: &Path, columns: &DeltaColumns) -> Result<()> {
+    let Some((id, version)) = &columns.row_tracking else { return Ok(()) };
+    let nulls = conn.query(&format!(
+        "SELECT path_in_schema::VARCHAR, sum(stats_null_count)::BIGINT FROM parquet_metadata({}) \
+         WHERE path_in_schema IN ({}, {}) GROUP BY ALL",
+        quote_literal(&path.to_string_lossy()),
+        quote_literal(id),
+        quote_literal(version)
+    ))?;
+    let counted: HashMap<String, Option<i64>> =
+        nulls.rows.iter().filter_map(|r| Some((r[0].text()?.to_string(), r[1].opt_int().ok()?))).collect();
+    for column in [id, version] {
+        if counted.get(column.as_str()).copied().flatten() != Some(0) {
+            return Err(Error::new(
+                ErrorKind::CorruptMetadata,
+                format!("rewrite check failed: '{column}' is not set on every row written; nothing was committed"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Every data column whose inputs all carry a null count must keep it (a column read as NULL,
@@ -549,8 +636,44 @@ fn commit(table: &DeltaLakeTable, target_size: i64, written: &[Written]) -> Resu
     )))
 }
 
+/// Whether the table's commits carry in-commit timestamps (`delta.enableInCommitTimestamps`).
+fn in_commit_timestamps(table: &DeltaLakeTable) -> bool {
+    table.property("delta.enableInCommitTimestamps").is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
+/// The in-commit timestamp of the version after `table`'s: now, but after the version read's own
+/// (its `commitInfo.inCommitTimestamp`; its `timestamp` when it predates the feature), as the
+/// protocol asks timestamps to increase.
+fn next_in_commit_timestamp(table: &DeltaLakeTable) -> Result<i64> {
+    let location = table.log_dir().join(format!("{:020}.json", table.version)).to_string_lossy().into_owned();
+    let bytes = if crate::store::is_remote(&location) {
+        crate::runtime::block_on(crate::store::read(&location))??.to_vec()
+    } else {
+        std::fs::read(&location)?
+    };
+    let previous = String::from_utf8_lossy(&bytes)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find_map(|action| {
+            let info = action.get("commitInfo")?;
+            info.get("inCommitTimestamp").or_else(|| info.get("timestamp"))?.as_i64()
+        })
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::CorruptMetadata,
+                format!(
+                    "'{location}' has no commitInfo timestamp, which in-commit timestamps need; nothing was committed"
+                ),
+            )
+        })?;
+    Ok(chrono::Utc::now().timestamp_millis().max(previous + 1))
+}
+
 /// How often a conflicting commit is retried on a newer version ([`commit`]).
 const MAX_REBASES: usize = 5;
+
+/// delta-rs's own retries of a commit that is not pinned to a version (its default).
+const DEFAULT_MAX_RETRIES: usize = 15;
 
 /// Why the rewrite cannot be committed on `latest` in place of `read` (the version it read):
 /// an input is gone or has another deletion vector, or the protocol or metadata changed.
@@ -572,6 +695,9 @@ fn check_rebase(
             Some(f) if f.remove.deletion_vector != input.deletion_vector => {
                 return Err(format!("rows of '{}', an input of this rewrite, were deleted", input.path));
             }
+            Some(f) if f.remove.base_row_id != input.base_row_id => {
+                return Err(format!("the row ids of '{}', an input of this rewrite, changed", input.path));
+            }
             Some(_) => {}
         }
     }
@@ -588,6 +714,17 @@ fn commit_on(
 ) -> Result<std::result::Result<(i64, Option<String>), String>> {
     let mut actions: Vec<Action> = Vec::new();
     let mut removed = 0usize;
+    // Under row tracking the commit is pinned to the next version: its adds' fresh baseRowIds lie
+    // above this version's high-water mark, which it raises, and their defaultRowCommitVersion is
+    // that version. (Every row a rewrite wrote has its id and version materialized.) With
+    // in-commit timestamps too: its timestamp must follow this version's.
+    let row_ids = table.row_tracking.as_ref().map(|t| t.high_water_mark.unwrap_or(-1));
+    let in_commit_timestamp = match in_commit_timestamps(table) {
+        true => Some(next_in_commit_timestamp(table)?),
+        false => None,
+    };
+    let pinned = (row_ids.is_some() || in_commit_timestamp.is_some()).then_some(table.version + 1);
+    let mut next_row_id = row_ids.map_or(0, |mark| mark + 1);
     for w in written {
         for remove in &w.replaces {
             let mut remove = remove.clone();
@@ -596,7 +733,20 @@ fn commit_on(
             actions.push(Action::Remove(remove));
             removed += 1;
         }
-        actions.push(Action::Add(w.add.clone()));
+        let mut add = w.add.clone();
+        if let (Some(version), Some(_)) = (pinned, row_ids) {
+            add.base_row_id = Some(next_row_id);
+            add.default_row_commit_version = Some(version);
+            next_row_id += w.rows as i64;
+        }
+        actions.push(Action::Add(add));
+    }
+    if row_ids.is_some() {
+        actions.push(Action::DomainMetadata(deltalake_core::kernel::DomainMetadata {
+            domain: crate::table::delta::row_tracking::DOMAIN.to_string(),
+            configuration: json!({"rowIdHighWaterMark": next_row_id - 1}).to_string(),
+            removed: false,
+        }));
     }
     let metrics = json!({
         "numFilesAdded": written.len(),
@@ -605,14 +755,21 @@ fn commit_on(
         "numBytesRemoved": written.iter().flat_map(|w| &w.replaces).map(|r| r.size.unwrap_or(0)).sum::<i64>(),
     });
     let properties = CommitProperties::default()
-        .with_metadata([
-            ("operationMetrics".to_string(), metrics),
-            ("readVersion".to_string(), json!(table.version)),
-            ("isolationLevel".to_string(), json!("SnapshotIsolation")),
-            ("isBlindAppend".to_string(), json!(false)),
-            ("clientVersion".to_string(), json!(engine())),
-            (COMMIT_ID_KEY.to_string(), json!(commit_id)),
-        ])
+        .with_metadata(
+            [
+                ("operationMetrics".to_string(), metrics),
+                ("readVersion".to_string(), json!(table.version)),
+                ("isolationLevel".to_string(), json!("SnapshotIsolation")),
+                ("isBlindAppend".to_string(), json!(false)),
+                ("clientVersion".to_string(), json!(engine())),
+                (COMMIT_ID_KEY.to_string(), json!(commit_id)),
+            ]
+            .into_iter()
+            .chain(row_ids.map(|_| ("tags".to_string(), json!({"delta.rowTracking.preserved": "true"}))))
+            .chain(in_commit_timestamp.map(|t| ("inCommitTimestamp".to_string(), json!(t)))),
+        )
+        // Pinned: one attempt, at that version only (a retry is ours, on a newer version).
+        .with_max_retries(if pinned.is_some() { 0 } else { DEFAULT_MAX_RETRIES })
         // As a Delta writer: a checkpoint every delta.checkpointInterval commits, expired logs
         // cleaned per the table's delta.enableExpiredLogCleanup and logRetentionDuration — but
         // neither on a table whose checkpoints are v2 or protected: a later writer that knows
@@ -624,7 +781,7 @@ fn commit_on(
     // construction, and its commit file gets URI-encoded paths (see table::delta::commit).
     let view = CompactionView::new(state)
         .map_err(|e| Error::invalid(format!("Delta table '{}': unreadable protocol: {e}", table.root.display())))?;
-    let log_store = UriPathLogStore::wrap(table.table.log_store());
+    let log_store = UriPathLogStore::wrap_at(table.table.log_store(), pinned.map(|v| v as u64));
     let stage = crate::runtime::block_on(async {
         let prepared = CommitBuilder::from(properties)
             .with_actions(actions)

@@ -13,6 +13,11 @@
 //!
 //! A column whose type was widened (`typeWidening`) is read from older files with the widened
 //! type (the cast below), so every rewritten file has the table's current types.
+//!
+//! Under row tracking ([`crate::table::delta::row_tracking`]) every rewritten row keeps its id
+//! and commit version: the materialized columns are written as
+//! `coalesce(materialized, baseRowId + file_row_number)` and
+//! `coalesce(materialized, defaultRowCommitVersion)` of the file the row comes from.
 
 use std::collections::{HashMap, HashSet};
 
@@ -26,6 +31,9 @@ use crate::plan::layout::{Layout, OrderTerm};
 use crate::table::delta::{DeltaLakeTable, LiveFile};
 
 const PHYSICAL_NAME: &str = "delta.columnMapping.physicalName";
+
+/// Per data file (as DuckDB names it): `baseRowId` and `defaultRowCommitVersion`.
+pub(crate) type RowIds = std::collections::BTreeMap<String, (Option<i64>, Option<i64>)>;
 const FIELD_ID: &str = "delta.columnMapping.id";
 
 /// One data column.
@@ -55,6 +63,8 @@ pub(crate) struct DeltaColumns {
     /// Under column mapping: every mapped field of the data columns, nested ones too (id,
     /// physical name).
     mapped_fields: Vec<(i64, String)>,
+    /// Under row tracking: the materialized row-id and row-commit-version columns.
+    pub(crate) row_tracking: Option<(String, String)>,
 }
 
 impl DeltaColumns {
@@ -103,12 +113,16 @@ impl DeltaColumns {
             Some("uncompressed") => "uncompressed",
             _ => "zstd",
         };
-        Ok(Self { data, indexed, compression, order: RowOrder::Unordered, mapped_fields: all_mapped })
+        let row_tracking =
+            table.row_tracking.as_ref().map(|t| (t.row_id_column.clone(), t.commit_version_column.clone()));
+        Ok(Self { data, indexed, compression, order: RowOrder::Unordered, mapped_fields: all_mapped, row_tracking })
     }
 
-    /// The data columns' names in the files, in order.
+    /// The names of the columns a rewrite writes, in order: the data columns' names in the
+    /// files, then the materialized row-tracking columns.
     pub(crate) fn names(&self) -> Vec<&str> {
-        self.data.iter().map(|c| c.name.as_str()).collect()
+        let tracking = self.row_tracking.iter().flat_map(|(id, version)| [id.as_str(), version.as_str()]);
+        self.data.iter().map(|c| c.name.as_str()).chain(tracking).collect()
     }
 
     /// `SELECT` of every data column of `files` by its name in the files, as its Delta type:
@@ -116,11 +130,15 @@ impl DeltaColumns {
     /// widened column read from an older file takes its new type), a column no file has comes
     /// out NULL of its type. With `deleted`, the rows its deletion vectors delete are left out,
     /// as a reader of the table leaves them out.
+    ///
+    /// `row_ids`: under row tracking, each file's `baseRowId` and `defaultRowCommitVersion` (a
+    /// file not named has materialized ids only, as every file a rewrite wrote).
     pub(crate) fn select_sql(
         &self,
         conn: &Nested,
         files: &[String],
         deleted: Option<&DeletedPositions>,
+        row_ids: &RowIds,
     ) -> Result<String> {
         let list = files.iter().map(|f| quote_literal(f)).collect::<Vec<_>>().join(", ");
         if !self.mapped_fields.is_empty() {
@@ -151,11 +169,39 @@ impl DeltaColumns {
                 }
             });
         }
-        let source = match deleted {
-            None => plain,
-            Some(deleted) => format!(
-                "read_parquet([{list}], union_by_name = true, filename = '__lakehouse_file', file_row_number = true) AS __d {}",
-                deleted.anti_join("__d")
+        let tracked = match &self.row_tracking {
+            Some((id_column, version_column)) => {
+                let stored = |column: &str| if present.contains(column) { quote_ident(column) } else { "NULL".into() };
+                select.push(format!(
+                    "coalesce({}, __rt.__rt_base + __d.file_row_number)::BIGINT AS {}",
+                    stored(id_column),
+                    quote_ident(id_column)
+                ));
+                select.push(format!(
+                    "coalesce({}, __rt.__rt_version)::BIGINT AS {}",
+                    stored(version_column),
+                    quote_ident(version_column)
+                ));
+                let values: Vec<String> = row_ids
+                    .iter()
+                    .map(|(file, (base, version))| {
+                        let number = |n: &Option<i64>| n.map_or("NULL".to_string(), |n| n.to_string());
+                        format!("({}, {}::BIGINT, {}::BIGINT)", quote_literal(file), number(base), number(version))
+                    })
+                    .chain(std::iter::once("(NULL::VARCHAR, NULL::BIGINT, NULL::BIGINT)".to_string()))
+                    .collect();
+                format!(
+                    " LEFT JOIN (VALUES {}) AS __rt(__rt_file, __rt_base, __rt_version) ON __rt.__rt_file = __d.__lakehouse_file",
+                    values.join(", ")
+                )
+            }
+            None => String::new(),
+        };
+        let source = match (deleted, tracked.is_empty()) {
+            (None, true) => plain,
+            _ => format!(
+                "read_parquet([{list}], union_by_name = true, filename = '__lakehouse_file', file_row_number = true) AS __d{tracked} {}",
+                deleted.map(|d| d.anti_join("__d")).unwrap_or_default()
             ),
         };
         Ok(format!("SELECT {} FROM {source}", select.join(", ")))
@@ -262,6 +308,21 @@ impl DeltaColumns {
         Ok(self.copy_to(&self.ordered_select(conn, inputs, None)?.sql(), target))
     }
 
+    /// The `baseRowId` and `defaultRowCommitVersion` of `files` by the name DuckDB reads them by
+    /// (empty without row tracking).
+    pub(crate) fn row_ids(&self, files: &[&LiveFile]) -> RowIds {
+        if self.row_tracking.is_none() {
+            return RowIds::new();
+        }
+        files
+            .iter()
+            .map(|f| {
+                let key = f.local_path.to_string_lossy().into_owned();
+                (key, (f.remove.base_row_id, f.remove.default_row_commit_version))
+            })
+            .collect()
+    }
+
     /// [`DeltaColumns::select_sql`] of `inputs`, in the layout's order.
     pub(crate) fn ordered_select(
         &self,
@@ -270,7 +331,7 @@ impl DeltaColumns {
         deleted: Option<&DeletedPositions>,
     ) -> Result<OrderedRows> {
         let files: Vec<String> = inputs.iter().map(|f| f.local_path.to_string_lossy().into_owned()).collect();
-        self.order.rows(conn, self.select_sql(conn, &files, deleted)?)
+        self.order.rows(conn, self.select_sql(conn, &files, deleted, &self.row_ids(inputs))?)
     }
 
     /// The COPY of `select` into `target` (with the field ids under column mapping).

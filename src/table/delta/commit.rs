@@ -105,11 +105,19 @@ pub fn reencode_commit(bytes: &[u8]) -> Result<Vec<u8>, String> {
 #[derive(Debug)]
 pub struct UriPathLogStore {
     inner: LogStoreRef,
+    /// The only version a commit may be written as (`None`: any).
+    only: Option<Version>,
 }
 
 impl UriPathLogStore {
     pub fn wrap(inner: LogStoreRef) -> LogStoreRef {
-        Arc::new(Self { inner })
+        Self::wrap_at(inner, None)
+    }
+
+    /// [`UriPathLogStore::wrap`], refusing to write a commit as any version but `only` (as if
+    /// another writer had taken it): for a commit whose actions are valid at one version only.
+    pub fn wrap_at(inner: LogStoreRef, only: Option<Version>) -> LogStoreRef {
+        Arc::new(Self { inner, only })
     }
 
     async fn fixed(&self, commit: CommitOrBytes, operation_id: Uuid) -> Result<CommitOrBytes, TransactionError> {
@@ -153,6 +161,10 @@ impl LogStore for UriPathLogStore {
         operation_id: Uuid,
     ) -> Result<(), TransactionError> {
         let fixed = self.fixed(commit_or_bytes, operation_id).await?;
+        if self.only.is_some_and(|only| only != version) {
+            self.inner.abort_commit_entry(version, fixed, operation_id).await?;
+            return Err(TransactionError::VersionAlreadyExists(version));
+        }
         self.inner.write_commit_entry(version, fixed, operation_id).await
     }
 
@@ -247,6 +259,9 @@ const KEPT_BY_COMPACTION: &[&str] = &[
     "allowColumnDefaults",
     "checkpointProtection",
     "domainMetadata",
+    "rowTracking",
+    "inCommitTimestamp",
+    "clustering",
 ];
 
 /// The table as delta-rs's protocol check should see it for a compaction: its protocol without

@@ -12,6 +12,8 @@
 
 pub mod commit;
 pub mod deletion_vector;
+pub mod domains;
+pub mod row_tracking;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -47,7 +49,8 @@ pub struct LiveFile {
     pub deletion_vector_rows: Option<u64>,
     /// The deletion vector's own file, when it is stored in a file (`u`/`p` storage).
     pub deletion_vector_path: Option<PathBuf>,
-    /// The remove action that retires this file (dataChange as given), for commits.
+    /// The remove action that retires this file (dataChange as given, with its `baseRowId` and
+    /// `defaultRowCommitVersion` under row tracking), for commits.
     pub remove: Remove,
 }
 
@@ -67,6 +70,11 @@ pub struct DeltaLakeTable {
     pub schema: Value,
     /// Live files of the version.
     pub files: Vec<LiveFile>,
+    /// Row tracking, when the metadata configures it ([`row_tracking`]).
+    pub row_tracking: Option<row_tracking::RowTracking>,
+    /// The clustering columns (as the files name them) of a clustered table (the `clustering`
+    /// feature, [`domains::clustering_columns`]).
+    pub clustering: Option<Vec<Vec<String>>>,
 }
 
 impl std::fmt::Debug for DeltaLakeTable {
@@ -149,6 +157,7 @@ impl DeltaLakeTable {
         })??;
         let state = table.snapshot().map_err(|e| delta_error(&root, e))?;
         let version = state.version() as i64;
+        let mut files = files;
         let protocol = serde_json::to_value(state.protocol()).map_err(|e| corrupt(&root, e))?;
         let metadata = serde_json::to_value(state.metadata()).map_err(|e| corrupt(&root, e))?;
         let schema: Value = metadata
@@ -158,7 +167,25 @@ impl DeltaLakeTable {
             .transpose()
             .map_err(|e| corrupt(&root, e))?
             .unwrap_or(Value::Null);
-        Ok(Self { root, table, version, protocol, metadata, schema, files })
+        let configuration = metadata.get("configuration").cloned().unwrap_or(Value::Null);
+        let tracked = runtime::block_on(row_tracking::read(&table, &configuration, &root))??;
+        let row_tracking = tracked.map(|(tracking, ids)| {
+            for f in &mut files {
+                if let Some((base, version)) = ids.get(&f.path) {
+                    f.remove.base_row_id = *base;
+                    f.remove.default_row_commit_version = *version;
+                }
+            }
+            tracking
+        });
+        let clustered = protocol
+            .get("writerFeatures")
+            .and_then(Value::as_array)
+            .is_some_and(|f| f.iter().any(|f| f.as_str() == Some("clustering")));
+        // In the runtime, as every read of the log (the kernel's engine runs on it).
+        let clustering =
+            if clustered { runtime::block_on(async { domains::clustering_columns(&table, &root) })?? } else { None };
+        Ok(Self { root, table, version, protocol, metadata, schema, files, row_tracking, clustering })
     }
 
     /// The partition columns, in the table's order.
