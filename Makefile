@@ -47,6 +47,13 @@ servers:
 
 zamboni: .venv-zamboni/.installed
 
+# Spark 4.0.0 for bench/bench_delta_purge.py (Delta 4.0.0's REORG fails under Spark 4.0.1; see the file).
+.venv-spark400/.installed: bench/requirements-spark400.txt test/requirements.txt
+	python3 -m venv .venv-spark400
+	.venv-spark400/bin/python -m pip install --quiet --upgrade pip
+	.venv-spark400/bin/python -m pip install --quiet -r bench/requirements-spark400.txt
+	touch $@
+
 # The debug build (the tests') has the test hooks (a pause before commit); release builds never do.
 build/%/lakehouse.duckdb_extension: FORCE
 	cargo build $(if $(filter release,$*),--release,--features test-hooks) --lib
@@ -127,14 +134,14 @@ test-versions: venv debug $(foreach v,$(DUCKDB_VERSIONS),$(VERSION_VENVS)/$(v)/.
 # storage one ~2 minutes the first time (20,000 objects on a local S3 server, kept in /tmp); the
 # 20,000-snapshot expiry ~2.5 minutes to build (40,001 metadata files); the memory-limited
 # compaction ~25 GB and ~25 minutes (10 GiB of Parquet, built once); zamboni's ~1.6 GB.
-bench: venv spark servers release .venv-zamboni/.installed
+bench: venv spark servers release .venv-zamboni/.installed .venv-spark400/.installed
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_profile.py
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_compact.py --repeat 2
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_expire.py
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_object_storage.py
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_serve.py
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_merge_on_read.py
-	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_delta_purge.py
+	LAKEHOUSE_PYSPARK_VERSION=4.0.0 LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension .venv-spark400/bin/python bench/bench_delta_purge.py
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_gate.py --repeat 5
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_profile_scale.py
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_expire.py --history merged

@@ -3,9 +3,9 @@
 purged — lakehouse vs Spark's ``REORG … APPLY (PURGE)`` and ``OPTIMIZE`` vs delta-rs's
 ``optimize.compact``, on the same table, same cores, one run.
 
-Usage::
+Usage (``make bench`` runs it in ``.venv-spark400``, see bench/requirements-spark400.txt)::
 
-    .venv/bin/python bench/bench_delta_purge.py [--dir /tmp/lakehouse-bench-dv] [--rows 18000000] [--files 32] [--repeat 3]
+    LAKEHOUSE_PYSPARK_VERSION=4.0.0 .venv-spark400/bin/python bench/bench_delta_purge.py [--dir /tmp/lakehouse-bench-dv] [--rows 18000000] [--files 32] [--repeat 3]
 
 The table (built once per run by Apache Spark 4.0.1 + Delta Lake 4.0.0, local[2]): unpartitioned,
 ``delta.enableDeletionVectors``; ``--rows`` rows (``id BIGINT, payload STRING`` (a SHA-256 hex),
@@ -23,7 +23,8 @@ method runs ``--repeat`` times on a fresh byte-identical copy (same absolute pat
    ``maxFileSize`` 128 MiB (our threshold and target). JVM start excluded for both.
 5. **delta-rs**: ``DeltaTable(t).optimize.compact(target_size=128 MiB)`` (deltalake, in process).
 
-Timed: the call (wall clock). Verified after every run through DuckDB's delta extension (count,
+Timed: the call (wall clock; lakehouse in a fresh DuckDB connection per run, connect and LOAD
+not timed, as the JVM's start is not). Verified after every run through DuckDB's delta extension (count,
 sum(id), sum(x)) and, after each method's last run, through Spark: equal to Spark's figures
 before, with the expected count; the files left with a deletion vector are counted. Every run is
 reported, with median and worst; ratios are of medians. Results go to ``bench/results/delta_purge.md``.
@@ -50,6 +51,11 @@ import benchlib  # noqa: E402
 from bench_object_storage import pip_extension  # noqa: E402
 
 MIB = 1024 * 1024
+# What the report says of the Spark that ran (make bench runs 4.0.0: see bench/requirements-spark400.txt).
+SPARK_NOTES = {
+    "4.0.0": "Spark 4.0.0 (pyspark==4.0.0, the Spark Delta 4.0.0 was built for): under the tests' Spark 4.0.1, Delta "
+             "4.0.0's REORG … APPLY (PURGE) fails on this table with NoSuchMethodError ParquetToSparkSchemaConverter.",
+}
 METHODS = ["lakehouse", "lakehouse-purge", "spark-reorg", "spark-optimize", "delta-rs"]
 # Whose median each of ours is compared with, and the goal of issue 31.
 PEERS = {"lakehouse-purge": ("spark-reorg", 3.0), "lakehouse": ("delta-rs", 1.2)}
@@ -125,6 +131,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=32)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--note", default="", help="a line added to the report (e.g. which Spark build ran)")
     parser.add_argument("--extension", default=os.environ.get("LAKEHOUSE_EXTENSION", "build/release/lakehouse.duckdb_extension"))
     args = parser.parse_args()
     import deltalake
@@ -157,8 +164,25 @@ def main() -> None:
                 shutil.rmtree(path)
             shutil.copytree(saved, path, copy_function=shutil.copy2)
             os.sync()
+            if results[method] and results[method][-1].get("failed"):
+                continue  # a peer that failed once is reported failed, not run again
+            if method.startswith("lakehouse"):
+                # A fresh session per run (connect and LOAD not timed, as the JVM start is not):
+                # no run inherits another's buffers.
+                con.close()
+                con = benchlib.lakehouse_connection(Path(args.extension).resolve())
+                con.execute(f"LOAD '{pip_extension('delta')}'")
             started = time.perf_counter()
-            detail = run(method, spark, con, path)
+            try:
+                detail = run(method, spark, con, path)
+            except Exception as e:  # noqa: BLE001 - a peer's failure is a result, reported as such
+                if method.startswith("lakehouse"):
+                    raise
+                first = str(e).strip().splitlines()
+                reason = next((line for line in first if "Error" in line or "Exception" in line), first[0] if first else "?")
+                results[method].append({"failed": reason[:300]})
+                print(f"{method} run {attempt + 1}: failed: {reason[:300]}", flush=True)
+                continue
             seconds = time.perf_counter() - started
             got = duck_figures(con, path)
             if got != expected:
@@ -172,7 +196,8 @@ def main() -> None:
             print(f"{method} run {attempt + 1}: {seconds:.2f} s ({detail})", flush=True)
     spark.stop()
 
-    median = {m: statistics.median(r["seconds"] for r in runs) for m, runs in results.items()}
+    median = {m: statistics.median(r["seconds"] for r in runs) for m, runs in results.items()
+              if runs and not runs[-1].get("failed")}
     lines = [
         "# Delta deletion-vector purge benchmark",
         "",
@@ -183,12 +208,15 @@ def main() -> None:
         f"{dt.date.today()}; {benchlib.machine(ram=True)}; duckdb {duckdb.__version__}, deltalake {deltalake.__version__}, "
         f"Spark local[2]; extension `{args.extension}`. Full run {time.perf_counter() - started_all:.0f} s, "
         f"{args.repeat} runs per method, interleaved, each on a fresh copy.",
-        "Command: `make bench` (or `.venv/bin/python bench/bench_delta_purge.py`).",
-        "",
+        "Command: `make bench` (or `LAKEHOUSE_PYSPARK_VERSION=4.0.0 .venv-spark400/bin/python bench/bench_delta_purge.py`).",
+        *([note, ""] if (note := args.note or SPARK_NOTES.get(pyspark.__version__, "")) else [""]),
         "| method | runs (s) | median s | worst s | what it did | files after (with a vector) |",
         "|---|---|---:|---:|---|---|",
     ]
     for method, runs in results.items():
+        if runs and runs[-1].get("failed"):
+            lines.append(f"| {method} | failed | | | {runs[-1]['failed'].replace('|', '/')} | |")
+            continue
         seconds = [r["seconds"] for r in runs]
         after = runs[-1].get("files_after", ("?", "?"))
         lines.append(f"| {method} | {', '.join(f'{s:.2f}' for s in seconds)} | {median[method]:.2f} | {max(seconds):.2f} | "
@@ -198,6 +226,8 @@ def main() -> None:
         if ours in median and peer in median:
             ratio = median[peer] / median[ours]
             lines.append(f"| {ours} | {peer} | {ratio:.2f}× | {goal}× {'met' if ratio >= goal else 'not met'} |")
+        elif ours in median:
+            lines.append(f"| {ours} | {peer} | — ({peer} failed) | {goal}× |")
     lines += [
         "",
         f"Rows verified after every run through DuckDB's delta extension (count, sum(id), sum(x)) and after each "

@@ -161,6 +161,7 @@ fn retire_history(table: &Table, options: &GateOptions, host: &HostDb) -> Result
                 retention_hours: options.expiry.retention_days.map(|d| d * 24.0),
                 dry_run: options.dry_run,
                 enforce_retention_duration: true,
+                lite: false,
             };
             let report = vacuum(table, &vacuum_options, host)?;
             Ok(Retired {

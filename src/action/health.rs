@@ -326,7 +326,7 @@ pub fn measure_delta(table: &DeltaLakeTable, host: &HostDb) -> Result<MetadataHe
     let deleted_file_retention_hours = vacuum::table_retention_hours(table)?;
     let plan = vacuum::vacuum(
         table,
-        &vacuum::VacuumOptions { retention_hours: None, dry_run: true, enforce_retention_duration: true },
+        &vacuum::VacuumOptions { retention_hours: None, dry_run: true, enforce_retention_duration: true, lite: false },
         host,
     )?;
     let tombstone_counts = vacuum::tombstone_counts(table, deleted_file_retention_hours)?;

@@ -22,6 +22,11 @@
 //! read, no deletion-vector file is deleted at all. A retention below the table's
 //! `delta.deletedFileRetentionDuration` is refused unless the caller says otherwise.
 //!
+//! LITE (`mode := 'lite'`, Delta 3.3+'s `VACUUM … LITE`): no listing — only the expired
+//! tombstones the log names (and their deletion vectors) that still exist, are not valid and
+//! lie inside the table; untracked files stay. Fast on a large table on object storage, where a
+//! listing is what costs (delta#4008).
+//!
 //! Refused before anything is listed, as Delta's `vacuumProtocolCheck` asks of a vacuum: a
 //! protocol with a reader or writer feature this vacuum does not know (a feature may keep files
 //! in the table directory that the log does not name). On a table that keeps Iceberg metadata
@@ -62,6 +67,9 @@ pub struct VacuumOptions {
     pub dry_run: bool,
     /// Refuse a retention below the table's.
     pub enforce_retention_duration: bool,
+    /// LITE (Delta 3.3+): only the expired tombstones the log names, without listing the table
+    /// (untracked files stay).
+    pub lite: bool,
 }
 
 /// Why a file goes.
@@ -241,7 +249,7 @@ pub fn vacuum(table: &DeltaLakeTable, options: &VacuumOptions, host: &HostDb) ->
     let (root, candidates) = {
         let conn = host.connect()?;
         crate::store::prepare_remote(&conn, &table.root.to_string_lossy())?;
-        candidates(table, cutoff_ms, &conn)?
+        candidates(table, cutoff_ms, &conn, options.lite)?
     };
     // Deleting only after the listing: a commit since would have been seen by a re-read.
     if !options.dry_run {
@@ -349,7 +357,7 @@ fn prefix_mismatch(table: &DeltaLakeTable, root: &str, path: &str) -> Error {
 
 /// The files to delete, and the table root they were listed under (on a local disk its real
 /// path).
-fn candidates(table: &DeltaLakeTable, cutoff_ms: i64, conn: &Nested) -> Result<(PathBuf, Vec<Candidate>)> {
+fn candidates(table: &DeltaLakeTable, cutoff_ms: i64, conn: &Nested, lite: bool) -> Result<(PathBuf, Vec<Candidate>)> {
     let removes = removes(table, conn)?;
     let mut valid: HashSet<PathBuf> = HashSet::new();
     for f in &table.files {
@@ -357,13 +365,19 @@ fn candidates(table: &DeltaLakeTable, cutoff_ms: i64, conn: &Nested) -> Result<(
         valid.extend(f.deletion_vector_path.clone());
     }
     let mut expired: HashSet<PathBuf> = HashSet::new();
+    // LITE: the expired removes' deletion-vector files go with them (when every vector is known).
+    let mut expired_vectors: HashSet<PathBuf> = HashSet::new();
     for (path, deleted_ms, dv) in &removes.entries {
         if deleted_ms.is_none_or(|t| t > cutoff_ms) {
             valid.insert(path.clone());
             valid.extend(dv.clone());
         } else {
             expired.insert(path.clone());
+            expired_vectors.extend(dv.clone().filter(|_| removes.deletion_vectors_known));
         }
+    }
+    if lite {
+        return lite_candidates(table, &valid, &expired, &expired_vectors);
     }
     let hidden = Hidden::of(table);
     if crate::store::is_remote(&table.root.to_string_lossy()) {
@@ -372,12 +386,7 @@ fn candidates(table: &DeltaLakeTable, cutoff_ms: i64, conn: &Nested) -> Result<(
     }
     // Real paths on both sides: the root, every file the log names (relative ones under the real
     // root), and the listing, which starts at the real root.
-    let root = std::fs::canonicalize(&table.root)?;
-    let mut real = RealPaths::default();
-    let mut to_real = |p: &PathBuf| match p.strip_prefix(&table.root) {
-        Ok(relative) => real.or_same(&root.join(relative)),
-        Err(_) => real.or_same(p),
-    };
+    let (root, mut to_real) = real_paths_under(table)?;
     let valid: HashSet<PathBuf> = valid.iter().map(&mut to_real).collect();
     let expired: HashSet<PathBuf> = expired.iter().map(&mut to_real).collect();
     if let Some(outside) = valid.iter().find(|p| !p.starts_with(&root)) {
@@ -474,6 +483,74 @@ fn remote_candidates(
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
+}
+
+/// LITE's files ([`VacuumOptions::lite`]): the expired tombstones and their deletion vectors
+/// that still exist, are not valid, and lie inside the table (by real path on a local disk; a
+/// path outside is never touched) — no listing, so no untracked file.
+fn lite_candidates(
+    table: &DeltaLakeTable,
+    valid: &HashSet<PathBuf>,
+    expired: &HashSet<PathBuf>,
+    expired_vectors: &HashSet<PathBuf>,
+) -> Result<(PathBuf, Vec<Candidate>)> {
+    let mut out = Vec::new();
+    let named = expired.iter().chain(expired_vectors.iter());
+    if crate::store::is_remote(&table.root.to_string_lossy()) {
+        let root = table.root.to_string_lossy().trim_end_matches('/').to_string();
+        let valid: HashSet<String> = valid.iter().map(|p| crate::store::decoded(&p.to_string_lossy())).collect();
+        for path in named {
+            let location = crate::store::canonical(&path.to_string_lossy());
+            if !location.starts_with(&format!("{root}/")) || valid.contains(&crate::store::decoded(&location)) {
+                continue;
+            }
+            if let Some(object) = crate::runtime::block_on(crate::store::head(&location))?? {
+                let (size_bytes, modified_ms) = (object.size_bytes, object.modified_ms);
+                out.push(Candidate {
+                    path: PathBuf::from(location),
+                    size_bytes,
+                    modified_ms,
+                    reason: VacuumReason::Tombstone,
+                });
+            }
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        return Ok((table.root.clone(), out));
+    }
+    let (root, mut to_real) = real_paths_under(table)?;
+    let valid: HashSet<PathBuf> = valid.iter().map(&mut to_real).collect();
+    for path in named {
+        let path = to_real(path);
+        if !path.starts_with(&root) || path == root || valid.contains(&path) {
+            continue;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+        if !meta.is_file() {
+            continue;
+        }
+        let modified_ms = meta
+            .modified()
+            .ok()
+            .and_then(|m| m.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as i64);
+        out.push(Candidate { path, size_bytes: meta.len(), modified_ms, reason: VacuumReason::Tombstone });
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out.dedup_by(|a, b| a.path == b.path);
+    Ok((root, out))
+}
+
+/// The table root's real path, and a function giving the real path of a path the log names
+/// (one under the root as named is taken under the real root).
+fn real_paths_under(table: &DeltaLakeTable) -> Result<(PathBuf, impl FnMut(&PathBuf) -> PathBuf + '_)> {
+    let root = std::fs::canonicalize(&table.root)?;
+    let real_root = root.clone();
+    let mut real = RealPaths::default();
+    let to_real = move |p: &PathBuf| match p.strip_prefix(&table.root) {
+        Ok(relative) => real.or_same(&real_root.join(relative)),
+        Err(_) => real.or_same(p),
+    };
+    Ok((root, to_real))
 }
 
 /// A log file's text, on disk or on object storage.

@@ -25,7 +25,7 @@ impl RowFunction for Vacuum {
     type Input = VacuumInput;
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
-        named(&["retention_hours", "dry_run", "enforce_retention_duration"])
+        named(&["retention_hours", "dry_run", "enforce_retention_duration", "mode"])
     }
 
     fn columns() -> Vec<(&'static str, LogicalTypeId)> {
@@ -54,6 +54,13 @@ impl RowFunction for Vacuum {
                 retention_hours,
                 dry_run: args.bool("dry_run", true)?,
                 enforce_retention_duration: args.bool("enforce_retention_duration", true)?,
+                lite: match args.opt_string("mode", false)?.as_deref().map(str::to_ascii_lowercase).as_deref() {
+                    None | Some("full") => false,
+                    Some("lite") => true,
+                    Some(other) => {
+                        return Err(Error::invalid(format!("mode must be 'full' or 'lite', got '{other}'")));
+                    }
+                },
             },
         })
     }

@@ -306,11 +306,16 @@ pub fn plan_naming_deletes(
             }
             let compacted = plan.input_files();
             plan.small_inputs = compacted;
-            // Files degraded by their deleted rows and not in a group yet: each alone.
+            // Files degraded by their deleted rows and not in a group yet: bin-packed among
+            // themselves toward the target (each is rewritten anyway), alone where no other fits.
             let grouped: std::collections::HashSet<usize> = plan.groups.iter().flatten().copied().collect();
-            let alone: Vec<usize> = purge.iter().copied().filter(|i| !grouped.contains(i)).collect();
-            plan.small_inputs += alone.iter().filter(|&&i| (files[i].size_bytes as f64) < small_limit).count() as u64;
-            plan.groups.extend(alone.iter().map(|&i| vec![i]));
+            let purged: Vec<usize> = purge.iter().copied().filter(|i| !grouped.contains(i)).collect();
+            plan.small_inputs += purged.iter().filter(|&&i| (files[i].size_bytes as f64) < small_limit).count() as u64;
+            let mut purge_groups = bin_pack(purged.iter().map(|&i| (i, files[i].size_bytes)), target_bytes);
+            let packed: std::collections::HashSet<usize> = purge_groups.iter().flatten().copied().collect();
+            purge_groups.extend(purged.iter().filter(|i| !packed.contains(i)).map(|&i| vec![i]));
+            let purge_outputs = purge_groups.len();
+            plan.groups.extend(purge_groups);
             plan.files_purged = purge.len() as u64;
             plan.rows_purged = plan.groups.iter().flatten().map(|&i| deleted_rows(i)).sum();
             plan.bytes_to_rewrite = plan.groups.iter().flatten().map(|&i| files[i].size_bytes).sum();
@@ -321,7 +326,7 @@ pub fn plan_naming_deletes(
             plan.verdict = Verdict::Compact;
             let mut parts = Vec::new();
             if compacted > 0 {
-                let outputs = plan.groups.len() - alone.len();
+                let outputs = plan.groups.len() - purge_outputs;
                 parts.push(format!(
                     "compact: ratio {:.2} >= {threshold}, {compacted} small files -> {outputs} {}",
                     p.fragmentation_ratio,
@@ -518,10 +523,20 @@ mod tests {
             "compact: ratio 0.80 >= 0.35, 4 small files -> 1 file; purge: 2 files with >= 5% of rows deleted, applying 2 delete files"
         );
         assert_eq!((p2.rows_purged, p2.small_inputs), (25, 4));
+        // Medium files degraded by deleted rows are packed toward the target, not rewritten one by one.
+        let mut medium = files.clone();
+        let packed: Vec<usize> = (0..4).map(|_| with_vector(&mut medium, "p=3", 300, 100, 10)).collect();
+        let plans = plan(&medium, &options(100.0, 1000.0), 1.0);
+        let p3 = plans.iter().find(|p| p.partition == "p=3").unwrap();
+        assert_eq!(p3.groups.len(), 1, "{p3:?}");
+        let mut group = p3.groups[0].clone();
+        group.sort();
+        assert_eq!((group, p3.rows_purged, p3.files_after()), (packed, 40, 1));
         // Any deleted row (REORG … APPLY (PURGE)): the light file too.
         let any = plan(&files, &CompactionOptions { delete_ratio_threshold: Some(0.0), ..options(100.0, 1000.0) }, 1.0);
-        assert_eq!(any[0].groups.len(), 2);
-        assert!(any[0].groups.contains(&vec![light]));
+        let mut both = any[0].groups.concat();
+        both.sort();
+        assert_eq!((any[0].groups.len(), both), (1, vec![heavy, light]), "two half-target files purged into one");
         // No purging, or deletes not applied: p=1 is healthy again, p=2 compacts its small files only.
         for opts in [
             CompactionOptions { delete_ratio_threshold: None, ..options(100.0, 1000.0) },

@@ -420,15 +420,16 @@ def vacuum_deltalake(path: str | Path, retention_hours: float, full: bool = True
     return {_abs(path, p) for p in listed}
 
 
-def vacuum_spark(spark: Any, path: str | Path, retention_hours: float) -> set[str]:
-    """Absolute paths of the files Spark's ``VACUUM … RETAIN n HOURS DRY RUN`` would delete,
-    with Delta's retention check off for the call. Spark's dry run also lists directories (even
-    non-empty ones whose files are all too young): only files are kept here."""
+def vacuum_spark(spark: Any, path: str | Path, retention_hours: float, lite: bool = False) -> set[str]:
+    """Absolute paths of the files Spark's ``VACUUM … [LITE] RETAIN n HOURS DRY RUN`` would
+    delete, with Delta's retention check off for the call. Spark's dry run also lists directories
+    (even non-empty ones whose files are all too young): only files are kept here."""
     key = "spark.databricks.delta.retentionDurationCheck.enabled"
     before = spark.conf.get(key, "true")
     spark.conf.set(key, "false")
     try:
-        rows = spark.sql(f"VACUUM delta.`{path}` RETAIN {retention_hours} HOURS DRY RUN").collect()
+        mode = " LITE" if lite else ""
+        rows = spark.sql(f"VACUUM delta.`{path}`{mode} RETAIN {retention_hours} HOURS DRY RUN").collect()
     finally:
         spark.conf.set(key, before)
     paths = {_abs(path, r["path"]) for r in rows}

@@ -744,6 +744,31 @@ def test_vacuum_equals_sparks(con, dcon, spark, dl_tables, sp_tables, tmp_path, 
     assert vacuum(con, path) == []
 
 
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_lite_vacuum_equals_sparks(con, spark, dl_tables, sp_tables, tmp_path, name):
+    """VACUUM LITE on the aged tables, their commits aged too (LITE goes by the log): our list is
+    Spark's `VACUUM … LITE DRY RUN` on a twin — expired tombstones only, no untracked file — and
+    the real run deletes exactly those; Spark reads the same rows after."""
+    table, expired, pdir = SCENARIOS[name]
+    path = d.twin(source(table, dl_tables, sp_tables), tmp_path / name)
+    scenario = d.age_vacuum_scenario(path, expired, pdir)
+    old = dt.datetime.now().timestamp() - 30 * 86400
+    for log_file in (path / "_delta_log").glob("*.json"):
+        os.utime(log_file, (old, old))
+    spark_twin = d.twin(path, tmp_path / f"{name}-spark")
+    expected = {p.replace(str(spark_twin), str(path), 1) for p in d.vacuum_spark(spark, spark_twin, RETENTION_H, lite=True)}
+    assert not expected & scenario.planted_paths("untracked", "young", "hidden", "hidden below", "log")
+    assert bool(expected) == bool(expired), "LITE deletes the expired tombstones, and only those"
+    rows = vacuum(con, path, mode="lite")
+    assert vacuum_paths(rows) == expected
+    assert all(r["reason"] == "tombstone" for r in rows), rows
+    before = d.rows_spark(spark, path)
+    done = vacuum(con, path, retention_hours=RETENTION_H, dry_run=False, mode="LITE")
+    assert vacuum_paths(done) == expected and not any(os.path.exists(p) for p in expected)
+    assert d.rows_spark(spark, path) == before
+    assert "mode must be 'full' or 'lite'" in error_of(con, f"SELECT * FROM lakehouse_vacuum('{path}', mode := 'quick')")
+
+
 def test_vacuum_equals_deltalakes_where_it_is_right(con, dl_tables, tmp_path):
     """A deltalake table without deletion vectors or hidden names below the top: our list is
     deltalake's full-mode dry run."""
