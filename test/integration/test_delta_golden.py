@@ -134,3 +134,19 @@ def test_the_golden_tables_get_compacted(con, tmp_path):
         rows = compact(con, path, small_file_threshold_mb=TINY_MB, target_file_size_mb=TINY_MB,
                        delete_ratio_threshold=0, dry_run=True)
         assert any(r["verdict"] == "would compact" for r in rows.values()), (name, rows)
+
+
+def test_a_missing_deletion_vector_file_refuses_the_rewrite(con, tmp_path):
+    """delta-io/delta's `table-with-dv-small` as the Delta repository keeps it
+    (test/data/delta_missing_vector): its vector file is not where the log says (the repository's
+    copy has another name). The profile still counts the vector; compaction names the missing
+    file and writes nothing (DuckDB's delta extension cannot read the table either)."""
+    path = d.twin(GOLDEN.parent / "delta_missing_vector", tmp_path / "t")
+    (row,) = call(con, "lakehouse_fragmentation", path, small_file_threshold_mb=TINY_MB)
+    assert row["delete_files"] == 1, row
+    listing = d.listing(path)
+    message = error_of(con, f"SELECT * FROM lakehouse_compact('{path}', small_file_threshold_mb := {TINY_MB}, "
+                            "delete_ratio_threshold := 0)")
+    assert "lakehouse_compact" in message and "deletion vector file" in message and "deletion_vector_" in message, message
+    assert d.listing(path) == listing
+

@@ -437,6 +437,34 @@ def test_a_delta_table_on_s3_is_profiled_compacted_and_vacuumed(lh, s3, s3con):
                   key=lambda r: r["id"]) == before
 
 
+def test_deletion_vectors_on_s3_are_read_and_purged(lh, s3, s3con):
+    """The Delta golden table `dv-partitioned-with-checkpoint` (Spark-written vectors, 'u' paths
+    beside the data, a checkpoint) uploaded to S3: every vector is read over S3 by range, the
+    files are rewritten with them applied, and DuckDB's delta extension reads the same rows."""
+    import pyarrow.fs as pafs
+
+    source = Path(__file__).resolve().parent.parent / "data" / "delta_golden" / "dv-partitioned-with-checkpoint"
+    fs = pafs.S3FileSystem(access_key=ACCESS_KEY_ID, secret_key=SECRET_ACCESS_KEY, region="us-east-1",
+                           endpoint_override=s3.endpoint, scheme="http")
+    prefix = f"{BUCKET}/delta/dv"
+    for file in source.rglob("*"):
+        if file.is_file() and not file.name.endswith(".crc"):
+            with fs.open_output_stream(f"{prefix}/{file.relative_to(source)}") as out:
+                out.write(file.read_bytes())
+    uri = f"s3://{prefix}"
+    s3con.execute(f"LOAD '{pip_extension_path('delta')}'")
+    rows = lambda: sorted(s3con.execute(f"SELECT * FROM delta_scan('{uri}')").fetchall(), key=repr)  # noqa: E731
+    before = rows()
+    assert before
+    vectors = lh.execute(f"SELECT sum(delete_files) FROM lakehouse_fragmentation('{uri}')").fetchone()[0]
+    assert vectors > 0
+    done = lh.execute(f"SELECT verdict, rows_purged FROM lakehouse_compact('{uri}', small_file_threshold_mb := 1, "
+                      "target_file_size_mb := 1, delete_ratio_threshold := 0)").fetchall()
+    assert "compacted" in {v for v, _ in done} and sum(n for _, n in done) > 0, done
+    assert lh.execute(f"SELECT sum(delete_files) FROM lakehouse_fragmentation('{uri}')").fetchone()[0] == 0
+    assert rows() == before
+
+
 def test_a_store_that_ignores_conditional_writes_is_refused(lakehouse_extension, clean_catalog_env, pycat, rest, s3,
                                                             s3con, tmp_path):
     """Through a proxy that answers a failed If-None-Match as a success (what a store without
