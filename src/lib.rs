@@ -39,15 +39,18 @@
 //!   [`table::iceberg::list_reader`] are the lean streaming readers, [`table::iceberg::reach`]
 //!   what many snapshots reference, [`table::iceberg::stand_in`] v3 types iceberg-rust lacks,
 //!   [`table::iceberg::partition`] Java's partition labels, [`table::iceberg::commit`] makes a
-//!   metadata file current atomically). [`table::delta`]: the log through delta-rs and
-//!   [`table::delta::commit`] (our OPTIMIZE commit). A new format, or a format feature's reading,
+//!   metadata file current atomically). [`table::delta`]: the log through delta-rs,
+//!   [`table::delta::commit`] (the log store our OPTIMIZE commits through),
+//!   [`table::delta::deletion_vector`], [`table::delta::row_tracking`] and
+//!   [`table::delta::domains`] (`delta.*` domains). A new format, or a format feature's reading,
 //!   goes in its folder. [`spark`]: the Spark Connect client and partition predicates.
 //! - [`profile`]: fragmentation figures per partition and the summary row, from what the table
 //!   lists; [`plan`]: pure planners (bin-packing, layouts, expiry reachability); [`report`]: the
 //!   scorecard a gate run produces. [`notify`]: the Slack card and its delivery.
 //! - [`action`]: executes plans. [`action::compact`] (the neutral flow in `run.rs`, the Iceberg
 //!   rewrite in `iceberg.rs` with `sql.rs`, `deletes.rs`, `stats.rs`, `commit.rs`, column
-//!   defaults in `defaults.rs`, the Delta rewrite in `delta.rs`); [`action::expire`],
+//!   defaults in `defaults.rs`, the Delta rewrite in `delta.rs` with `delta_columns.rs`,
+//!   `deletion_vectors.rs` and `delta_commit.rs`); [`action::expire`],
 //!   [`action::orphans`], [`action::vacuum`], [`action::rewrite_manifests`], [`action::health`]
 //!   (metadata-bloat figures from the other actions' dry plans), [`action::executor`] (the Spark
 //!   hand-off), [`action::gate`] (the whole gate). [`demo`] writes the demo table.

@@ -41,7 +41,7 @@
 //! ("prefix mismatch"): a listing could not tell such a table's files from untracked ones.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::SystemTime;
 
 use futures::TryStreamExt;
@@ -52,7 +52,7 @@ use crate::action::real_paths::RealPaths;
 use crate::duck::{HostDb, Nested, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::plan::expiry::{Deletion, FileKind};
-use crate::table::delta::{DeltaLakeTable, LogFile, deletion_vector_file, delta_error, resolve};
+use crate::table::delta::{DeltaLakeTable, LogFile, deletion_vector_file, delta_error, read_log_file, resolve};
 
 /// Delta's default `delta.deletedFileRetentionDuration`: 7 days.
 pub const DEFAULT_RETENTION_HOURS: f64 = 168.0;
@@ -551,16 +551,6 @@ fn real_paths_under(table: &DeltaLakeTable) -> Result<(PathBuf, impl FnMut(&Path
         Err(_) => real.or_same(p),
     };
     Ok((root, to_real))
-}
-
-/// A log file's text, on disk or on object storage.
-fn read_log_file(path: &Path) -> Result<String> {
-    let text = path.to_string_lossy();
-    if crate::store::is_remote(&text) {
-        let bytes = crate::runtime::block_on(crate::store::read(&text))??;
-        return Ok(String::from_utf8_lossy(&bytes).into_owned());
-    }
-    Ok(std::fs::read_to_string(path)?)
 }
 
 fn is_deletion_vector_name(name: &str) -> bool {

@@ -34,6 +34,7 @@ pub mod deletes;
 pub mod deletion_vectors;
 pub mod delta;
 pub mod delta_columns;
+pub mod delta_commit;
 pub mod iceberg;
 pub mod run;
 pub mod sql;

@@ -1,19 +1,23 @@
 //! A Delta table's system domains (`delta.*` domain metadata: `delta.rowTracking`,
 //! `delta.clustering`), which delta-rs refuses to read; the kernel's internal reader does not.
 
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use deltalake_core::DeltaTable;
 
 use crate::error::{Error, ErrorKind, Result};
 
-/// The configuration of the system domain `domain` of `table` (at `root`) as of its version;
-/// `None` when the log has none (or it was removed).
-pub fn system_domain(table: &DeltaTable, root: &Path, domain: &str) -> Result<Option<String>> {
+/// The domain of a clustered table's clustering columns.
+pub const CLUSTERING: &str = "delta.clustering";
+
+/// The configurations of the system domains `names` of `table` (at `root`) as of its version,
+/// read in one pass over the log; a domain the log does not have (or removed) is absent.
+pub fn system_domains(table: &DeltaTable, root: &Path, names: &[&str]) -> Result<HashMap<String, String>> {
     let fail = |e: &dyn std::fmt::Display| {
         Error::new(
             ErrorKind::CorruptMetadata,
-            format!("Delta table '{}': cannot read its {domain} domain: {e}", root.display()),
+            format!("Delta table '{}': cannot read its {} domains: {e}", root.display(), names.join(", ")),
         )
     };
     let state = table.snapshot().map_err(|e| fail(&e))?;
@@ -23,20 +27,21 @@ pub fn system_domain(table: &DeltaTable, root: &Path, domain: &str) -> Result<Op
         .at_version(state.version() as deltalake_core::kernel::Version)
         .build(engine.as_ref())
         .map_err(|e| fail(&e))?;
-    kernel.get_domain_metadata_internal(domain, engine.as_ref()).map_err(|e| fail(&e))
+    let wanted: HashSet<&str> = names.iter().copied().collect();
+    let found = kernel.get_domain_metadatas_internal(engine.as_ref(), Some(&wanted)).map_err(|e| fail(&e))?;
+    Ok(found.into_iter().map(|(name, domain)| (name, domain.configuration().to_string())).collect())
 }
 
-/// The clustering columns of a clustered table (`delta.clustering`: `clusteringColumns`, each a
-/// path of names as the files name them); `None` when it is not clustered.
-pub fn clustering_columns(table: &DeltaTable, root: &Path) -> Result<Option<Vec<Vec<String>>>> {
-    let Some(text) = system_domain(table, root, "delta.clustering")? else { return Ok(None) };
-    let config: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+/// The clustering columns in a `delta.clustering` configuration (`clusteringColumns`, each a path
+/// of names as the files name them).
+pub fn clustering_columns(configuration: &str, root: &Path) -> Result<Vec<Vec<String>>> {
+    let config: serde_json::Value = serde_json::from_str(configuration).map_err(|e| {
         Error::new(
             ErrorKind::CorruptMetadata,
-            format!("Delta table '{}': its delta.clustering domain: {e}", root.display()),
+            format!("Delta table '{}': its {CLUSTERING} domain: {e}", root.display()),
         )
     })?;
-    let columns = config
+    Ok(config
         .get("clusteringColumns")
         .and_then(|c| c.as_array())
         .map(|columns| {
@@ -47,6 +52,5 @@ pub fn clustering_columns(table: &DeltaTable, root: &Path) -> Result<Option<Vec<
                 })
                 .collect()
         })
-        .unwrap_or_default();
-    Ok(Some(columns))
+        .unwrap_or_default())
 }

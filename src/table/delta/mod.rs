@@ -73,7 +73,7 @@ pub struct DeltaLakeTable {
     /// Row tracking, when the metadata configures it ([`row_tracking`]).
     pub row_tracking: Option<row_tracking::RowTracking>,
     /// The clustering columns (as the files name them) of a clustered table (the `clustering`
-    /// feature, [`domains::clustering_columns`]).
+    /// feature and its [`domains::CLUSTERING`] domain).
     pub clustering: Option<Vec<Vec<String>>>,
 }
 
@@ -168,23 +168,37 @@ impl DeltaLakeTable {
             .map_err(|e| corrupt(&root, e))?
             .unwrap_or(Value::Null);
         let configuration = metadata.get("configuration").cloned().unwrap_or(Value::Null);
-        let tracked = runtime::block_on(row_tracking::read(&table, &configuration, &root))??;
-        let row_tracking = tracked.map(|(tracking, ids)| {
-            for f in &mut files {
-                if let Some((base, version)) = ids.get(&f.path) {
-                    f.remove.base_row_id = *base;
-                    f.remove.default_row_commit_version = *version;
-                }
-            }
-            tracking
-        });
+        let tracked_columns = row_tracking::columns(&configuration);
         let clustered = protocol
             .get("writerFeatures")
             .and_then(Value::as_array)
             .is_some_and(|f| f.iter().any(|f| f.as_str() == Some("clustering")));
-        // In the runtime, as every read of the log (the kernel's engine runs on it).
+        let wanted: Vec<&str> = [(tracked_columns.is_some(), row_tracking::DOMAIN), (clustered, domains::CLUSTERING)]
+            .into_iter()
+            .filter_map(|(needed, name)| needed.then_some(name))
+            .collect();
+        // In the runtime, as every read of the log (the kernel's engine runs on it); one pass
+        // for both domains.
+        let found = match wanted.is_empty() {
+            true => HashMap::new(),
+            false => runtime::block_on(async { domains::system_domains(&table, &root, &wanted) })??,
+        };
+        let row_tracking = match tracked_columns {
+            None => None,
+            Some(columns) => {
+                let domain = found.get(row_tracking::DOMAIN);
+                let (tracking, ids) = runtime::block_on(row_tracking::read(&table, columns, domain, &root))??;
+                for f in &mut files {
+                    if let Some((base, version)) = ids.get(&f.path) {
+                        f.remove.base_row_id = *base;
+                        f.remove.default_row_commit_version = *version;
+                    }
+                }
+                Some(tracking)
+            }
+        };
         let clustering =
-            if clustered { runtime::block_on(async { domains::clustering_columns(&table, &root) })?? } else { None };
+            found.get(domains::CLUSTERING).map(|config| domains::clustering_columns(config, &root)).transpose()?;
         Ok(Self { root, table, version, protocol, metadata, schema, files, row_tracking, clustering })
     }
 
@@ -448,6 +462,16 @@ impl LogFile {
             None
         }
     }
+}
+
+/// A log file's text, on disk or on object storage.
+pub fn read_log_file(path: &Path) -> Result<String> {
+    let text = path.to_string_lossy();
+    if crate::store::is_remote(&text) {
+        let bytes = runtime::block_on(crate::store::read(&text))??;
+        return Ok(String::from_utf8_lossy(&bytes).into_owned());
+    }
+    Ok(std::fs::read_to_string(path)?)
 }
 
 /// A path from the log (relative to the root, or an absolute `file:` URI) as a local path.

@@ -36,16 +36,24 @@ pub struct RowTracking {
 /// Per live file (path as delta-rs decodes it): `baseRowId` and `defaultRowCommitVersion`.
 pub type FileRowIds = HashMap<String, (Option<i64>, Option<i64>)>;
 
-/// Reads `table`'s row tracking when its metadata configures it (`configuration` holds the
-/// materialized column names), with every live file's ids.
-pub async fn read(table: &DeltaTable, configuration: &Value, root: &Path) -> Result<Option<(RowTracking, FileRowIds)>> {
+/// The materialized row-id and row-commit-version column names the metadata `configuration`
+/// gives, when it gives both (the table tracks row ids).
+pub fn columns(configuration: &Value) -> Option<(String, String)> {
     let name = |key: &str| configuration.get(key).and_then(Value::as_str).map(str::to_string);
-    let (Some(row_id_column), Some(commit_version_column)) = (
-        name("delta.rowTracking.materializedRowIdColumnName"),
-        name("delta.rowTracking.materializedRowCommitVersionColumnName"),
-    ) else {
-        return Ok(None);
-    };
+    Some((
+        name("delta.rowTracking.materializedRowIdColumnName")?,
+        name("delta.rowTracking.materializedRowCommitVersionColumnName")?,
+    ))
+}
+
+/// Reads `table`'s row tracking: the materialized `columns`, the high-water mark from the
+/// [`DOMAIN`] configuration (`None`: the log has none yet), and every live file's ids.
+pub async fn read(
+    table: &DeltaTable,
+    (row_id_column, commit_version_column): (String, String),
+    domain: Option<&String>,
+    root: &Path,
+) -> Result<(RowTracking, FileRowIds)> {
     let fail = |e: &dyn std::fmt::Display| {
         Error::new(
             ErrorKind::CorruptMetadata,
@@ -55,10 +63,10 @@ pub async fn read(table: &DeltaTable, configuration: &Value, root: &Path) -> Res
     let state = table.snapshot().map_err(|e| fail(&e))?;
     let log_store = table.log_store();
     let version = state.version() as deltalake_core::kernel::Version;
-    let high_water_mark = match super::domains::system_domain(table, root, DOMAIN)? {
+    let high_water_mark = match domain {
         None => None,
         Some(text) => {
-            let config: Value = serde_json::from_str(&text).map_err(|e| fail(&e))?;
+            let config: Value = serde_json::from_str(text).map_err(|e| fail(&e))?;
             Some(
                 config
                     .get("rowIdHighWaterMark")
@@ -78,7 +86,7 @@ pub async fn read(table: &DeltaTable, configuration: &Value, root: &Path) -> Res
     for batch in &batches {
         file_row_ids(batch, &mut ids).map_err(|e| fail(&e))?;
     }
-    Ok(Some((RowTracking { row_id_column, commit_version_column, high_water_mark }, ids)))
+    Ok((RowTracking { row_id_column, commit_version_column, high_water_mark }, ids))
 }
 
 /// The (decoded path, baseRowId, defaultRowCommitVersion) of each file of a batch of delta-rs's
