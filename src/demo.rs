@@ -319,6 +319,7 @@ pub fn write_demo(options: &DemoOptions, host: &HostDb) -> Result<DemoReport> {
                 manifest_list: manifest_list_path,
                 summary,
                 schema_id: schema.schema_id(),
+                row_range: None,
             },
         )?;
         let version = snapshot_index + 1;

@@ -34,12 +34,14 @@
 //!   requirements). A new catalog (Glue) goes here.
 //! - [`table`]: the format-neutral model ([`table::Table`] opened once per call,
 //!   [`table::DataFile`], [`table::PartitionKey`]) and [`table::summary`], what a listing comes to
-//!   per partition. [`table::iceberg`]: metadata and live files ([`table::iceberg::manifest`]
-//!   decodes manifests as Java does, [`table::iceberg::manifest_reader`] and
+//!   per partition, and [`table::deleted_rows`], the deletion-vector bitmap both formats share.
+//!   [`table::iceberg`]: metadata and live files ([`table::iceberg::manifest`]
+//!   decodes manifests as Java does (first row ids inherited), [`table::iceberg::manifest_reader`] and
 //!   [`table::iceberg::list_reader`] are the lean streaming readers, [`table::iceberg::reach`]
 //!   what many snapshots reference, [`table::iceberg::stand_in`] v3 types iceberg-rust lacks,
-//!   [`table::iceberg::partition`] Java's partition labels, [`table::iceberg::commit`] makes a
-//!   metadata file current atomically). [`table::delta`]: the log through delta-rs,
+//!   [`table::iceberg::partition`] Java's partition labels, [`table::iceberg::deletion_vector`]
+//!   v3 deletion vectors in Puffin files, [`table::iceberg::commit`] makes a metadata file
+//!   current atomically). [`table::delta`]: the log through delta-rs,
 //!   [`table::delta::commit`] (the log store our OPTIMIZE commits through),
 //!   [`table::delta::deletion_vector`], [`table::delta::row_tracking`] and
 //!   [`table::delta::domains`] (`delta.*` domains). A new format, or a format feature's reading,
@@ -48,9 +50,9 @@
 //!   lists; [`plan`]: pure planners (bin-packing, layouts, expiry reachability); [`report`]: the
 //!   scorecard a gate run produces. [`notify`]: the Slack card and its delivery.
 //! - [`action`]: executes plans. [`action::compact`] (the neutral flow in `run.rs`, the Iceberg
-//!   rewrite in `iceberg.rs` with `sql.rs`, `deletes.rs`, `stats.rs`, `commit.rs`, column
-//!   defaults in `defaults.rs`, the Delta rewrite in `delta.rs` with `delta_columns.rs`,
-//!   `deletion_vectors.rs` and `delta_commit.rs`); [`action::expire`],
+//!   rewrite in `iceberg.rs` with `sql.rs` (v3 row lineage columns too), `deletes.rs`,
+//!   `stats.rs`, `commit.rs`, column defaults in `defaults.rs`, the Delta rewrite in `delta.rs`
+//!   with `delta_columns.rs` and `delta_commit.rs`; `deletion_vectors.rs` serves both formats); [`action::expire`],
 //!   [`action::orphans`], [`action::vacuum`], [`action::rewrite_manifests`], [`action::health`]
 //!   (metadata-bloat figures from the other actions' dry plans), [`action::executor`] (the Spark
 //!   hand-off), [`action::gate`] (the whole gate). [`demo`] writes the demo table.

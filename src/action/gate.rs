@@ -241,8 +241,9 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     let summary_before = summarize(&before, options.compaction.target_file_size_mb);
 
     // Plan (metadata only), then act on exactly the partitions the plan compacts. A table this
-    // version does not rewrite (Iceberg format v3, a Delta feature a rewrite could break) keeps
-    // every partition, with the reason, and the rest of the gate runs as usual.
+    // version does not rewrite (Iceberg columns of a type it cannot write back, a Delta feature a
+    // rewrite could break) keeps every partition, with the reason, and the rest of the gate runs
+    // as usual.
     let rewritable = match &table {
         Table::Iceberg { table, .. } => table.require_rewritable(),
         Table::Delta(table) => crate::action::compact::delta::check_protocol(table),

@@ -234,13 +234,6 @@ pub fn rewrite_manifests(located: &Located, options: &RewriteManifestsOptions) -
     let mut located = located.clone();
     for _attempt in 0..MAX_COMMIT_ATTEMPTS {
         let table = IcebergTable::load(&located.metadata_location)?;
-        if table.metadata.format_version() > FormatVersion::V2 {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                "this table is Iceberg format v3; manifests are rewritten for format v1 and v2 tables only (a v3 \
-                 manifest list carries row lineage — first_row_id — which this version does not write)",
-            ));
-        }
         let manifests = table.load_manifests()?;
         let target_bytes = options.target_bytes.unwrap_or_else(|| table_target_bytes(&table));
         let mut report = RewriteManifestsReport {
@@ -309,7 +302,9 @@ pub fn rewrite_manifests(located: &Located, options: &RewriteManifestsOptions) -
 
 /// What identifies a live entry across a rewrite: path, content, data and file sequence numbers,
 /// record count and size.
-type EntryKey = (String, i32, Option<i64>, Option<i64>, u64, u64);
+/// What a rewritten entry must keep: path, content, sequence numbers, rows, size, and (format
+/// v3) the first row id and a deletion vector's offset in its Puffin file.
+type EntryKey = (String, i32, Option<i64>, Option<i64>, u64, u64, Option<i64>, Option<i64>);
 
 fn entry_key(file: &IcebergDataFile, seq: Option<i64>, file_seq: Option<i64>) -> EntryKey {
     (
@@ -319,6 +314,8 @@ fn entry_key(file: &IcebergDataFile, seq: Option<i64>, file_seq: Option<i64>) ->
         file_seq,
         file.record_count(),
         file.file_size_in_bytes(),
+        file.first_row_id(),
+        file.content_offset(),
     )
 }
 
@@ -342,7 +339,7 @@ fn build(
             report.groups.iter().flat_map(|g| g.merged.iter().copied()).collect();
         for (i, m) in manifests.iter().enumerate() {
             if !merged_ids.contains(&i) {
-                kept.push(m.file.clone());
+                kept.push(crate::table::iceberg::with_counts(m));
             }
         }
         let mut created: Vec<ManifestFile> = Vec::new();

@@ -36,11 +36,15 @@ pub fn scan(conn: &crate::duck::Nested, table: &Table, paths: &[String], runs: u
     let (columns, source) = match table {
         Table::Iceberg { located, table } => {
             match crate::action::compact::merge_on_read_select(conn, located, table, paths)? {
-                Some(sql) => {
+                Some((sql, vectors)) => {
+                    deleted = vectors;
                     let schema = table.metadata.current_schema();
                     (schema.as_struct().fields().iter().map(|f| quote_ident(&f.name)).collect(), sql)
                 }
-                None => iceberg_source(conn, table, &local)?,
+                None => {
+                    deleted = None;
+                    iceberg_source(conn, table, &local)?
+                }
             }
         }
         Table::Delta(table) => {
@@ -59,7 +63,9 @@ pub fn scan(conn: &crate::duck::Nested, table: &Table, paths: &[String], runs: u
         "SELECT count(*)::BIGINT, coalesce(sum(hash({}))::VARCHAR, '0') FROM ({source}) AS scanned",
         columns.join(", ")
     );
-    timed(conn, &sql, local.len() as u64, runs)
+    let scanned = timed(conn, &sql, local.len() as u64, runs);
+    drop(deleted);
+    scanned
 }
 
 /// The columns and the `SELECT` of `local` Iceberg data files.

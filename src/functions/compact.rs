@@ -14,7 +14,7 @@ use crate::action::executor::{
 };
 use crate::duck::HostDb;
 use crate::error::{Error, Result};
-use crate::plan::compaction::{CompactionOptions, DEFAULT_DELETE_RATIO_THRESHOLD, Verdict};
+use crate::plan::compaction::{CompactionOptions, Verdict};
 use crate::plan::layout::{LayoutOptions, recent_window};
 use crate::spark::Remote;
 use crate::table::LocateOptions;
@@ -32,7 +32,7 @@ pub struct CompactInput {
 pub struct Compact;
 
 /// The compaction's named parameters besides the thresholds, `dry_run` and the table ones.
-pub const COMPACTION_PARAMETERS: [&str; 8] = [
+pub const COMPACTION_PARAMETERS: [&str; 9] = [
     "target_file_size_mb",
     "min_input_files",
     "partitions",
@@ -41,6 +41,7 @@ pub const COMPACTION_PARAMETERS: [&str; 8] = [
     "sort_order",
     "skip_recent_partitions",
     "delete_ratio_threshold",
+    "delete_file_threshold",
 ];
 
 /// Who rewrites ([`crate::action::executor`]).
@@ -93,7 +94,8 @@ pub fn compaction_options(args: &Args) -> Result<CompactionOptions> {
         )?,
         recent_window: recent_window(args.opt_string("skip_recent_partitions", false)?.as_deref())?,
         recent: Vec::new(),
-        delete_ratio_threshold: Some(args.f64("delete_ratio_threshold", DEFAULT_DELETE_RATIO_THRESHOLD)?),
+        delete_ratio_threshold: args.opt_f64("delete_ratio_threshold")?,
+        delete_file_threshold: args.opt_i64_in("delete_file_threshold", 1, i64::MAX)?.map(|n| n as u64),
     };
     options.validate()?;
     Ok(options)

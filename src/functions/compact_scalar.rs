@@ -13,13 +13,13 @@ use super::json_options::{JsonOptions, TABLE_KEYS, invoke_per_row, table_and_opt
 use crate::action::compact::{CompactionReport, compact};
 use crate::duck::HostDb;
 use crate::error::{Error, Result};
-use crate::plan::compaction::{CompactionOptions, DEFAULT_DELETE_RATIO_THRESHOLD, Verdict};
+use crate::plan::compaction::{CompactionOptions, Verdict};
 use crate::plan::layout::{LayoutOptions, recent_window};
 use crate::profile::Thresholds;
 use crate::table::LocateOptions;
 
 const NAME: &str = "lakehouse_compact";
-const KEYS: [&str; 15] = [
+const KEYS: [&str; 16] = [
     "small_file_threshold_mb",
     "fragmentation_ratio_threshold",
     "target_file_size_mb",
@@ -30,6 +30,7 @@ const KEYS: [&str; 15] = [
     "sort_order",
     "skip_recent_partitions",
     "delete_ratio_threshold",
+    "delete_file_threshold",
     "dry_run",
     TABLE_KEYS[0],
     TABLE_KEYS[1],
@@ -68,7 +69,8 @@ pub fn parse_options(options: Option<&str>) -> Result<(LocateOptions, Compaction
         layout: LayoutOptions::new(map.text("strategy")?.as_deref(), map.text("sort_order")?.as_deref())?,
         recent_window: recent_window(map.text("skip_recent_partitions")?.as_deref())?,
         recent: Vec::new(),
-        delete_ratio_threshold: Some(map.number("delete_ratio_threshold", DEFAULT_DELETE_RATIO_THRESHOLD)?),
+        delete_ratio_threshold: map.opt_number("delete_ratio_threshold")?,
+        delete_file_threshold: map.opt_integer("delete_file_threshold", 1.0)?,
     };
     options.validate()?;
     Ok((map.locate_options()?, options, map.boolean("dry_run", false)?))

@@ -11,10 +11,13 @@
 //! row can come back either way.
 //!
 //! A partition is also degraded by deleted rows: with `delete_ratio_threshold`, every data file
-//! whose own deletes (a Delta deletion vector: a delete file that names its data file) delete at
-//! least that share of its rows is rewritten with them applied — with the small files when the
-//! partition is compacted, else alone (what Delta's `REORG TABLE … APPLY (PURGE)` does; Spark's
-//! OPTIMIZE drops one-file bins and so never purges a single large file, delta#5781).
+//! whose own deletes (a deletion vector, or a position delete file that names its data file)
+//! delete at least that share of its rows is rewritten with them applied — with the small files
+//! when the partition is compacted, else alone (what Delta's `REORG TABLE … APPLY (PURGE)` and
+//! Iceberg's `delete-ratio-threshold` do; Spark's OPTIMIZE drops one-file bins and so never
+//! purges a single large file, delta#5781). With `delete_file_threshold`, so is every data file
+//! that at least that many delete files apply to (Iceberg's `delete-file-threshold`: equality
+//! deletes count too, whose rows are unknown until read).
 
 use std::collections::BTreeMap;
 
@@ -25,7 +28,10 @@ use crate::table::{DataFile, FileContent, PartitionKey};
 
 /// Delta's `optimize.maxDeletedRowsRatio`: a file with at least this share of its rows deleted
 /// is rewritten (purged).
-pub const DEFAULT_DELETE_RATIO_THRESHOLD: f64 = 0.05;
+pub const DELTA_DELETE_RATIO_THRESHOLD: f64 = 0.05;
+
+/// Iceberg's `delete-ratio-threshold` default (`rewrite_data_files`, Java 1.10).
+pub const ICEBERG_DELETE_RATIO_THRESHOLD: f64 = 0.3;
 
 /// What the user asked for.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,9 +54,14 @@ pub struct CompactionOptions {
     /// back (`None`: none are).
     pub recent_window: Option<i64>,
     /// Rewrite a data file whose own deletes delete at least this share of its rows (0: any
-    /// deleted row; `None`: only small files are rewritten; formats whose deletes are not per
-    /// file ignore it).
+    /// deleted row). `None` as the user gives it: the format's default
+    /// ([`DELTA_DELETE_RATIO_THRESHOLD`], [`ICEBERG_DELETE_RATIO_THRESHOLD`]), which the format's
+    /// rewrite puts here before planning; to the planner, `None` means only small files are
+    /// rewritten.
     pub delete_ratio_threshold: Option<f64>,
+    /// Rewrite a data file that at least this many delete files apply to (`None`: never for that
+    /// reason, Java's default).
+    pub delete_file_threshold: Option<u64>,
     /// The partitions that window holds back, found by the format's rewrite (its time
     /// transforms); left alone with `skipped: still being written`.
     pub recent: Vec<PartitionKey>,
@@ -68,7 +79,8 @@ impl Default for CompactionOptions {
             layout: LayoutOptions::default(),
             recent_window: Some(0),
             recent: Vec::new(),
-            delete_ratio_threshold: Some(DEFAULT_DELETE_RATIO_THRESHOLD),
+            delete_ratio_threshold: None,
+            delete_file_threshold: None,
         }
     }
 }
@@ -89,6 +101,9 @@ impl CompactionOptions {
             return Err(Error::invalid(format!(
                 "delete_ratio_threshold must be between 0 and 1 (a share of a file's rows), got {r}"
             )));
+        }
+        if self.delete_file_threshold == Some(0) {
+            return Err(Error::invalid("delete_file_threshold must be at least 1 (a count of delete files)"));
         }
         if self.min_input_files < 2 {
             return Err(Error::invalid(format!("min_input_files must be at least 2, got {}", self.min_input_files)));
@@ -193,6 +208,26 @@ pub fn plan(files: &[DataFile], options: &CompactionOptions, output_ratio: f64) 
     plan_naming_deletes(files, options, output_ratio, "delete files")
 }
 
+/// Per data file (by index), how many of the delete files among `files` apply to it
+/// ([`DataFile::applies_to`]); files no delete applies to are absent.
+fn delete_files_per_data_file(files: &[DataFile]) -> std::collections::HashMap<usize, u64> {
+    let deletes: Vec<&DataFile> = files.iter().filter(|f| f.content != FileContent::Data).collect();
+    let mut by_scope: BTreeMap<&PartitionKey, Vec<&DataFile>> = BTreeMap::new();
+    let mut global = Vec::new();
+    for d in deletes {
+        if d.global { global.push(d) } else { by_scope.entry(&d.key).or_default().push(d) }
+    }
+    let mut counts = std::collections::HashMap::new();
+    for (i, f) in files.iter().enumerate().filter(|(_, f)| f.content == FileContent::Data) {
+        let scoped = by_scope.get(&f.key).map(Vec::as_slice).unwrap_or_default();
+        let n = scoped.iter().chain(global.iter()).filter(|d| d.applies_to(f)).count() as u64;
+        if n > 0 {
+            counts.insert(i, n);
+        }
+    }
+    counts
+}
+
 /// [`plan`], naming the delete files of a skipped partition as the format does (`deletion
 /// vectors` for Delta).
 pub fn plan_naming_deletes(
@@ -231,17 +266,24 @@ pub fn plan_naming_deletes(
         }
     }
     let deleted_rows = |i: usize| own_deletes.get(files[i].path.as_str()).copied().unwrap_or(0);
-    // Per partition: the Parquet data files whose deleted share reaches the threshold.
+    let delete_files = options.delete_file_threshold.map(|_| delete_files_per_data_file(files));
+    // Per partition: the Parquet data files whose deleted share, or count of delete files,
+    // reaches its threshold.
     let mut purge_by_partition: BTreeMap<&PartitionKey, Vec<usize>> = BTreeMap::new();
-    if let Some(limit) = options.delete_ratio_threshold.filter(|_| options.apply_deletes) {
+    if options.apply_deletes {
         for (i, f) in files.iter().enumerate() {
+            if f.content != FileContent::Data || !f.parquet {
+                continue;
+            }
             let deleted = deleted_rows(i);
-            if f.content == FileContent::Data
-                && f.parquet
-                && deleted > 0
-                && f.record_count > 0
-                && deleted as f64 / f.record_count as f64 >= limit
-            {
+            let by_ratio = options.delete_ratio_threshold.is_some_and(|limit| {
+                deleted > 0 && f.record_count > 0 && deleted as f64 / f.record_count as f64 >= limit
+            });
+            let by_count = match (options.delete_file_threshold, &delete_files) {
+                (Some(limit), Some(counts)) => counts.get(&i).is_some_and(|&n| n >= limit),
+                _ => false,
+            };
+            if by_ratio || by_count {
                 purge_by_partition.entry(&f.key).or_default().push(i);
             }
         }
@@ -389,6 +431,7 @@ mod tests {
         CompactionOptions {
             thresholds: Thresholds::new(small_kib / 1024.0, 0.35).unwrap(),
             target_file_size_mb: target_kib / 1024.0,
+            delete_ratio_threshold: Some(DELTA_DELETE_RATIO_THRESHOLD),
             ..Default::default()
         }
     }
@@ -550,6 +593,41 @@ mod tests {
             let opts = CompactionOptions { delete_ratio_threshold: Some(bad), ..options(100.0, 1000.0) };
             assert!(opts.validate().unwrap_err().message().contains("delete_ratio_threshold"), "{bad}");
         }
+        let zero = CompactionOptions { delete_file_threshold: Some(0), ..options(100.0, 1000.0) };
+        assert!(zero.validate().unwrap_err().message().contains("delete_file_threshold"));
+    }
+
+    #[test]
+    fn files_that_many_delete_files_apply_to_are_rewritten() {
+        // One large file in p=1 that two partition-scoped delete files (one equality, one
+        // position) and one global equality delete apply to; another in p=2 with one.
+        let mut files = vec![
+            DataFile { record_count: 100, ..file("p=1", 900, FileContent::Data) },
+            DataFile { record_count: 100, ..file("p=2", 900, FileContent::Data) },
+            DataFile { data_sequence_number: 1, ..file("p=1", 1, FileContent::EqualityDeletes) },
+            DataFile { data_sequence_number: 1, ..file("p=1", 1, FileContent::PositionDeletes) },
+            DataFile { data_sequence_number: 1, ..file("p=2", 1, FileContent::PositionDeletes) },
+        ];
+        files.push(DataFile { data_sequence_number: 1, global: true, ..file("g", 1, FileContent::EqualityDeletes) });
+        let no_ratio = |n| CompactionOptions {
+            delete_ratio_threshold: None,
+            delete_file_threshold: Some(n),
+            ..options(100.0, 1000.0)
+        };
+        let rewritten_of = |files: &[DataFile], opts: &CompactionOptions| -> Vec<usize> {
+            let mut all: Vec<usize> = plan(files, opts, 1.0).iter().flat_map(|p| p.groups.concat()).collect();
+            all.sort();
+            all
+        };
+        let rewritten = |opts: &CompactionOptions| rewritten_of(&files, opts);
+        assert_eq!(rewritten(&no_ratio(3)), vec![0], "3 delete files apply to the p=1 file, 2 to the p=2 one");
+        assert_eq!(rewritten(&no_ratio(2)), vec![0, 1]);
+        assert_eq!(rewritten(&no_ratio(4)), Vec::<usize>::new());
+        let off = CompactionOptions { delete_ratio_threshold: None, ..options(100.0, 1000.0) };
+        assert_eq!(rewritten(&off), Vec::<usize>::new(), "neither threshold: large files stay");
+        // Deletes at a lower sequence number than the data file do not apply.
+        files[0].data_sequence_number = 5;
+        assert_eq!(rewritten_of(&files, &no_ratio(2)), vec![1]);
     }
 
     #[test]

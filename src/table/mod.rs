@@ -7,6 +7,7 @@
 //! configured the way pyiceberg users configure theirs ([`crate::catalog`]). [`Table::open`] reads the
 //! table once per call; profile, planners and actions take the handle.
 
+pub mod deleted_rows;
 pub mod delta;
 pub mod iceberg;
 pub mod summary;
@@ -185,9 +186,19 @@ pub struct DataFile {
     /// Whether the file is Parquet (the only format compaction reads; ORC and Avro data files
     /// are profiled but never rewritten).
     pub parquet: bool,
+    /// For an Iceberg deletion vector, where its blob starts in its Puffin file, which holds the
+    /// vectors of many data files: with `path`, what tells one delete entry from another
+    /// ([`DataFile::entry`]).
+    pub content_offset: Option<i64>,
 }
 
 impl DataFile {
+    /// What identifies this file's manifest entry among the live ones: its path, and for a
+    /// deletion vector also its offset (one Puffin file holds many vectors).
+    pub fn entry(&self) -> (&str, Option<i64>) {
+        (&self.path, self.content_offset)
+    }
+
     /// Whether this delete file can delete rows of `data` under the spec's rules: position
     /// deletes when `data`'s data sequence number is at most the delete's, equality deletes when
     /// it is lower; both only within the same spec and partition, or from an unpartitioned spec
@@ -230,6 +241,7 @@ impl DataFile {
             referenced_data_file: None,
             content,
             parquet: true,
+            content_offset: None,
         }
     }
 }

@@ -598,3 +598,35 @@ def test_vacuum_on_s3_keeps_live_files_whose_keys_need_escaping(lh, s3):
     assert bucket_keys(s3, "delta/escaped") == keys_before
     assert sorted(DeltaTable(uri, storage_options=options).to_pyarrow_table().to_pylist(),
                   key=lambda r: r["id"]) == before
+
+
+def test_a_v3_table_duckdb_writes_with_nanosecond_timestamps_compacts(lh, pycat, s3con, rest):
+    """DuckDB writes a format v3 table through the REST catalog: a `timestamp_ns` column (its
+    nanoseconds must survive: DuckDB's TIMESTAMP_NS), eight appends and a delete. After our
+    compaction DuckDB reads the same rows, nanoseconds included."""
+    if pycat.table_exists("ns.duck_v3"):
+        pycat.drop_table("ns.duck_v3")
+    s3con.execute(f"ATTACH IF NOT EXISTS 'warehouse' AS rc (TYPE iceberg, ENDPOINT '{rest.uri}', "
+                  "AUTHORIZATION_TYPE 'none')")
+    s3con.execute("CREATE TABLE rc.ns.duck_v3 (id BIGINT, ts TIMESTAMP_NS) WITH ('format-version' = '3')")
+    for b in range(8):
+        s3con.execute(f"INSERT INTO rc.ns.duck_v3 SELECT range + {b * 100}, "
+                      f"TIMESTAMP_NS '2026-01-01 00:00:00' + to_microseconds(range) + INTERVAL 1 SECOND * {b} "
+                      "FROM range(100)")
+    s3con.execute("UPDATE rc.ns.duck_v3 SET ts = ts + INTERVAL 1 DAY WHERE id % 9 = 0")
+    s3con.execute("DELETE FROM rc.ns.duck_v3 WHERE id % 10 = 3")
+    # Nanosecond values DuckDB itself wrote: epoch_ns keeps every digit.
+    s3con.execute("UPDATE rc.ns.duck_v3 SET ts = make_timestamp_ns(epoch_ns(ts) + 789) WHERE id % 4 = 0")
+    s3con.execute("DETACH rc")
+    table = pycat.load_table("ns.duck_v3")
+    assert table.metadata.format_version == 3
+    s3con.execute(f"ATTACH 'warehouse' AS rc (TYPE iceberg, ENDPOINT '{rest.uri}', AUTHORIZATION_TYPE 'none')")
+    before = sorted(s3con.execute("SELECT id, epoch_ns(ts) FROM rc.ns.duck_v3").fetchall())
+    s3con.execute("DETACH rc")
+    assert len(before) == 720 and any(ns % 1000 == 789 for _, ns in before)
+    got = lh.execute(f"SELECT verdict, files_after FROM lakehouse_compact('ns.duck_v3', {SMALL})").fetchall()
+    assert [v for v, _ in got] == ["compacted"], got
+    s3con.execute(f"ATTACH 'warehouse' AS rc (TYPE iceberg, ENDPOINT '{rest.uri}', AUTHORIZATION_TYPE 'none')")
+    assert sorted(s3con.execute("SELECT id, epoch_ns(ts) FROM rc.ns.duck_v3").fetchall()) == before
+    s3con.execute("DETACH rc")
+    assert pycat.load_table("ns.duck_v3").current_snapshot().summary.operation.value == "replace"

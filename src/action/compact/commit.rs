@@ -18,7 +18,8 @@ use crate::runtime;
 use crate::store::{location_key, strip_file_scheme};
 use crate::table::iceberg::commit::{CommitOutcome, commit_table, relocate, snapshot_landed};
 use crate::table::iceberg::{
-    IcebergTable, LoadedManifest, manifest_writer, new_snapshot_id, with_main_snapshot, write_manifest_list,
+    IcebergTable, LoadedManifest, manifest_writer, new_snapshot_id, with_counts, with_main_snapshot,
+    write_manifest_list,
 };
 use crate::table::{self, DataFile, FileContent, Located, PartitionKey};
 
@@ -54,7 +55,7 @@ pub(super) fn commit_with_retries<'c>(
         interrupt::check("nothing was committed")?;
         let head: Vec<DataFile> = base.manifests.iter().flat_map(|m| base.table.model_files(m)).collect();
         let removed = dangling_deletes(&head, &replaced, candidates);
-        let removing: HashSet<&str> = removed.iter().map(|c| c.file.path.as_str()).collect();
+        let removing: HashSet<(&str, Option<i64>)> = removed.iter().map(|c| c.file.entry()).collect();
         let mut scratch = Vec::new();
         let attempt = (|| {
             let (metadata, snapshot_id) =
@@ -155,15 +156,16 @@ fn remove_all(paths: &[String]) {
 }
 
 /// Writes `loaded` again as a new manifest at `path` for snapshot `snapshot_id`: its live entries
-/// in `drop` as DELETED, the others as EXISTING, each with its data and file sequence numbers and
-/// the snapshot that added it; `seen` is told of every live entry and whether it was dropped.
+/// that `drop` picks as DELETED, the others as EXISTING, each with its data and file sequence
+/// numbers, the snapshot that added it and (v3) its first row id; `seen` is told of every live
+/// entry and whether it was dropped.
 async fn rewrite_manifest(
     file_io: &FileIO,
     path: &str,
     snapshot_id: i64,
     version: FormatVersion,
     loaded: &LoadedManifest,
-    drop: &HashSet<&str>,
+    drop: impl Fn(&::iceberg::spec::ManifestEntry) -> bool,
     mut seen: impl FnMut(&::iceberg::spec::ManifestEntry, bool),
 ) -> Result<ManifestFile> {
     let mut writer = manifest_writer(
@@ -178,7 +180,7 @@ async fn rewrite_manifest(
     for e in loaded.manifest.entries().iter().filter(|e| e.is_alive()) {
         let seq = e.sequence_number().unwrap_or(0);
         let file_seq = e.file_sequence_number.or(Some(seq));
-        let dropped = drop.contains(e.file_path());
+        let dropped = drop(e);
         seen(e, dropped);
         if dropped {
             writer.add_delete_file(e.data_file().clone(), seq, file_seq)?;
@@ -197,7 +199,7 @@ fn build_snapshot(
     base: &Base,
     starting_sequence_number: i64,
     replaced: &HashSet<&str>,
-    removing: &HashSet<&str>,
+    removing: &HashSet<(&str, Option<i64>)>,
     written: &[Written],
     scratch: &mut Vec<String>,
 ) -> Result<(TableMetadata, i64)> {
@@ -217,17 +219,19 @@ fn build_snapshot(
     let (mut removed_position, mut removed_equality, mut removed_deletes_found) = ((0u64, 0u64), (0u64, 0u64), 0usize);
     runtime::block_on(async {
         // Carry over or rewrite the existing manifests.
+        let removes =
+            |e: &::iceberg::spec::ManifestEntry| removing.contains(&(e.file_path(), e.data_file().content_offset()));
         for loaded in manifests {
             let alive: Vec<_> = loaded.manifest.entries().iter().filter(|e| e.is_alive()).collect();
             if loaded.file.content == ManifestContentType::Deletes {
-                if !alive.iter().any(|e| removing.contains(e.file_path())) {
+                if !alive.iter().any(|e| removes(e)) {
                     total_deletes += alive.len() as u64;
-                    new_manifests.push(loaded.file.clone());
+                    new_manifests.push(with_counts(loaded));
                     continue;
                 }
                 let path = new_manifest_path("m2");
                 scratch.push(path.clone());
-                let file = rewrite_manifest(file_io, &path, snapshot_id, version, loaded, removing, |e, dropped| {
+                let file = rewrite_manifest(file_io, &path, snapshot_id, version, loaded, removes, |e, dropped| {
                     if dropped {
                         removed_deletes_found += 1;
                         let slot = match e.content_type() {
@@ -251,12 +255,13 @@ fn build_snapshot(
                     total_records += e.record_count();
                     total_bytes += e.file_size_in_bytes();
                 }
-                new_manifests.push(loaded.file.clone());
+                new_manifests.push(with_counts(loaded));
                 continue;
             }
             let path = new_manifest_path("m0");
             scratch.push(path.clone());
-            let file = rewrite_manifest(file_io, &path, snapshot_id, version, loaded, replaced, |e, dropped| {
+            let drops = |e: &::iceberg::spec::ManifestEntry| replaced.contains(e.file_path());
+            let file = rewrite_manifest(file_io, &path, snapshot_id, version, loaded, drops, |e, dropped| {
                 if dropped {
                     found += 1;
                     deleted_files += 1;
@@ -379,12 +384,12 @@ pub(super) fn dangling_deletes<'c>(
     replaced: &HashSet<&str>,
     candidates: &'c [Candidate],
 ) -> Vec<&'c Candidate> {
-    let live: HashSet<&str> = head.iter().map(|f| f.path.as_str()).collect();
+    let live: HashSet<(&str, Option<i64>)> = head.iter().map(DataFile::entry).collect();
     let data: Vec<&DataFile> =
         head.iter().filter(|f| f.content == FileContent::Data && !replaced.contains(f.path.as_str())).collect();
     candidates
         .iter()
-        .filter(|c| live.contains(c.file.path.as_str()))
+        .filter(|c| live.contains(&c.file.entry()))
         .filter(|c| {
             !data.iter().any(|d| {
                 c.file.applies_to(d) && c.targets.as_ref().is_none_or(|named| named.contains(&location_key(&d.path)))

@@ -4,10 +4,12 @@
 
 use ::iceberg::spec::{DataContentType, DataFile as IcebergDataFile, NestedField, Schema};
 
-use super::sql::{duckdb_type, files_have_field_ids, leaves, parquet_source};
+use super::deletion_vectors::DeletedPositions;
+use super::sql::{LINEAGE_COLUMNS, duckdb_type, files_have_field_ids, leaves, parquet_source};
 use crate::duck::{Nested, quote_ident, quote_list, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::store::strip_file_scheme;
+use crate::table::iceberg::deletion_vector::is_deletion_vector;
 
 /// The query counting a group's deleted rows and their non-null values, with the field ids of
 /// the counted leaves in order ([`DeleteSet::deleted_counts_sql`]).
@@ -21,9 +23,11 @@ pub(super) type DeletedCounts = (String, Vec<i32>);
 /// data sequence number is below the delete file's. Partition scope was settled when the delete
 /// files were chosen ([`DataFile::applies_to`]).
 pub(super) struct DeleteSet {
-    /// The data files with file name and row position: `__d`, joined to their manifest path and
-    /// sequence number, `__f`.
+    /// The data files with file name and row position: `__d`, joined to their manifest path,
+    /// data sequence number and first row id, `__f`.
     data: String,
+    /// Format v3: the rows keep their lineage ([`LINEAGE_COLUMNS`]).
+    lineage: bool,
     /// (subquery, join condition) per delete source.
     sources: Vec<(String, String)>,
     /// The leaf columns checked after the rewrite, as SQL expressions over `__d`, by field id.
@@ -36,17 +40,22 @@ impl DeleteSet {
         schema: &Schema,
         inputs: &[Input<'_>],
         deletes: &[Input<'_>],
+        vectors: Option<&DeletedPositions>,
         files_have_ids: bool,
+        lineage: bool,
     ) -> Result<Self> {
+        if lineage && !files_have_ids {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "the files of a format v3 table carry no Parquet field ids, so their row lineage (_row_id, \
+                 _last_updated_sequence_number) cannot be read by id; nothing was committed",
+            ));
+        }
         let local = |f: &IcebergDataFile| strip_file_scheme(f.file_path()).to_string();
-        let sequence_table = |files: &[&Input<'_>], with_path: bool| {
+        let sequence_table = |files: &[&Input<'_>]| {
             let rows: Vec<String> = files
                 .iter()
-                .map(|i| {
-                    let path =
-                        if with_path { format!(", {}", quote_literal(i.file.file_path())) } else { String::new() };
-                    format!("({}{path}, {}::BIGINT)", quote_literal(&local(i.file)), i.sequence_number)
-                })
+                .map(|i| format!("({}, {}::BIGINT)", quote_literal(&local(i.file)), i.sequence_number))
                 .collect();
             format!("(VALUES {})", rows.join(", "))
         };
@@ -55,16 +64,37 @@ impl DeleteSet {
             schema,
             &local_inputs,
             files_have_ids,
+            lineage,
             ", filename = '__lakehouse_file', file_row_number = true",
         )?;
-        let all: Vec<&Input<'_>> = inputs.iter().collect();
+        let files: Vec<String> = inputs
+            .iter()
+            .map(|i| {
+                let first_row_id = i.first_row_id.map_or("NULL".to_string(), |id| id.to_string());
+                format!(
+                    "({}, {}, {}::BIGINT, {first_row_id}::BIGINT)",
+                    quote_literal(&local(i.file)),
+                    quote_literal(i.file.file_path()),
+                    i.sequence_number
+                )
+            })
+            .collect();
         let data = format!(
-            "{source} AS __d JOIN {} AS __f(__file, __path, __seq) ON __d.__lakehouse_file = __f.__file",
-            sequence_table(&all, true)
+            "{source} AS __d JOIN (VALUES {}) AS __f(__file, __path, __seq, __first_row_id) \
+             ON __d.__lakehouse_file = __f.__file",
+            files.join(", ")
         );
         let mut sources = Vec::new();
-        let position: Vec<&Input<'_>> =
-            deletes.iter().filter(|d| d.file.content_type() == DataContentType::PositionDeletes).collect();
+        if let Some(vectors) = vectors {
+            sources.push((
+                vectors.source_sql(),
+                "__x.__dv_path = __d.__lakehouse_file AND __x.__dv_row = __d.file_row_number".to_string(),
+            ));
+        }
+        let position: Vec<&Input<'_>> = deletes
+            .iter()
+            .filter(|d| d.file.content_type() == DataContentType::PositionDeletes && !is_deletion_vector(d.file))
+            .collect();
         if !position.is_empty() {
             let files: Vec<String> = position.iter().map(|d| local(d.file)).collect();
             sources.push((
@@ -72,7 +102,7 @@ impl DeleteSet {
                     "(SELECT __r.file_path AS __path, __r.pos AS __pos, __s.__seq FROM read_parquet({}, union_by_name = true, \
                      filename = '__lakehouse_delete') AS __r JOIN {} AS __s(__file, __seq) ON __r.__lakehouse_delete = __s.__file)",
                     quote_list(&files),
-                    sequence_table(&position, false)
+                    sequence_table(&position)
                 ),
                 "__x.__path = __f.__path AND __x.__pos = __d.file_row_number AND __f.__seq <= __x.__seq".to_string(),
             ));
@@ -139,7 +169,7 @@ impl DeleteSet {
             sources.push((
                 format!(
                     "{reader} JOIN {} AS __s(__file, __seq) ON __r.__lakehouse_delete = __s.__file)",
-                    sequence_table(&files, false)
+                    sequence_table(&files)
                 ),
                 condition.join(" AND "),
             ));
@@ -149,26 +179,44 @@ impl DeleteSet {
             .filter(|l| !l.repeated)
             .map(|l| (l.id, format!("__d.{}", l.name.split(", ").map(quote_ident).collect::<Vec<_>>().join("."))))
             .collect();
-        Ok(Self { data, sources, leaves })
+        Ok(Self { data, lineage, sources, leaves })
     }
 
-    /// The rows kept, as the current schema's columns (ordered by the caller: [`OrderedRows`]).
+    /// The rows kept, as the current schema's columns (ordered by the caller: [`OrderedRows`]),
+    /// then with lineage each row's `_row_id` and `_last_updated_sequence_number`: the value its
+    /// file stores, else the inherited one (the file's first row id plus the row's position;
+    /// the file's data sequence number), so the rewritten file stores what readers saw.
     pub(super) fn select_sql(&self, schema: &Schema) -> String {
-        let mut kept = format!("SELECT __d.* FROM {}", self.data);
+        let mut kept = format!(
+            "SELECT __d.*, __f.__seq AS __lakehouse_seq, __f.__first_row_id AS __lakehouse_first_row_id FROM {}",
+            self.data
+        );
         for (k, (source, condition)) in self.sources.iter().enumerate() {
             kept.push_str(&format!(
                 " ANTI JOIN {source} AS __x{k} ON {}",
                 condition.replace("__x.", &format!("__x{k}."))
             ));
         }
-        let columns = schema.as_struct().fields().iter().map(|f| quote_ident(&f.name)).collect::<Vec<_>>().join(", ");
-        format!("SELECT {columns} FROM ({kept})")
+        let mut columns: Vec<String> = schema.as_struct().fields().iter().map(|f| quote_ident(&f.name)).collect();
+        if self.lineage {
+            let [(row_id, _), (sequence, _)] = LINEAGE_COLUMNS;
+            columns.push(format!(
+                "coalesce({row_id}, __lakehouse_first_row_id + file_row_number) AS {row_id}",
+                row_id = quote_ident(row_id)
+            ));
+            columns
+                .push(format!("coalesce({sequence}, __lakehouse_seq) AS {sequence}", sequence = quote_ident(sequence)));
+        }
+        format!("SELECT {} FROM ({kept})", columns.join(", "))
     }
 
     /// Counts of the deleted rows: `count(*)`, then `count(leaf)` for each of [`Self::leaves`],
     /// by a mark join (`EXISTS`), not the anti join the rewrite uses; with the leaves' field ids,
     /// in the order of their counts.
-    pub(super) fn deleted_counts_sql(&self) -> DeletedCounts {
+    pub(super) fn deleted_counts_sql(&self) -> Option<DeletedCounts> {
+        if self.sources.is_empty() {
+            return None;
+        }
         let exists: Vec<String> = self
             .sources
             .iter()
@@ -178,12 +226,14 @@ impl DeleteSet {
             .chain(self.leaves.iter().map(|(_, e)| format!("count({e})")))
             .collect();
         let sql = format!("SELECT {} FROM {} WHERE {}", counts.join(", "), self.data, exists.join(" OR "));
-        (sql, self.leaves.iter().map(|(id, _)| *id).collect())
+        Some((sql, self.leaves.iter().map(|(id, _)| *id).collect()))
     }
 }
 
-/// A file a rewrite reads, with its data sequence number.
+/// A file a rewrite reads, with its data sequence number and (format v3, data files) the row id
+/// of its first row.
 pub(super) struct Input<'a> {
     pub(super) file: &'a IcebergDataFile,
     pub(super) sequence_number: i64,
+    pub(super) first_row_id: Option<i64>,
 }

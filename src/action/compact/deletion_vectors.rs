@@ -1,7 +1,8 @@
-//! Delta deletion vectors applied in a rewrite's own query: every vector of the files read is
-//! read and checked ([`crate::table::delta::deletion_vector`]), its row indexes are written to a
-//! temporary Parquet file of `(file number, row index)`, and the query anti-joins the data files'
-//! rows on DuckDB's `filename` and `file_row_number` (the physical row index a vector holds).
+//! Deletion vectors (Delta's, and Iceberg v3's) applied in a rewrite's own query: every vector
+//! of the files read is read and checked ([`crate::table::delta::deletion_vector`],
+//! [`crate::table::iceberg::deletion_vector`]), its row indexes are written to a temporary
+//! Parquet file of `(file number, row index)`, and the query anti-joins the data files' rows on
+//! DuckDB's `filename` and `file_row_number` (the physical row index a vector holds).
 //!
 //! The temporary file lives as long as `DeletedPositions` does (it is removed on drop, also
 //! when the rewrite fails) and is never inside the table.
@@ -38,7 +39,7 @@ impl DeletedPositions {
         let mut vectors = Vec::new();
         for f in files {
             let Some(dv) = &f.remove.deletion_vector else { continue };
-            let deleted = DeletedRows::read(root, dv)?;
+            let deleted = crate::table::delta::deletion_vector::read(root, dv)?;
             let path = f.local_path.to_string_lossy().into_owned();
             let records = f.num_records.ok_or_else(|| {
                 Error::new(
@@ -52,6 +53,12 @@ impl DeletedPositions {
             deleted.check_within(records, &path)?;
             vectors.push((path, deleted));
         }
+        Self::from_rows(vectors)
+    }
+
+    /// The deleted rows `vectors` (each: a data file as DuckDB names it, `filename`, and its
+    /// checked vector) as a positions file; `None` when there are none.
+    pub(crate) fn from_rows(vectors: Vec<(String, DeletedRows)>) -> Result<Option<Self>> {
         if vectors.is_empty() {
             return Ok(None);
         }
@@ -95,12 +102,20 @@ impl DeletedPositions {
     /// The `ANTI JOIN` that drops the deleted rows of `data`, an alias of a `read_parquet` with
     /// `filename = '__lakehouse_file', file_row_number = true`.
     pub(crate) fn anti_join(&self, data: &str) -> String {
+        format!(
+            "ANTI JOIN {} AS __dv ON __dv.__dv_path = {data}.__lakehouse_file AND __dv.__dv_row = {data}.file_row_number",
+            self.source_sql()
+        )
+    }
+
+    /// The deleted rows as a subquery of `(__dv_path, __dv_row)`: the data file as DuckDB names
+    /// it (`filename`) and the row index.
+    pub(crate) fn source_sql(&self) -> String {
         let numbers: Vec<String> =
             self.data_files.iter().enumerate().map(|(i, f)| format!("({i}::INTEGER, {})", quote_literal(f))).collect();
         format!(
-            "ANTI JOIN (SELECT __n.__file AS __dv_path, __p.__dv_row FROM read_parquet({}) AS __p \
-             JOIN (VALUES {}) AS __n(__number, __file) ON __p.__dv_file = __n.__number) AS __dv \
-             ON __dv.__dv_path = {data}.__lakehouse_file AND __dv.__dv_row = {data}.file_row_number",
+            "(SELECT __n.__file AS __dv_path, __p.__dv_row FROM read_parquet({}) AS __p \
+             JOIN (VALUES {}) AS __n(__number, __file) ON __p.__dv_file = __n.__number)",
             quote_literal(&self.file.to_string_lossy()),
             numbers.join(", ")
         )

@@ -7,14 +7,15 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use ::iceberg::spec::{
-    DataContentType, DataFile as IcebergDataFile, DataFileBuilder, DataFileFormat, PrimitiveType, Schema, Transform,
-    Type,
+    DataContentType, DataFile as IcebergDataFile, DataFileBuilder, DataFileFormat, FormatVersion, PrimitiveType,
+    Schema, Transform, Type,
 };
 
 use super::commit::{Base, Candidate, Written, commit_with_retries};
 use super::deletes::{DeleteSet, DeletedCounts, Input};
+use super::deletion_vectors::DeletedPositions;
 use super::run::{Committed, Rewrite, copy_in_order};
-use super::sql::{duckdb_type, field_ids, files_have_field_ids, select_sql};
+use super::sql::{LINEAGE_COLUMNS, duckdb_type, field_ids, files_have_field_ids, select_sql};
 use super::stats::{ColumnStats, check_non_null_counts, column_stats, has_column_counts};
 use crate::action::compact::defaults::{
     field_ids_by_file, has_defaults, skip_missing_identity_columns, skip_unwritable_defaults,
@@ -26,6 +27,7 @@ use crate::plan::compaction::{PartitionPlan, Verdict};
 use crate::plan::layout::{Layout, LayoutOptions, is_recent};
 use crate::store::{location_key, strip_file_scheme};
 use crate::table::iceberg::commit::require_exclusive;
+use crate::table::iceberg::deletion_vector::is_deletion_vector;
 use crate::table::iceberg::{IcebergTable, LoadedManifest};
 use crate::table::{self, DataFile, FileContent, Located, PartitionKey};
 
@@ -46,6 +48,11 @@ pub(super) struct IcebergRewrite<'a> {
     named_paths: RefCell<HashMap<usize, HashSet<String>>>,
     /// The order rows are written in, and the sort order id the files carry.
     layout: IcebergLayout,
+    /// Format v3: rewritten rows keep their `_row_id` and `_last_updated_sequence_number`.
+    lineage: bool,
+    /// Deleted-row files of deletion vectors whose SQL was handed out (the calibration's), kept
+    /// until the rewrite is dropped.
+    vectors: RefCell<Vec<DeletedPositions>>,
 }
 
 impl<'a> IcebergRewrite<'a> {
@@ -62,7 +69,8 @@ impl<'a> IcebergRewrite<'a> {
             }
         }
         let starting_sequence_number = table.metadata.current_snapshot().map_or(0, |s| s.sequence_number());
-        let delete_files = (0..files.len()).filter(|&i| files[i].content != FileContent::Data).collect();
+        let delete_files: Vec<usize> = (0..files.len()).filter(|&i| files[i].content != FileContent::Data).collect();
+        require_one_vector_per_file(&manifests, &sources, &delete_files)?;
         Ok(Self {
             located,
             table,
@@ -73,6 +81,8 @@ impl<'a> IcebergRewrite<'a> {
             delete_files,
             named_paths: RefCell::new(HashMap::new()),
             layout,
+            lineage: table.metadata.format_version() >= FormatVersion::V3,
+            vectors: RefCell::new(Vec::new()),
         })
     }
 
@@ -124,22 +134,51 @@ impl<'a> IcebergRewrite<'a> {
             .collect()
     }
 
-    /// The group's inputs and deletes, with their data sequence numbers.
+    /// The group's inputs and deletes, with their data sequence numbers (and the inputs' first
+    /// row ids).
     fn inputs(&self, group: &[usize]) -> (Vec<Input<'_>>, Vec<Input<'_>>) {
-        let input = |i: usize| Input { file: self.source(i), sequence_number: self.files[i].data_sequence_number };
+        let input = |i: usize| Input {
+            file: self.source(i),
+            sequence_number: self.files[i].data_sequence_number,
+            first_row_id: self.source(i).first_row_id(),
+        };
         (group.iter().map(|&i| input(i)).collect(), self.deletes_for(group).into_iter().map(input).collect())
+    }
+
+    /// The rows the deletion vectors of `group` delete, read and checked (no vector deletes a
+    /// row past its file's record count); `None` when none applies.
+    fn vectors_for(&self, group: &[usize]) -> Result<Option<DeletedPositions>> {
+        let vectors: Vec<usize> =
+            self.deletes_for(group).into_iter().filter(|&d| is_deletion_vector(self.source(d))).collect();
+        if vectors.is_empty() {
+            return Ok(None);
+        }
+        let file_io = &self.table.file_io;
+        let read = crate::runtime::block_on(async {
+            let mut read = Vec::with_capacity(vectors.len());
+            for &d in &vectors {
+                read.push(crate::table::iceberg::deletion_vector::read(file_io, self.source(d)).await?);
+            }
+            Ok::<_, Error>(read)
+        })??;
+        let mut rows = Vec::with_capacity(vectors.len());
+        for (&d, deleted) in vectors.iter().zip(read) {
+            let Some(&data) = group.iter().find(|&&i| self.files[d].applies_to(&self.files[i])) else { continue };
+            let path = strip_file_scheme(&self.files[data].path).to_string();
+            deleted.check_within(self.files[data].record_count, &path)?;
+            rows.push((path, deleted));
+        }
+        DeletedPositions::from_rows(rows)
     }
 
     /// Why the deletes that apply to `group` cannot be applied by the rewrite, if they cannot.
     fn unappliable_deletes(&self, group: &[usize]) -> Option<String> {
         let schema = self.table.metadata.current_schema();
         let deletes = self.deletes_for(group);
-        let not_parquet = deletes.iter().filter(|&&d| !self.files[d].parquet).count();
+        let not_parquet =
+            deletes.iter().filter(|&&d| !self.files[d].parquet && !is_deletion_vector(self.source(d))).count();
         if not_parquet > 0 {
-            return Some(format!(
-                "{not_parquet} of its delete files are not Parquet (deletion vectors, ORC or Avro), which compaction \
-                 does not apply"
-            ));
+            return Some(format!("{not_parquet} of its delete files are ORC or Avro, which compaction does not apply"));
         }
         for &d in deletes.iter().filter(|&&d| self.files[d].content == FileContent::EqualityDeletes) {
             let ids = self.source(d).equality_ids().unwrap_or_default();
@@ -224,6 +263,8 @@ impl<'a> IcebergRewrite<'a> {
 impl Rewrite for IcebergRewrite<'_> {
     type Written = Written;
     const APPLIES_DELETES: bool = true;
+    const PURGES: bool = true;
+    const DEFAULT_DELETE_RATIO: f64 = crate::plan::compaction::ICEBERG_DELETE_RATIO_THRESHOLD;
 
     fn files(&self) -> &[DataFile] {
         &self.files
@@ -239,7 +280,11 @@ impl Rewrite for IcebergRewrite<'_> {
 
     fn copy_sql(&self, conn: &Nested, group: &[usize], target: &str) -> Result<String> {
         let (inputs, deletes) = self.inputs(group);
-        Ok(copy_sql(conn, self.table, &inputs, &deletes, target, &self.layout)?.0)
+        let vectors = self.vectors_for(group)?;
+        let reads = Reads { inputs: &inputs, deletes: &deletes, vectors: vectors.as_ref(), lineage: self.lineage };
+        let sql = copy_sql(conn, self.table, &reads, target, &self.layout)?.0;
+        self.vectors.borrow_mut().extend(vectors);
+        Ok(sql)
     }
 
     fn skip_unsafe(&self, conn: &Nested, plans: &mut [PartitionPlan]) -> Result<()> {
@@ -266,7 +311,9 @@ impl Rewrite for IcebergRewrite<'_> {
 
     fn rewrite(&self, conn: &Nested, plan: &PartitionPlan, group: &[usize], outputs: usize) -> Result<Vec<Written>> {
         let (inputs, deletes) = self.inputs(group);
-        let written = rewrite_group(conn, self.table, &inputs, &deletes, plan.spec_id, &self.layout, outputs)?;
+        let vectors = self.vectors_for(group)?;
+        let reads = Reads { inputs: &inputs, deletes: &deletes, vectors: vectors.as_ref(), lineage: self.lineage };
+        let written = rewrite_group(conn, self.table, &reads, plan.spec_id, &self.layout, outputs)?;
         if let Err(e) = self.record_named_paths(conn, group) {
             crate::store::remove_quietly(written.iter().map(|w| w.local_path.as_str()));
             return Err(e);
@@ -304,13 +351,14 @@ impl Rewrite for IcebergRewrite<'_> {
 
 /// The `SELECT` of the live data files `paths` of `table` with the delete files that apply to
 /// them applied ([`DeleteSet`]), as the current schema's columns; `None` when no delete applies.
-/// What the gate's measured scan reads, so that it reads the rows a reader of the table sees.
+/// What the gate's measured scan reads, so that it reads the rows a reader of the table sees;
+/// the deleted rows of deletion vectors it reads must be kept as long as the query runs.
 pub(crate) fn merge_on_read_select(
     conn: &Nested,
     located: &Located,
     table: &IcebergTable,
     paths: &[String],
-) -> Result<Option<String>> {
+) -> Result<Option<(String, Option<DeletedPositions>)>> {
     let rewrite = IcebergRewrite::new(located, table, &LayoutOptions::default())?;
     let wanted: HashSet<&str> = paths.iter().map(String::as_str).collect();
     let group: Vec<usize> = (0..rewrite.files.len())
@@ -323,7 +371,46 @@ pub(crate) fn merge_on_read_select(
     let schema = table.metadata.current_schema();
     let local: Vec<String> = inputs.iter().map(|i| strip_file_scheme(i.file.file_path()).to_string()).collect();
     let ids = files_have_field_ids(conn, &local)?;
-    Ok(Some(DeleteSet::new(conn, schema, &inputs, &deletes, ids)?.select_sql(schema)))
+    let vectors = rewrite.vectors_for(&group)?;
+    let sql = DeleteSet::new(conn, schema, &inputs, &deletes, vectors.as_ref(), ids, false)?.select_sql(schema);
+    Ok(Some((sql, vectors)))
+}
+
+/// What a rewrite reads: data files, the delete files and deletion vectors that apply to them,
+/// and whether rows keep their lineage (format v3).
+struct Reads<'r, 'a> {
+    inputs: &'r [Input<'a>],
+    deletes: &'r [Input<'a>],
+    vectors: Option<&'r DeletedPositions>,
+    lineage: bool,
+}
+
+/// Refuses a table with two live deletion vectors for one data file: the spec allows one, and
+/// applying either alone could bring deleted rows back.
+fn require_one_vector_per_file(
+    manifests: &[LoadedManifest],
+    sources: &[(usize, usize)],
+    delete_files: &[usize],
+) -> Result<()> {
+    let mut seen: HashSet<String> = HashSet::new();
+    for &d in delete_files {
+        let (m, e) = sources[d];
+        let file = manifests[m].manifest.entries()[e].data_file();
+        if !is_deletion_vector(file) {
+            continue;
+        }
+        let Some(target) = file.referenced_data_file() else { continue };
+        if !seen.insert(target.clone()) {
+            return Err(Error::new(
+                ErrorKind::CorruptMetadata,
+                format!(
+                    "data file '{target}' has two live deletion vectors (the spec allows one); the table is corrupt \
+                     and nothing was rewritten"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn compression(table: &IcebergTable) -> &'static str {
@@ -345,23 +432,22 @@ fn compression(table: &IcebergTable) -> &'static str {
 fn copy_sql(
     conn: &Nested,
     table: &IcebergTable,
-    inputs: &[Input<'_>],
-    deletes: &[Input<'_>],
+    reads: &Reads<'_, '_>,
     target: &str,
     layout: &IcebergLayout,
 ) -> Result<(String, Option<DeletedCounts>)> {
-    let (rows, deleted) = rewrite_select(conn, table, inputs, deletes, layout)?;
-    Ok((format!("COPY ({}) TO {} {}", rows.sql(), quote_literal(target), copy_options(table)), deleted))
+    let (rows, deleted) = rewrite_select(conn, table, reads, layout)?;
+    Ok((format!("COPY ({}) TO {} {}", rows.sql(), quote_literal(target), copy_options(table, reads.lineage)), deleted))
 }
 
 /// The `SELECT` of [`copy_sql`] in the layout's order, and its deleted-counts query.
 fn rewrite_select(
     conn: &Nested,
     table: &IcebergTable,
-    inputs: &[Input<'_>],
-    deletes: &[Input<'_>],
+    reads: &Reads<'_, '_>,
     layout: &IcebergLayout,
 ) -> Result<(OrderedRows, Option<DeletedCounts>)> {
+    let (inputs, deletes) = (reads.inputs, reads.deletes);
     let schema = table.metadata.current_schema();
     let local_inputs: Vec<String> = inputs.iter().map(|f| strip_file_scheme(f.file.file_path()).to_string()).collect();
     // With the manifests' value/null counts on every input, the non-null check after the rewrite
@@ -369,28 +455,31 @@ fn rewrite_select(
     let files: Vec<&IcebergDataFile> = inputs.iter().map(|i| i.file).collect();
     let probe = if has_column_counts(&files, schema) { &local_inputs[..1] } else { &local_inputs[..] };
     let files_have_ids = files_have_field_ids(conn, probe)?;
-    let (select, deleted) = if deletes.is_empty() {
+    let (select, deleted) = if deletes.is_empty() && !reads.lineage {
         (select_sql(schema, &local_inputs, files_have_ids)?, None)
     } else {
-        let set = DeleteSet::new(conn, schema, inputs, deletes, files_have_ids)?;
-        (set.select_sql(schema), Some(set.deleted_counts_sql()))
+        let set = DeleteSet::new(conn, schema, inputs, deletes, reads.vectors, files_have_ids, reads.lineage)?;
+        (set.select_sql(schema), set.deleted_counts_sql())
     };
     Ok((layout.order.rows(conn, select)?, deleted))
 }
 
 /// The `COPY` options of a rewrite: Parquet with the table's codec and the current schema's
-/// field ids, returning the file's statistics.
-fn copy_options(table: &IcebergTable) -> String {
-    let ids = table
+/// field ids (and with `lineage` the reserved ones of the lineage columns), returning the file's
+/// statistics.
+fn copy_options(table: &IcebergTable, lineage: bool) -> String {
+    let mut ids: Vec<String> = table
         .metadata
         .current_schema()
         .as_struct()
         .fields()
         .iter()
         .map(|f| format!("{}: {}", quote_ident(&f.name), field_ids(f)))
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!("(FORMAT parquet, COMPRESSION {}, FIELD_IDS {{{ids}}}, RETURN_STATS)", compression(table))
+        .collect();
+    if lineage {
+        ids.extend(LINEAGE_COLUMNS.iter().map(|(name, id)| format!("{}: {id}", quote_ident(name))));
+    }
+    format!("(FORMAT parquet, COMPRESSION {}, FIELD_IDS {{{}}}, RETURN_STATS)", compression(table), ids.join(", "))
 }
 
 /// Rewrites one group into `outputs` files (in layout order, [`copy_in_order`]) next to its first
@@ -400,12 +489,12 @@ fn copy_options(table: &IcebergTable) -> String {
 fn rewrite_group(
     conn: &Nested,
     table: &IcebergTable,
-    inputs: &[Input<'_>],
-    deletes: &[Input<'_>],
+    reads: &Reads<'_, '_>,
     spec_id: i32,
     layout: &IcebergLayout,
     outputs: usize,
 ) -> Result<Vec<Written>> {
+    let inputs = reads.inputs;
     let first = inputs[0].file;
     let dir = output_dir(table, first, spec_id);
     let file_paths: Vec<String> =
@@ -424,8 +513,8 @@ fn rewrite_group(
     }
     let schema = table.metadata.current_schema();
     let files: Vec<&IcebergDataFile> = inputs.iter().map(|i| i.file).collect();
-    let (rows_in_order, deleted_sql) = rewrite_select(conn, table, inputs, deletes, layout)?;
-    let options = copy_options(table);
+    let (rows_in_order, deleted_sql) = rewrite_select(conn, table, reads, layout)?;
+    let options = copy_options(table, reads.lineage);
     let written = (|| {
         // What the deletes remove, counted by a query of its own before the rewrite.
         let deleted = match &deleted_sql {

@@ -81,6 +81,8 @@ pub(crate) trait Rewrite {
     /// Whether the format's deletes are per data file, so that a file degraded by its deleted
     /// rows is rewritten (`delete_ratio_threshold`, [`crate::plan::compaction`]).
     const PURGES: bool = false;
+    /// The `delete_ratio_threshold` when the user gives none.
+    const DEFAULT_DELETE_RATIO: f64 = crate::plan::compaction::DELTA_DELETE_RATIO_THRESHOLD;
     /// The live files, in the model the planner takes.
     fn files(&self) -> &[DataFile];
     /// The layout the rewrite writes.
@@ -136,8 +138,10 @@ pub(crate) fn run<R: Rewrite>(
     if !R::APPLIES_DELETES {
         adjusted.apply_deletes = false;
     }
-    if !R::PURGES {
-        adjusted.delete_ratio_threshold = None;
+    adjusted.delete_ratio_threshold =
+        if R::PURGES { Some(options.delete_ratio_threshold.unwrap_or(R::DEFAULT_DELETE_RATIO)) } else { None };
+    if !R::APPLIES_DELETES {
+        adjusted.delete_file_threshold = None;
     }
     if let Some(window) = options.recent_window {
         adjusted.recent.extend(rewrite.recent(chrono::Utc::now().timestamp_micros(), window));

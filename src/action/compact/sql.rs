@@ -10,6 +10,11 @@ use crate::action::compact::defaults::default_text;
 use crate::duck::{Nested, quote_ident, quote_list, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 
+/// The row-lineage columns of format v3 (the spec's reserved field ids): written into every
+/// rewritten file so each row keeps its id and the sequence number that last updated it.
+pub(super) const LINEAGE_COLUMNS: [(&str, i32); 2] =
+    [("_row_id", 2_147_483_540), ("_last_updated_sequence_number", 2_147_483_539)];
+
 /// DuckDB's name for an Iceberg primitive type.
 pub(super) fn duckdb_type(ty: &PrimitiveType) -> Option<String> {
     Some(match ty {
@@ -115,15 +120,22 @@ pub(super) fn field_ids(field: &NestedField) -> String {
 /// does).
 pub(crate) fn select_sql(schema: &Schema, inputs: &[String], files_have_ids: bool) -> Result<String> {
     let columns = schema.as_struct().fields().iter().map(|f| quote_ident(&f.name)).collect::<Vec<_>>().join(", ");
-    let source = parquet_source(schema, inputs, files_have_ids, "")?;
+    let source = parquet_source(schema, inputs, files_have_ids, false, "")?;
     Ok(format!("SELECT {columns} FROM {source}"))
 }
 
 /// The `read_parquet(…)` of [`select_sql`], with `extra` options appended (`, filename = …`).
 /// A file without a top-level column reads it as its initial-default, as readers see it; a
 /// default this version cannot render is an error (compaction skipped such partitions before:
-/// [`crate::action::compact::defaults`]).
-pub(super) fn parquet_source(schema: &Schema, inputs: &[String], files_have_ids: bool, extra: &str) -> Result<String> {
+/// [`crate::action::compact::defaults`]). With `lineage` (by field id only) the files' own
+/// [`LINEAGE_COLUMNS`] are read too, NULL where a file has none.
+pub(super) fn parquet_source(
+    schema: &Schema,
+    inputs: &[String],
+    files_have_ids: bool,
+    lineage: bool,
+    extra: &str,
+) -> Result<String> {
     let files = quote_list(inputs);
     if !files_have_ids {
         return Ok(format!("read_parquet({files}, union_by_name = true{extra})"));
@@ -136,6 +148,12 @@ pub(super) fn parquet_source(schema: &Schema, inputs: &[String], files_have_ids:
             Err(why) => return Err(Error::new(ErrorKind::Unsupported, why)),
         };
         let Some(ty) = duckdb_type_of(&f.field_type) else {
+            if lineage {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!("column '{}' has a type DuckDB cannot read by field id; nothing was committed", f.name),
+                ));
+            }
             return Ok(format!("read_parquet({files}, union_by_name = true{extra})"));
         };
         entries.push(format!(
@@ -144,6 +162,11 @@ pub(super) fn parquet_source(schema: &Schema, inputs: &[String], files_have_ids:
             quote_literal(&f.name),
             quote_literal(&ty)
         ));
+    }
+    if lineage {
+        for (name, id) in LINEAGE_COLUMNS {
+            entries.push(format!("{id}: {{name: {}, type: 'BIGINT', default_value: NULL}}", quote_literal(name)));
+        }
     }
     Ok(format!("read_parquet({files}, schema = MAP {{{}}}{extra})", entries.join(", ")))
 }

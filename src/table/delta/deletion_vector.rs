@@ -8,56 +8,28 @@
 //!   is a big-endian u32 size (= `sizeInBytes`), that many bytes (magic, then the bitmap), and
 //!   a big-endian CRC-32 of them.
 //!
-//! The bitmap is the 64-bit portable RoaringBitmap (`roaring`'s `RoaringTreemap`
-//! serialization). Every check a reader could skip is made: version, size, magic, CRC, and the
-//! descriptor's `cardinality` against the bits set; a caller that knows the file's row count
-//! also checks that no index lies beyond it ([`DeletedRows::check_within`]).
+//! The bitmap is the 64-bit portable RoaringBitmap ([`crate::table::deleted_rows`], the layout
+//! Iceberg's deletion vectors share). Every check a reader could skip is made: version, size,
+//! magic, CRC, and the descriptor's `cardinality` against the bits set; a caller that knows the
+//! file's row count also checks that no index lies beyond it ([`DeletedRows::check_within`]).
 
 use std::path::Path;
 
 use deltalake_core::kernel::{DeletionVectorDescriptor, StorageType};
-use roaring::RoaringTreemap;
 
 use crate::error::{Error, ErrorKind, Result};
+pub use crate::table::deleted_rows::DeletedRows;
+use crate::table::deleted_rows::corrupt;
 
-/// The magic of a portable 64-bit RoaringBitmap in a deletion vector (little-endian).
-const PORTABLE_MAGIC: u32 = 1_681_511_377;
-
-/// The rows a deletion vector deletes: physical row indexes of its data file.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DeletedRows {
-    /// The indexes, as the vector stores them.
-    pub rows: RoaringTreemap,
-}
-
-impl DeletedRows {
-    /// Reads and checks the deletion vector `dv` of a file of the table at `root`.
-    pub fn read(root: &Path, dv: &DeletionVectorDescriptor) -> Result<Self> {
-        let data = match dv.storage_type {
-            StorageType::Inline => inline_data(dv)?,
-            StorageType::UuidRelativePath | StorageType::AbsolutePath => stored_data(root, dv)?,
-        };
-        let rows = bitmap(&data, &describe(root, dv))?;
-        if rows.len() != dv.cardinality.max(0) as u64 {
-            return Err(corrupt(
-                &describe(root, dv),
-                format!("it sets {} rows, its descriptor says cardinality {}", rows.len(), dv.cardinality),
-            ));
-        }
-        Ok(Self { rows })
-    }
-
-    /// Refuses a vector that deletes a row index at or past `num_records` (the file's rows):
-    /// it does not belong to this file, and applying it would remove the wrong rows.
-    pub fn check_within(&self, num_records: u64, file: &str) -> Result<()> {
-        match self.rows.max() {
-            Some(last) if last >= num_records => Err(Error::new(
-                ErrorKind::CorruptMetadata,
-                format!("the deletion vector of '{file}' deletes row {last}, but the file has {num_records} rows"),
-            )),
-            _ => Ok(()),
-        }
-    }
+/// Reads and checks the deletion vector `dv` of a file of the table at `root`.
+pub fn read(root: &Path, dv: &DeletionVectorDescriptor) -> Result<DeletedRows> {
+    let what = describe(root, dv);
+    let deleted = match dv.storage_type {
+        StorageType::Inline => DeletedRows::from_data(&inline_data(dv)?, &what)?,
+        StorageType::UuidRelativePath | StorageType::AbsolutePath => stored(root, dv)?,
+    };
+    deleted.check_cardinality(dv.cardinality.max(0) as u64, &what)?;
+    Ok(deleted)
 }
 
 /// `sizeInBytes` of the Z85-decoded inline text.
@@ -73,8 +45,8 @@ fn inline_data(dv: &DeletionVectorDescriptor) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// The checked data (magic and bitmap) of a vector stored in a file.
-fn stored_data(root: &Path, dv: &DeletionVectorDescriptor) -> Result<Vec<u8>> {
+/// A vector stored in a file, checked.
+fn stored(root: &Path, dv: &DeletionVectorDescriptor) -> Result<DeletedRows> {
     let location = super::deletion_vector_file(root, dv)
         .ok_or_else(|| corrupt(&describe(root, dv), "its path cannot be resolved"))?
         .to_string_lossy()
@@ -92,17 +64,7 @@ fn stored_data(root: &Path, dv: &DeletionVectorDescriptor) -> Result<Vec<u8>> {
     if block.len() as u64 != 4 + size + 4 {
         return Err(corrupt(&what, format!("its file ends {} bytes into the vector", block.len())));
     }
-    let stored_size = u32::from_be_bytes(block[0..4].try_into().expect("4 bytes"));
-    if u64::from(stored_size) != size {
-        return Err(corrupt(&what, format!("the file says {stored_size} bytes, the descriptor {size}")));
-    }
-    let data = &block[4..block.len() - 4];
-    let crc = u32::from_be_bytes(block[block.len() - 4..].try_into().expect("4 bytes"));
-    let actual = crc32fast::hash(data);
-    if crc != actual {
-        return Err(corrupt(&what, format!("CRC-32 {actual:#010x} does not match the stored {crc:#010x}")));
-    }
-    Ok(data.to_vec())
+    DeletedRows::from_framed(&block, Some(size), &what)
 }
 
 /// The version byte of the file at `location` and its `len` bytes from `start` (fewer when the
@@ -128,15 +90,6 @@ fn read_ranges(location: &str, start: u64, len: u64) -> Result<(u8, Vec<u8>)> {
     Ok((version[0], block))
 }
 
-/// The bitmap of a vector's data: the magic, then a portable 64-bit RoaringBitmap.
-fn bitmap(data: &[u8], what: &str) -> Result<RoaringTreemap> {
-    let magic = data.get(0..4).map(|m| u32::from_le_bytes(m.try_into().expect("4 bytes")));
-    if magic != Some(PORTABLE_MAGIC) {
-        return Err(corrupt(what, format!("magic {magic:?}, not the portable RoaringBitmap's {PORTABLE_MAGIC}")));
-    }
-    RoaringTreemap::deserialize_from(&data[4..]).map_err(|e| corrupt(what, format!("its bitmap does not parse ({e})")))
-}
-
 /// How an error names the vector: its file, or `an inline deletion vector`.
 fn describe(root: &Path, dv: &DeletionVectorDescriptor) -> String {
     match super::deletion_vector_file(root, dv) {
@@ -145,13 +98,11 @@ fn describe(root: &Path, dv: &DeletionVectorDescriptor) -> String {
     }
 }
 
-fn corrupt(what: &str, why: impl std::fmt::Display) -> Error {
-    Error::new(ErrorKind::CorruptMetadata, format!("{what} is unreadable: {why}; nothing was rewritten"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::deleted_rows::PORTABLE_MAGIC;
+    use roaring::RoaringTreemap;
 
     /// A deletion vector's data (magic + bitmap) of `rows`, as Delta writes it.
     fn data(rows: &[u64]) -> Vec<u8> {
@@ -200,32 +151,31 @@ mod tests {
         let offsets = write_file(&file, &[a.clone(), b.clone()]);
         let path = url::Url::from_file_path(&file).unwrap().to_string();
         let dv = descriptor(StorageType::AbsolutePath, path.clone(), Some(offsets[1]), b.len(), 2);
-        let got = DeletedRows::read(&dir, &dv).unwrap();
+        let got = read(&dir, &dv).unwrap();
         assert_eq!(got.rows.iter().collect::<Vec<_>>(), vec![1, 1 << 33]);
         assert!(got.check_within(1 << 34, "f").is_ok());
         assert!(got.check_within(1 << 33, "f").unwrap_err().message().contains("deletes row 8589934592"));
         // No offset: the first vector, right after the version byte.
-        let first =
-            DeletedRows::read(&dir, &descriptor(StorageType::AbsolutePath, path.clone(), None, a.len(), 3)).unwrap();
+        let first = read(&dir, &descriptor(StorageType::AbsolutePath, path.clone(), None, a.len(), 3)).unwrap();
         assert_eq!(first.rows.iter().collect::<Vec<_>>(), vec![0, 3, 5]);
         // Wrong cardinality, wrong size, flipped byte, wrong version: each refused, naming why.
         let refusals = [
-            (descriptor(StorageType::AbsolutePath, path.clone(), None, a.len(), 4), "cardinality 4"),
+            (descriptor(StorageType::AbsolutePath, path.clone(), None, a.len(), 4), "metadata says 4"),
             (descriptor(StorageType::AbsolutePath, path.clone(), None, a.len() + 1, 3), "the file says"),
             (descriptor(StorageType::AbsolutePath, path.clone(), Some(0), a.len(), 3), "offset 0"),
         ];
         for (dv, want) in refusals {
-            let message = DeletedRows::read(&dir, &dv).unwrap_err().message().to_string();
+            let message = read(&dir, &dv).unwrap_err().message().to_string();
             assert!(message.contains(want) && message.contains("vectors.bin"), "{message}");
         }
         let mut bytes = std::fs::read(&file).unwrap();
         bytes[offsets[0] as usize + 6] ^= 0x40;
         std::fs::write(&file, &bytes).unwrap();
         let dv = descriptor(StorageType::AbsolutePath, path.clone(), None, a.len(), 3);
-        assert!(DeletedRows::read(&dir, &dv).unwrap_err().message().contains("CRC-32"));
+        assert!(read(&dir, &dv).unwrap_err().message().contains("CRC-32"));
         bytes[0] = 2;
         std::fs::write(&file, &bytes).unwrap();
-        assert!(DeletedRows::read(&dir, &dv).unwrap_err().message().contains("version 2"));
+        assert!(read(&dir, &dv).unwrap_err().message().contains("version 2"));
         // `u`: a random prefix (a directory) and the Z85 of the file's UUID.
         let id = uuid::Uuid::new_v4();
         std::fs::create_dir_all(dir.join("ab")).unwrap();
@@ -233,7 +183,7 @@ mod tests {
         let offsets = write_file(&named, &[b.clone(), a.clone()]);
         let relative = format!("ab{}", z85::encode(id.as_bytes()));
         let dv = descriptor(StorageType::UuidRelativePath, relative, Some(offsets[1]), a.len(), 3);
-        assert_eq!(DeletedRows::read(&dir, &dv).unwrap().rows.iter().collect::<Vec<_>>(), vec![0, 3, 5]);
+        assert_eq!(read(&dir, &dv).unwrap().rows.iter().collect::<Vec<_>>(), vec![0, 3, 5]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -244,12 +194,12 @@ mod tests {
         padded.resize(raw.len().div_ceil(4) * 4, 0);
         let text = z85::encode(&padded);
         let dv = descriptor(StorageType::Inline, text.clone(), None, raw.len(), 3);
-        let got = DeletedRows::read(Path::new("/nowhere"), &dv).unwrap();
+        let got = read(Path::new("/nowhere"), &dv).unwrap();
         assert_eq!(got.rows.iter().collect::<Vec<_>>(), vec![2, 7, 9]);
         let bad_magic = z85::encode([0u8; 8]);
         let dv = descriptor(StorageType::Inline, bad_magic, None, 8, 0);
-        assert!(DeletedRows::read(Path::new("/nowhere"), &dv).unwrap_err().message().contains("magic"));
+        assert!(read(Path::new("/nowhere"), &dv).unwrap_err().message().contains("magic"));
         let dv = descriptor(StorageType::Inline, "not z85 ~".into(), None, 8, 0);
-        assert!(DeletedRows::read(Path::new("/nowhere"), &dv).unwrap_err().message().contains("Z85"));
+        assert!(read(Path::new("/nowhere"), &dv).unwrap_err().message().contains("Z85"));
     }
 }

@@ -359,6 +359,7 @@ impl DeltaLakeTable {
                 referenced_data_file: None,
                 content: FileContent::Data,
                 parquet: true,
+                content_offset: None,
             };
             if let Some(rows) = f.deletion_vector_rows {
                 out.push(DataFile {

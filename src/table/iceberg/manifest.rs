@@ -60,14 +60,17 @@ fn decode(bytes: &[u8], metadata: &TableMetadata, file: &ManifestFile) -> std::r
     }
     .map_err(|e| e.to_string())?
     .into_parts();
+    let mut next_row_id = first_row_id(file);
+    let spec_id = manifest_metadata.partition_spec().spec_id();
     let entries = entries
         .into_iter()
         .map(|entry| {
             let mut entry = std::sync::Arc::unwrap_or_clone(entry);
             inherit(&mut entry, file);
-            entry
+            inherit_first_row_id(&mut entry, &mut next_row_id, spec_id)?;
+            Ok(entry)
         })
-        .collect();
+        .collect::<std::result::Result<_, String>>()?;
     Ok(Manifest::new(manifest_metadata, entries))
 }
 
@@ -85,6 +88,56 @@ fn inherit(entry: &mut iceberg::spec::ManifestEntry, file: &ManifestFile) {
     if entry.file_sequence_number.is_none() && inherits {
         entry.file_sequence_number = Some(file.sequence_number);
     }
+}
+
+/// The first row id the manifest's data files inherit from (format v3 row lineage): the list
+/// entry's `first_row_id`, for data manifests only.
+fn first_row_id(file: &ManifestFile) -> Option<i64> {
+    (file.content == ManifestContentType::Data).then_some(file.first_row_id).flatten().map(|id| id as i64)
+}
+
+/// The spec's first-row-id inheritance: a data file whose `first_row_id` is null gets the
+/// manifest's plus the record counts of the files before it in the manifest that had none
+/// (`next`, advanced here). Written into the entry, so a manifest rewritten from it keeps every
+/// row's id (a null would be assigned afresh by the next manifest list).
+fn inherit_first_row_id(
+    entry: &mut iceberg::spec::ManifestEntry,
+    next: &mut Option<i64>,
+    spec_id: i32,
+) -> std::result::Result<(), String> {
+    let Some(id) = *next else { return Ok(()) };
+    if entry.data_file.first_row_id().is_some() {
+        return Ok(());
+    }
+    let file = &entry.data_file;
+    *next = Some(id.checked_add(file.record_count() as i64).ok_or("first_row_id overflows")?);
+    let mut builder = iceberg::spec::DataFileBuilder::default();
+    builder
+        .content(file.content_type())
+        .file_path(file.file_path().to_string())
+        .file_format(file.file_format())
+        .partition(file.partition().clone())
+        .record_count(file.record_count())
+        .file_size_in_bytes(file.file_size_in_bytes())
+        .column_sizes(file.column_sizes().clone())
+        .value_counts(file.value_counts().clone())
+        .null_value_counts(file.null_value_counts().clone())
+        .nan_value_counts(file.nan_value_counts().clone())
+        .lower_bounds(file.lower_bounds().clone())
+        .upper_bounds(file.upper_bounds().clone())
+        .key_metadata(file.key_metadata().map(<[u8]>::to_vec))
+        .split_offsets(file.split_offsets().map(<[i64]>::to_vec))
+        .equality_ids(file.equality_ids())
+        .first_row_id(Some(id))
+        .partition_spec_id(spec_id)
+        .referenced_data_file(file.referenced_data_file())
+        .content_offset(file.content_offset())
+        .content_size_in_bytes(file.content_size_in_bytes());
+    if let Some(order) = file.sort_order_id() {
+        builder.sort_order_id(order);
+    }
+    entry.data_file = builder.build().map_err(|e| format!("cannot give a data file its first_row_id: {e}"))?;
+    Ok(())
 }
 
 /// An Avro object container file's header: its metadata map and where the data blocks start.

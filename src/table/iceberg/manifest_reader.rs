@@ -162,6 +162,7 @@ enum Role {
     RecordCount,
     Size,
     Referenced,
+    ContentOffset,
     Skip,
 }
 
@@ -202,6 +203,7 @@ impl<'a> Walker<'a> {
                     "record_count" => Role::RecordCount,
                     "file_size_in_bytes" => Role::Size,
                     "referenced_data_file" => Role::Referenced,
+                    "content_offset" => Role::ContentOffset,
                     _ => Role::Skip,
                 };
                 (role, shape.clone())
@@ -247,6 +249,7 @@ impl<'a> Walker<'a> {
                                     Role::RecordCount => e.record_count = c.integer(shape)??,
                                     Role::Size => e.size = c.integer(shape)??,
                                     Role::Referenced => e.referenced = c.text(shape)?,
+                                    Role::ContentOffset => e.content_offset = c.integer(shape)?,
                                     _ => c.skip(shape)?,
                                 }
                             }
@@ -380,6 +383,7 @@ pub fn tally(
                 },
                 content,
                 parquet: e.format.eq_ignore_ascii_case(b"parquet"),
+                content_offset: e.content_offset,
             });
         }
         Some(())
@@ -401,6 +405,7 @@ struct Entry<'a> {
     record_count: i64,
     size: i64,
     referenced: Option<&'a [u8]>,
+    content_offset: Option<i64>,
 }
 
 #[cfg(test)]

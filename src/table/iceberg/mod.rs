@@ -3,6 +3,7 @@
 
 pub mod avro;
 pub mod commit;
+pub mod deletion_vector;
 pub mod files;
 pub mod list_reader;
 pub mod manifest;
@@ -84,24 +85,25 @@ impl IcebergTable {
         serde_json::to_vec_pretty(&value).map_err(serialize)
     }
 
-    /// Refuses a table whose rows this version cannot rewrite: format version 3 (row lineage
-    /// and deletion vectors would not be carried over) or columns of types held by stand-ins.
+    /// Refuses a table whose rows this version cannot rewrite: columns of types held by
+    /// stand-ins (`variant`, `geometry`, `geography`, `unknown`) or of `timestamptz_ns` (DuckDB
+    /// has no nanosecond timestamp with time zone: reading one would drop its nanoseconds), or
+    /// column defaults the parsed metadata lost.
     pub fn require_rewritable(&self) -> Result<()> {
-        let version = self.metadata.format_version();
-        if version > FormatVersion::V2 {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "this table is Iceberg format {version}; compaction rewrites format v1 and v2 tables only (a v3 \
-                     rewrite must carry row lineage — _row_id, _last_updated_sequence_number — and apply deletion \
-                     vectors, which this version does not do); profile, health, expiry and orphan removal work"
-                ),
-            ));
-        }
         if !self.stand_ins.is_empty() {
             return Err(Error::new(
                 ErrorKind::Unsupported,
                 format!("compaction cannot rewrite columns of type {}", self.stand_ins.describe()),
+            ));
+        }
+        if let Some(column) = nanosecond_timestamptz_column(self.metadata.current_schema()) {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "compaction cannot rewrite column '{column}' of type timestamptz_ns (DuckDB has no nanosecond \
+                     timestamp with time zone, so its nanoseconds would be lost); profile, health, expiry and orphan \
+                     removal work"
+                ),
             ));
         }
         self.require_defaults_kept()
@@ -166,12 +168,22 @@ impl IcebergTable {
         Ok(lean)
     }
 
+    /// A manifest list of this table: as its format version, else (a table upgraded from v1 or
+    /// v2 keeps its old lists until a commit writes new ones) as an older version, whose absent
+    /// fields read as Java reads them (sequence numbers 0, data content, counts unknown).
     fn parse_manifest_list(&self, bytes: &[u8], list_path: &str) -> Result<Vec<ManifestFile>> {
-        let list = ManifestList::parse_with_version(bytes, self.metadata.format_version()).map_err(|e| {
-            Error::new(ErrorKind::CorruptMetadata, format!("manifest list '{list_path}' is corrupt"))
-                .with_context("cause", Error::from(e).to_string())
-        })?;
-        Ok(list.consume_entries().into_iter().collect())
+        let version = self.metadata.format_version();
+        let first = match ManifestList::parse_with_version(bytes, version) {
+            Ok(list) => return Ok(list.consume_entries().into_iter().collect()),
+            Err(e) => e,
+        };
+        for older in [FormatVersion::V2, FormatVersion::V1].into_iter().filter(|v| *v < version) {
+            if let Ok(list) = ManifestList::parse_with_version(bytes, older) {
+                return Ok(list.consume_entries().into_iter().collect());
+            }
+        }
+        Err(Error::new(ErrorKind::CorruptMetadata, format!("manifest list '{list_path}' is corrupt"))
+            .with_context("cause", Error::from(first).to_string()))
     }
 
     /// Every manifest of the current snapshot, decoded (entries inherit sequence numbers and
@@ -324,6 +336,7 @@ fn model_files(metadata: &TableMetadata, loaded: &LoadedManifest) -> Vec<DataFil
                 referenced_data_file: file.referenced_data_file(),
                 parquet: file.file_format() == DataFileFormat::Parquet,
                 content: file.content_type().into(),
+                content_offset: file.content_offset(),
             }
         })
         .collect()
@@ -399,6 +412,9 @@ fn parse_with_stand_ins(bytes: &[u8], location: &str, first: serde_json::Error) 
         }
         None => return Err(invalid("it has no numeric format-version".into())),
     }
+    if version.is_some_and(|v| v >= 2) {
+        fill_upgraded_snapshots(&mut value);
+    }
     let stand_ins = StandIns::substitute_metadata(&mut value);
     match serde_json::from_value::<TableMetadata>(value.clone()) {
         Ok(metadata) => Ok((metadata, stand_ins)),
@@ -414,6 +430,15 @@ fn parse_with_stand_ins(bytes: &[u8], location: &str, first: serde_json::Error) 
                 None => e.to_string(),
             }),
         }),
+    }
+}
+
+/// Snapshots a table took before it was upgraded from format v1 have no `sequence-number`;
+/// Java reads it as 0 (the v1 sequence number), and so does this (iceberg-rust requires it).
+fn fill_upgraded_snapshots(metadata: &mut serde_json::Value) {
+    let Some(snapshots) = metadata.get_mut("snapshots").and_then(serde_json::Value::as_array_mut) else { return };
+    for snapshot in snapshots.iter_mut().filter_map(serde_json::Value::as_object_mut) {
+        snapshot.entry("sequence-number").or_insert(serde_json::Value::from(0));
     }
 }
 
@@ -453,6 +478,42 @@ fn gunzip_if_compressed(bytes: bytes::Bytes, location: &str) -> Result<bytes::By
         Error::new(ErrorKind::CorruptMetadata, format!("metadata file '{location}' is not valid gzip: {e}"))
     })?;
     Ok(json.into())
+}
+
+/// The first column of `schema` (its name) of type `timestamptz_ns`, at any depth.
+fn nanosecond_timestamptz_column(schema: &iceberg::spec::Schema) -> Option<String> {
+    use iceberg::spec::PrimitiveType;
+    fn walk(ty: &Type, name: &str) -> Option<String> {
+        match ty {
+            Type::Primitive(PrimitiveType::TimestamptzNs) => Some(name.to_string()),
+            Type::Primitive(_) => None,
+            Type::Struct(s) => s.fields().iter().find_map(|f| walk(&f.field_type, &format!("{name}.{}", f.name))),
+            Type::List(l) => walk(&l.element_field.field_type, &format!("{name}.element")),
+            Type::Map(m) => walk(&m.key_field.field_type, &format!("{name}.key"))
+                .or_else(|| walk(&m.value_field.field_type, &format!("{name}.value"))),
+        }
+    }
+    schema.as_struct().fields().iter().find_map(|f| walk(&f.field_type, &f.name))
+}
+
+/// The manifest-list entry of `loaded` with the file and row counts a v1 list may lack
+/// (null in v1, required from v2) counted from its entries, so it can be named by a new list.
+pub fn with_counts(loaded: &LoadedManifest) -> ManifestFile {
+    use iceberg::spec::ManifestStatus;
+    let mut file = loaded.file.clone();
+    let count = |status: ManifestStatus| {
+        let entries = loaded.manifest.entries().iter().filter(|e| e.status() == status);
+        entries.fold((0u32, 0u64), |(n, rows), e| (n + 1, rows + e.record_count()))
+    };
+    let (added, existing, deleted) =
+        (count(ManifestStatus::Added), count(ManifestStatus::Existing), count(ManifestStatus::Deleted));
+    file.added_files_count = file.added_files_count.or(Some(added.0));
+    file.added_rows_count = file.added_rows_count.or(Some(added.1));
+    file.existing_files_count = file.existing_files_count.or(Some(existing.0));
+    file.existing_rows_count = file.existing_rows_count.or(Some(existing.1));
+    file.deleted_files_count = file.deleted_files_count.or(Some(deleted.0));
+    file.deleted_rows_count = file.deleted_rows_count.or(Some(deleted.1));
+    file
 }
 
 /// A manifest-list entry with its decoded manifest.
@@ -495,6 +556,8 @@ pub struct NewSnapshot {
     pub summary: iceberg::spec::Summary,
     /// The schema it was written with.
     pub schema_id: i32,
+    /// Format v3: the row ids its manifest list assigned (first, count: [`ListWritten`]).
+    pub row_range: Option<(u64, u64)>,
 }
 
 /// A manifest writer for `content` at `path`, of `table`'s format version (v1 has no delete
@@ -509,34 +572,52 @@ pub fn manifest_writer(
     content: iceberg::spec::ManifestContentType,
 ) -> Result<iceberg::spec::ManifestWriter> {
     let builder = iceberg::spec::ManifestWriterBuilder::new(file_io.new_output(path)?, Some(snapshot_id), schema, spec);
+    use iceberg::spec::ManifestContentType::{Data, Deletes};
     Ok(match (version, content) {
         (FormatVersion::V1, _) => builder.build_v1(),
-        (_, iceberg::spec::ManifestContentType::Deletes) => builder.build_v2_deletes(),
-        _ => builder.build_v2_data(),
+        (FormatVersion::V2, Deletes) => builder.build_v2_deletes(),
+        (FormatVersion::V2, Data) => builder.build_v2_data(),
+        (FormatVersion::V3, Deletes) => builder.build_v3_deletes(),
+        (FormatVersion::V3, Data) => builder.build_v3_data(),
     })
 }
 
+/// A manifest list written for a new snapshot.
+pub struct ListWritten {
+    /// Where it is.
+    pub path: String,
+    /// Format v3: the row ids it assigned to data manifests that had none (the new ones, and
+    /// those of a table upgraded from v2) — the snapshot's `first-row-id` (the table's
+    /// `next-row-id`) and `added-rows`.
+    pub row_range: Option<(u64, u64)>,
+}
+
 /// Writes the manifest list of `table`'s next snapshot `snapshot_id` (after the current one, at
-/// the next sequence number) naming `manifests`, beside the current metadata file; returns its
-/// path, which is recorded in `scratch` before anything is written.
+/// the next sequence number) naming `manifests`, beside the current metadata file; its path is
+/// recorded in `scratch` before anything is written.
 pub async fn write_manifest_list(
     table: &IcebergTable,
     snapshot_id: i64,
     manifests: impl IntoIterator<Item = ManifestFile>,
     scratch: &mut Vec<String>,
-) -> Result<String> {
+) -> Result<ListWritten> {
     let metadata = &table.metadata;
     let (parent, sequence_number) = (metadata.current_snapshot_id(), metadata.next_sequence_number());
     let path = format!("{}/snap-{snapshot_id}-1-{}.avro", table.metadata_dir(), uuid::Uuid::new_v4());
     scratch.push(path.clone());
     let output = table.file_io.new_output(&path)?.writer().await?;
+    let first_row_id = metadata.next_row_id();
     let mut list = match metadata.format_version() {
         FormatVersion::V1 => iceberg::spec::ManifestListWriter::v1(output, snapshot_id, parent),
-        _ => iceberg::spec::ManifestListWriter::v2(output, snapshot_id, parent, sequence_number),
+        FormatVersion::V2 => iceberg::spec::ManifestListWriter::v2(output, snapshot_id, parent, sequence_number),
+        FormatVersion::V3 => {
+            iceberg::spec::ManifestListWriter::v3(output, snapshot_id, parent, sequence_number, Some(first_row_id))
+        }
     };
     list.add_manifests(manifests.into_iter())?;
+    let row_range = list.next_row_id().map(|next| (first_row_id, next - first_row_id));
     list.close().await?;
-    Ok(path)
+    Ok(ListWritten { path, row_range })
 }
 
 /// `table`'s metadata with a new snapshot on `main` after the current one: the next sequence
@@ -544,7 +625,7 @@ pub async fn write_manifest_list(
 pub fn with_main_snapshot(
     table: &IcebergTable,
     snapshot_id: i64,
-    manifest_list: String,
+    manifest_list: ListWritten,
     summary: iceberg::spec::Summary,
     add_order: Option<&iceberg::spec::SortOrder>,
 ) -> Result<TableMetadata> {
@@ -563,9 +644,10 @@ pub fn with_main_snapshot(
             parent: metadata.current_snapshot_id(),
             sequence_number: metadata.next_sequence_number(),
             timestamp_ms: chrono::Utc::now().timestamp_millis(),
-            manifest_list,
+            manifest_list: manifest_list.path,
             summary,
             schema_id: metadata.current_schema_id(),
+            row_range: manifest_list.row_range,
         },
     )
 }
@@ -607,7 +689,10 @@ pub fn add_to_main(builder: iceberg::spec::TableMetadataBuilder, new: NewSnapsho
         .with_timestamp_ms(new.timestamp_ms)
         .with_manifest_list(new.manifest_list)
         .with_summary(new.summary)
-        .with_schema_id(new.schema_id)
-        .build();
+        .with_schema_id(new.schema_id);
+    let snapshot = match new.row_range {
+        Some((first_row_id, added_rows)) => snapshot.with_row_range(first_row_id, added_rows).build(),
+        None => snapshot.build(),
+    };
     Ok(builder.set_branch_snapshot(snapshot, "main")?.build()?.metadata)
 }
