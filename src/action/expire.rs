@@ -60,6 +60,10 @@ pub struct ExpiryOptions {
     pub retain_last: Option<u64>,
     /// Plan only: commit and delete nothing.
     pub dry_run: bool,
+    /// Also drop the partition specs and schemas no retained snapshot uses (Java 1.10's
+    /// `clean_expired_metadata`; default false, as there): never the default spec or the
+    /// current schema.
+    pub clean_expired_metadata: bool,
 }
 
 impl ExpiryOptions {
@@ -147,6 +151,8 @@ pub struct ExpiryReport {
     pub expired: Vec<ExpiredSnapshot>,
     /// Branches and tags removed because they aged out.
     pub refs_removed: Vec<String>,
+    /// Partition specs and schemas dropped as unused (`clean_expired_metadata`).
+    pub unused: UnusedMetadata,
     /// Files deleted (or that would be).
     pub files: Vec<DeletedFile>,
     /// The metadata file committed, if any.
@@ -179,12 +185,30 @@ pub struct Selection {
     pub expired: Vec<ExpiredSnapshot>,
     /// Aged-out refs removed.
     pub refs_removed: Vec<String>,
+    /// Partition specs and schemas no retained snapshot uses, dropped (`clean_expired_metadata`).
+    pub unused: UnusedMetadata,
 }
 
 impl Selection {
     /// Whether the expiry changes nothing.
     pub fn is_empty(&self) -> bool {
-        self.expired.is_empty() && self.refs_removed.is_empty()
+        self.expired.is_empty() && self.refs_removed.is_empty() && self.unused.is_empty()
+    }
+}
+
+/// Partition specs and schemas an expiry drops because no retained snapshot uses them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UnusedMetadata {
+    /// Partition spec ids.
+    pub specs: Vec<i32>,
+    /// Schema ids.
+    pub schemas: Vec<i32>,
+}
+
+impl UnusedMetadata {
+    /// Whether nothing is dropped.
+    pub fn is_empty(&self) -> bool {
+        self.specs.is_empty() && self.schemas.is_empty()
     }
 }
 
@@ -251,7 +275,57 @@ pub fn select(table: &IcebergTable, options: &ExpiryOptions) -> Result<Selection
         .map(|s| ExpiredSnapshot { snapshot_id: s.snapshot_id(), timestamp_ms: s.timestamp_ms() })
         .collect();
     expired.sort_by_key(|s| (s.timestamp_ms, s.snapshot_id));
-    Ok(Selection { metadata: builder.build()?.metadata, expired, refs_removed })
+    let metadata = builder.build()?.metadata;
+    let unused = if options.clean_expired_metadata { unused_metadata(table, &metadata)? } else { Default::default() };
+    let metadata = if unused.is_empty() {
+        metadata
+    } else {
+        TableMetadataBuilder::new_from_metadata(metadata, Some(table.metadata_location.clone()))
+            .remove_partition_specs(&unused.specs)?
+            .remove_schemas(&unused.schemas)?
+            .build()?
+            .metadata
+    };
+    Ok(Selection { metadata, expired, refs_removed, unused })
+}
+
+/// The partition specs and schemas of `metadata` (a table's after expiry) that no retained
+/// snapshot uses, as Java's `clean_expired_metadata` finds them: a spec is used by the default
+/// spec and by every manifest a retained snapshot lists (read from the manifest lists); a schema
+/// by the current schema and the `schema-id` of every retained snapshot. Schemas are kept when a
+/// snapshot records none (which schema it was written with is unknown) or when a column type
+/// is held by a stand-in (a commit puts those types back by schema).
+fn unused_metadata(table: &IcebergTable, metadata: &TableMetadata) -> Result<UnusedMetadata> {
+    let mut specs_used: HashSet<i32> = HashSet::from([metadata.default_partition_spec_id()]);
+    let mut schemas_used: HashSet<i32> = HashSet::from([metadata.current_schema_id()]);
+    let mut every_schema_known = table.stand_ins.is_empty();
+    let lists: Vec<String> = metadata.snapshots().map(|s| s.manifest_list().to_string()).collect();
+    for snapshot in metadata.snapshots() {
+        match snapshot.schema_id() {
+            Some(id) => {
+                schemas_used.insert(id);
+            }
+            None => every_schema_known = false,
+        }
+    }
+    runtime::block_on(async {
+        for list in &lists {
+            for manifest in table.manifest_list_for_reach(list).await? {
+                specs_used.insert(manifest.partition_spec_id);
+            }
+        }
+        Ok::<_, Error>(())
+    })??;
+    let mut specs: Vec<i32> =
+        metadata.partition_specs_iter().map(|s| s.spec_id()).filter(|id| !specs_used.contains(id)).collect();
+    let mut schemas: Vec<i32> = if every_schema_known {
+        metadata.schemas_iter().map(|s| s.schema_id()).filter(|id| !schemas_used.contains(id)).collect()
+    } else {
+        Vec::new()
+    };
+    specs.sort_unstable();
+    schemas.sort_unstable();
+    Ok(UnusedMetadata { specs, schemas })
 }
 
 /// Every file the expiry of `selection` frees: manifest lists, manifests, data and delete files
@@ -342,6 +416,7 @@ pub fn expire(located: &Located, options: &ExpiryOptions) -> Result<ExpiryReport
         let mut report = ExpiryReport {
             expired: selection.expired.clone(),
             refs_removed: selection.refs_removed.clone(),
+            unused: selection.unused.clone(),
             snapshots_retained: selection.metadata.snapshots().len() as u64,
             dry_run: options.dry_run,
             ..Default::default()

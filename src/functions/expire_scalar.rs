@@ -15,8 +15,16 @@ use crate::plan::expiry::FileKind;
 use crate::table::LocateOptions;
 
 const NAME: &str = "lakehouse_expire_snapshots";
-const KEYS: [&str; 7] =
-    ["snapshot_retention_days", "retain_last", "dry_run", TABLE_KEYS[0], TABLE_KEYS[1], TABLE_KEYS[2], TABLE_KEYS[3]];
+const KEYS: [&str; 8] = [
+    "snapshot_retention_days",
+    "retain_last",
+    "clean_expired_metadata",
+    "dry_run",
+    TABLE_KEYS[0],
+    TABLE_KEYS[1],
+    TABLE_KEYS[2],
+    TABLE_KEYS[3],
+];
 
 /// The scalar expiry function.
 pub struct ExpireScalar;
@@ -28,6 +36,7 @@ pub fn parse_options(options: Option<&str>) -> Result<(LocateOptions, ExpiryOpti
         retention_days: map.opt_number("snapshot_retention_days")?,
         retain_last: map.opt_integer("retain_last", 1.0)?,
         dry_run: map.boolean("dry_run", false)?,
+        clean_expired_metadata: map.boolean("clean_expired_metadata", false)?,
     };
     expiry.validate()?;
     Ok((map.locate_options()?, expiry))
@@ -45,6 +54,8 @@ pub fn summary_json(table: &str, report: &ExpiryReport) -> Value {
         "snapshots_retained": report.snapshots_retained,
         "expired_snapshot_ids": report.expired.iter().map(|s| s.snapshot_id).collect::<Vec<_>>(),
         "refs_removed": report.refs_removed,
+        "partition_specs_removed": report.unused.specs,
+        "schemas_removed": report.unused.schemas,
         "manifest_lists_deleted": report.count(FileKind::ManifestList),
         "manifests_deleted": report.count(FileKind::Manifest),
         "data_files_deleted": report.count(FileKind::DataFile),
@@ -89,7 +100,11 @@ mod tests {
     fn options_parse_and_validate() {
         let (_, expiry) =
             parse_options(Some(r#"{"snapshot_retention_days": 0.5, "retain_last": 3, "dry_run": true}"#)).unwrap();
-        assert_eq!(expiry, ExpiryOptions { retention_days: Some(0.5), retain_last: Some(3), dry_run: true });
+        let want =
+            ExpiryOptions { retention_days: Some(0.5), retain_last: Some(3), dry_run: true, ..Default::default() };
+        assert_eq!(expiry, want);
+        let (_, clean) = parse_options(Some(r#"{"clean_expired_metadata": true}"#)).unwrap();
+        assert!(clean.clean_expired_metadata);
         let (_, defaults) = parse_options(None).unwrap();
         assert_eq!(defaults, ExpiryOptions::default());
         for bad in [

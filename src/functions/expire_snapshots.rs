@@ -1,6 +1,8 @@
 //! `lakehouse_expire_snapshots(table, snapshot_retention_days := 7, retain_last := 1,
-//! dry_run := false, …)`: expire snapshots past retention and delete the files only they
-//! reached; one row per expired snapshot, removed ref and deleted file.
+//! clean_expired_metadata := false, dry_run := false, …)`: expire snapshots past retention and
+//! delete the files only they reached (and, asked, drop the partition specs and schemas no
+//! snapshot left uses); one row per expired snapshot, removed ref, dropped spec or schema and
+//! deleted file.
 
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
@@ -22,7 +24,7 @@ pub struct ExpireInput {
 pub struct ExpireSnapshots;
 
 /// The expiry's named parameters besides the table ones.
-pub const EXPIRY_PARAMETERS: [&str; 2] = ["snapshot_retention_days", "retain_last"];
+pub const EXPIRY_PARAMETERS: [&str; 3] = ["snapshot_retention_days", "retain_last", "clean_expired_metadata"];
 
 /// Reads [`EXPIRY_PARAMETERS`] (absent → the table's properties, else 7 days and 1).
 pub fn expiry_options(args: &Args, dry_run: bool) -> Result<ExpiryOptions> {
@@ -30,6 +32,7 @@ pub fn expiry_options(args: &Args, dry_run: bool) -> Result<ExpiryOptions> {
         retention_days: args.opt_f64("snapshot_retention_days")?,
         retain_last: args.opt_i64_in("retain_last", 1, i64::from(u32::MAX))?.map(|n| n as u64),
         dry_run,
+        clean_expired_metadata: args.bool("clean_expired_metadata", false)?,
     };
     options.validate()?;
     Ok(options)
@@ -104,6 +107,21 @@ pub fn rows(report: &ExpiryReport) -> Vec<Vec<Cell>> {
             warning(),
         ]);
     }
+    let dropped = |what: &str, id: i32| {
+        vec![
+            Cell::Text(what.into()),
+            Cell::Null,
+            Cell::Null,
+            Cell::Text(format!("{what} {id}")),
+            Cell::Null,
+            Cell::Text(if dry { "would remove: unused" } else { "removed: unused" }.into()),
+            Cell::Bool(dry),
+            location(),
+            warning(),
+        ]
+    };
+    out.extend(report.unused.specs.iter().map(|&id| dropped("partition_spec", id)));
+    out.extend(report.unused.schemas.iter().map(|&id| dropped("schema", id)));
     for f in &report.files {
         out.push(vec![
             Cell::Text(f.deletion.kind.as_str().into()),

@@ -226,3 +226,45 @@ def test_a_vector_spark_adds_on_another_file_lets_our_commit_land(con, spark, sp
     assert spark.sql(f"SELECT id FROM {ident} WHERE id % 10 = 1 AND p = 'p1'").collect() == []
     assert spark.sql(f"SELECT count(*) FROM {ident}.delete_files WHERE partition.p = 'p0'").collect()[0][0] == 0
 
+
+def test_expiry_cleans_the_specs_and_schemas_no_snapshot_uses(con, iceberg_con, spark, spark_warehouse):
+    """`clean_expired_metadata := true` (Java 1.10's option): once the snapshots written with the
+    first partition spec and schema are expired, both are dropped from the metadata; the default
+    spec and current schema stay, and Spark and DuckDB read and Spark writes as before."""
+    ident = f"{NS}.v3_clean"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {NS}")
+    spark.sql(f"DROP TABLE IF EXISTS {ident}")
+    spark.sql(f"CREATE TABLE {ident} (id bigint, p string) USING iceberg PARTITIONED BY (p) "
+              "TBLPROPERTIES ('format-version'='3')")
+    for i in range(3):
+        spark.sql(f"INSERT INTO {ident} VALUES ({i}, 'a{i}')")
+    spark.sql(f"ALTER TABLE {ident} ADD COLUMN extra string")
+    spark.sql(f"ALTER TABLE {ident} DROP PARTITION FIELD p")
+    spark.sql(f"DELETE FROM {ident} WHERE true")
+    for i in range(3, 5):
+        spark.sql(f"INSERT INTO {ident} VALUES ({i}, 'b', 'x{i}')")
+    table = spark_warehouse / "ns" / "v3_clean"
+    before = json.loads(latest_metadata(table).read_text())
+    assert [s["spec-id"] for s in before["partition-specs"]] == [0, 1]
+    assert [s["schema-id"] for s in before["schemas"]] == [0, 1]
+    rows, duck = lineage(spark, ident), duckdb_rows(iceberg_con, table)
+
+    def expire(dry: bool, clean: bool = True) -> list[tuple]:
+        return con.execute(
+            f"SELECT kind, path, action FROM lakehouse_expire_snapshots('{table}', snapshot_retention_days := 0, "
+            f"clean_expired_metadata := {clean}, dry_run := {dry}) WHERE kind IN ('partition_spec', 'schema')"
+        ).fetchall()
+
+    assert expire(dry=True, clean=False) == []
+    assert expire(dry=True) == [("partition_spec", "partition_spec 0", "would remove: unused"),
+                                ("schema", "schema 0", "would remove: unused")]
+    assert json.loads(latest_metadata(table).read_text()) == before, "a dry run commits nothing"
+    assert expire(dry=False) == [("partition_spec", "partition_spec 0", "removed: unused"),
+                                 ("schema", "schema 0", "removed: unused")]
+    after = json.loads(latest_metadata(table).read_text())
+    assert [s["spec-id"] for s in after["partition-specs"]] == [1] and after["default-spec-id"] == 1
+    assert [s["schema-id"] for s in after["schemas"]] == [1] and after["current-schema-id"] == 1
+    assert lineage(spark, ident) == rows
+    assert duckdb_rows(iceberg_con, table) == duck
+    spark.sql(f"INSERT INTO {ident} VALUES (9, 'c', 'x9')")
+    assert len(lineage(spark, ident)) == len(rows) + 1
