@@ -53,7 +53,8 @@
 //!   rewrite in `iceberg.rs` with `sql.rs` (v3 row lineage columns too), `deletes.rs`,
 //!   `stats.rs`, `commit.rs`, column defaults in `defaults.rs`, the Delta rewrite in `delta.rs`
 //!   with `delta_columns.rs` and `delta_commit.rs`; `deletion_vectors.rs` serves both formats); [`action::expire`],
-//!   [`action::orphans`], [`action::vacuum`], [`action::rewrite_manifests`], [`action::health`]
+//!   [`action::orphans`], [`action::vacuum`], [`action::rewrite_manifests`],
+//!   [`action::rewrite_deletes`] (position deletes merged, or made deletion vectors), [`action::health`]
 //!   (metadata-bloat figures from the other actions' dry plans), [`action::executor`] (the Spark
 //!   hand-off), [`action::gate`] (the whole gate). [`demo`] writes the demo table.
 //! - [`functions`]: one file per SQL function, on a shared row-function adapter that parses

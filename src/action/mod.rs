@@ -8,6 +8,7 @@ pub mod health;
 pub mod layout;
 pub mod orphans;
 pub mod real_paths;
+pub mod rewrite_deletes;
 pub mod rewrite_manifests;
 pub mod scan;
 pub mod vacuum;

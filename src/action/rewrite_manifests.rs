@@ -24,7 +24,7 @@ use crate::interrupt;
 use crate::interrupt::pause_for_tests;
 use crate::runtime;
 use crate::table::Located;
-use crate::table::iceberg::commit::{CommitOutcome, commit_table, relocate, require_exclusive, snapshot_landed};
+use crate::table::iceberg::commit::{commit_table, require_exclusive, settle_attempt};
 use crate::table::iceberg::{
     IcebergTable, LoadedManifest, manifest_writer, new_snapshot_id, with_main_snapshot, write_manifest_list,
 };
@@ -264,35 +264,11 @@ pub fn rewrite_manifests(located: &Located, options: &RewriteManifestsOptions) -
             interrupt::check("nothing was committed")?;
             Ok::<_, Error>((commit_table(&located, &table, &metadata)?, snapshot_id))
         })();
-        match attempt {
-            Ok((CommitOutcome::Committed { location, warning }, snapshot_id)) => {
-                report.snapshot_id = Some(snapshot_id);
-                report.metadata_location = Some(location);
-                report.warning = warning;
-                return Ok(report);
-            }
-            Ok((CommitOutcome::Unknown(why), snapshot_id)) => {
-                if let Some(location) = snapshot_landed(&located, snapshot_id)? {
-                    report.snapshot_id = Some(snapshot_id);
-                    report.metadata_location = Some(location);
-                    return Ok(report);
-                }
-                return Err(Error::new(
-                    ErrorKind::CommitUnknown,
-                    format!(
-                        "the catalog or store did not confirm the commit ({why}) and the reloaded table does not show it; the \
-                         new manifests were left in place (orphan removal deletes them once nothing references them)"
-                    ),
-                ));
-            }
-            Ok((CommitOutcome::Conflict, _)) => {
-                crate::store::remove_quietly(scratch.iter().map(String::as_str));
-                located = relocate(&located)?;
-            }
-            Err(e) => {
-                crate::store::remove_quietly(scratch.iter().map(String::as_str));
-                return Err(e);
-            }
+        if let Some(landed) = settle_attempt(&mut located, attempt, &scratch, "new manifests")? {
+            report.snapshot_id = Some(landed.snapshot_id);
+            report.metadata_location = Some(landed.location);
+            report.warning = landed.warning;
+            return Ok(report);
         }
     }
     Err(Error::conflict(format!(
@@ -300,8 +276,6 @@ pub fn rewrite_manifests(located: &Located, options: &RewriteManifestsOptions) -
     )))
 }
 
-/// What identifies a live entry across a rewrite: path, content, data and file sequence numbers,
-/// record count and size.
 /// What a rewritten entry must keep: path, content, sequence numbers, rows, size, and (format
 /// v3) the first row id and a deletion vector's offset in its Puffin file.
 type EntryKey = (String, i32, Option<i64>, Option<i64>, u64, u64, Option<i64>, Option<i64>);

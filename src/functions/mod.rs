@@ -20,6 +20,7 @@ pub mod metadata_health;
 pub mod notify_slack;
 pub mod remove_orphan_files;
 pub mod rewrite_manifests;
+pub mod rewrite_position_deletes;
 pub mod serve;
 pub mod vacuum;
 
@@ -190,6 +191,10 @@ pub fn register(connection: &duckdb::Connection, host: HostDb) -> duckdb::Result
     connection.register_table_function_with_extra_info::<Table<vacuum::Vacuum>, _>(vacuum::Vacuum::NAME, &host)?;
     connection.register_table_function_with_extra_info::<Table<rewrite_manifests::RewriteManifests>, _>(
         rewrite_manifests::RewriteManifests::NAME,
+        &host,
+    )?;
+    connection.register_table_function_with_extra_info::<Table<rewrite_position_deletes::RewritePositionDeletes>, _>(
+        rewrite_position_deletes::RewritePositionDeletes::NAME,
         &host,
     )?;
     connection.register_table_function_with_extra_info::<Table<gate::Gate>, _>(gate::Gate::NAME, &host)?;

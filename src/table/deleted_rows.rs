@@ -59,6 +59,18 @@ impl DeletedRows {
         Self::from_data(data, what)
     }
 
+    /// The framed vector ([`DeletedRows::from_framed`] reads it back): big-endian length, magic
+    /// and bitmap, big-endian CRC-32 of them.
+    pub fn to_framed(&self) -> Vec<u8> {
+        let mut data = PORTABLE_MAGIC.to_le_bytes().to_vec();
+        self.rows.serialize_into(&mut data).expect("writing to a Vec cannot fail");
+        let mut out = Vec::with_capacity(data.len() + 8);
+        out.extend((data.len() as u32).to_be_bytes());
+        out.extend(&data);
+        out.extend(crc32fast::hash(&data).to_be_bytes());
+        out
+    }
+
     /// Refuses a vector whose bit count is not `cardinality` (what the metadata says it deletes).
     pub fn check_cardinality(&self, cardinality: u64, what: &str) -> Result<()> {
         if self.rows.len() != cardinality {
@@ -103,6 +115,8 @@ mod tests {
     #[test]
     fn framed_vectors_are_checked_field_by_field() {
         let block = framed(&[0, 4, 1 << 32]);
+        let rows: RoaringTreemap = [0, 4, 1 << 32].into_iter().collect();
+        assert_eq!(DeletedRows { rows }.to_framed(), block, "what we write is what the formats write");
         let got = DeletedRows::from_framed(&block, None, "v").unwrap();
         assert_eq!(got.rows.iter().collect::<Vec<_>>(), vec![0, 4, 1 << 32]);
         assert!(got.check_cardinality(3, "v").is_ok());

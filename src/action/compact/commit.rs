@@ -4,10 +4,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use ::iceberg::io::FileIO;
 use ::iceberg::spec::{
-    DataContentType, DataFile as IcebergDataFile, FormatVersion, ManifestContentType, ManifestFile, Operation, Summary,
-    TableMetadata,
+    DataContentType, DataFile as IcebergDataFile, ManifestContentType, ManifestFile, Operation, Summary, TableMetadata,
 };
 
 use super::run::Committed;
@@ -18,8 +16,8 @@ use crate::runtime;
 use crate::store::{location_key, strip_file_scheme};
 use crate::table::iceberg::commit::{CommitOutcome, commit_table, relocate, snapshot_landed};
 use crate::table::iceberg::{
-    IcebergTable, LoadedManifest, manifest_writer, new_snapshot_id, with_counts, with_main_snapshot,
-    write_manifest_list,
+    IcebergTable, LoadedManifest, manifest_writer, new_snapshot_id, rewrite_manifest_dropping, with_counts,
+    with_main_snapshot, write_manifest_list,
 };
 use crate::table::{self, DataFile, FileContent, Located, PartitionKey};
 
@@ -155,43 +153,6 @@ fn remove_all(paths: &[String]) {
     crate::store::remove_quietly(paths.iter().map(String::as_str));
 }
 
-/// Writes `loaded` again as a new manifest at `path` for snapshot `snapshot_id`: its live entries
-/// that `drop` picks as DELETED, the others as EXISTING, each with its data and file sequence
-/// numbers, the snapshot that added it and (v3) its first row id; `seen` is told of every live
-/// entry and whether it was dropped.
-async fn rewrite_manifest(
-    file_io: &FileIO,
-    path: &str,
-    snapshot_id: i64,
-    version: FormatVersion,
-    loaded: &LoadedManifest,
-    drop: impl Fn(&::iceberg::spec::ManifestEntry) -> bool,
-    mut seen: impl FnMut(&::iceberg::spec::ManifestEntry, bool),
-) -> Result<ManifestFile> {
-    let mut writer = manifest_writer(
-        file_io,
-        path,
-        snapshot_id,
-        loaded.manifest.metadata().schema().clone(),
-        loaded.manifest.metadata().partition_spec().clone(),
-        version,
-        loaded.file.content,
-    )?;
-    for e in loaded.manifest.entries().iter().filter(|e| e.is_alive()) {
-        let seq = e.sequence_number().unwrap_or(0);
-        let file_seq = e.file_sequence_number.or(Some(seq));
-        let dropped = drop(e);
-        seen(e, dropped);
-        if dropped {
-            writer.add_delete_file(e.data_file().clone(), seq, file_seq)?;
-        } else {
-            let added_by = e.snapshot_id().unwrap_or(loaded.file.added_snapshot_id);
-            writer.add_existing_file(e.data_file().clone(), added_by, seq, file_seq)?;
-        }
-    }
-    Ok(writer.write_manifest_file().await?)
-}
-
 /// Writes the manifests and manifest list of the replace snapshot on `table` (replacing the
 /// `replaced` data files by the `written` ones and removing the `removing` delete files);
 /// returns the new metadata. Every file written is recorded in `scratch` for cleanup.
@@ -231,20 +192,21 @@ fn build_snapshot(
                 }
                 let path = new_manifest_path("m2");
                 scratch.push(path.clone());
-                let file = rewrite_manifest(file_io, &path, snapshot_id, version, loaded, removes, |e, dropped| {
-                    if dropped {
-                        removed_deletes_found += 1;
-                        let slot = match e.content_type() {
-                            DataContentType::EqualityDeletes => &mut removed_equality,
-                            _ => &mut removed_position,
-                        };
-                        slot.0 += 1;
-                        slot.1 += e.record_count();
-                    } else {
-                        total_deletes += 1;
-                    }
-                })
-                .await?;
+                let file =
+                    rewrite_manifest_dropping(file_io, &path, snapshot_id, version, loaded, removes, |e, dropped| {
+                        if dropped {
+                            removed_deletes_found += 1;
+                            let slot = match e.content_type() {
+                                DataContentType::EqualityDeletes => &mut removed_equality,
+                                _ => &mut removed_position,
+                            };
+                            slot.0 += 1;
+                            slot.1 += e.record_count();
+                        } else {
+                            total_deletes += 1;
+                        }
+                    })
+                    .await?;
                 new_manifests.push(file);
                 continue;
             }
@@ -261,7 +223,7 @@ fn build_snapshot(
             let path = new_manifest_path("m0");
             scratch.push(path.clone());
             let drops = |e: &::iceberg::spec::ManifestEntry| replaced.contains(e.file_path());
-            let file = rewrite_manifest(file_io, &path, snapshot_id, version, loaded, drops, |e, dropped| {
+            let file = rewrite_manifest_dropping(file_io, &path, snapshot_id, version, loaded, drops, |e, dropped| {
                 if dropped {
                     found += 1;
                     deleted_files += 1;

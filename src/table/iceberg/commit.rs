@@ -652,3 +652,53 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 }
+
+/// A new snapshot's commit that landed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Landed {
+    /// The snapshot's id.
+    pub snapshot_id: i64,
+    /// The metadata file that made it current.
+    pub location: String,
+    /// What went wrong after the commit point without undoing it.
+    pub warning: Option<String>,
+}
+
+/// Settles one attempt at committing a new snapshot (`attempt`: the commit's outcome and the
+/// snapshot's id, or the error that stopped it before the commit). `Some` when it landed (also
+/// when the catalog did not confirm it but the reloaded table shows it); `None` on a conflict,
+/// with the files written (`scratch`) removed and `located` moved to the new head, to plan
+/// again; an error otherwise, with `scratch` removed — except after a commit nobody confirmed,
+/// which may still land: then `written` (what they are, for the message) are left in place.
+pub fn settle_attempt(
+    located: &mut Located,
+    attempt: Result<(CommitOutcome, i64)>,
+    scratch: &[String],
+    written: &str,
+) -> Result<Option<Landed>> {
+    let remove = || crate::store::remove_quietly(scratch.iter().map(String::as_str));
+    match attempt {
+        Ok((CommitOutcome::Committed { location, warning }, snapshot_id)) => {
+            Ok(Some(Landed { snapshot_id, location, warning }))
+        }
+        Ok((CommitOutcome::Unknown(why), snapshot_id)) => match snapshot_landed(located, snapshot_id)? {
+            Some(location) => Ok(Some(Landed { snapshot_id, location, warning: None })),
+            None => Err(Error::new(
+                ErrorKind::CommitUnknown,
+                format!(
+                    "the catalog or store did not confirm the commit ({why}) and the reloaded table does not show it; the \
+                     {written} were left in place (orphan removal deletes them once nothing references them)"
+                ),
+            )),
+        },
+        Ok((CommitOutcome::Conflict, _)) => {
+            remove();
+            *located = relocate(located)?;
+            Ok(None)
+        }
+        Err(e) => {
+            remove();
+            Err(e)
+        }
+    }
+}

@@ -592,6 +592,43 @@ pub struct ListWritten {
     pub row_range: Option<(u64, u64)>,
 }
 
+/// Writes `loaded` again as a new manifest at `path` for snapshot `snapshot_id`: its live entries
+/// that `drop` picks as DELETED, the others as EXISTING, each with its data and file sequence
+/// numbers, the snapshot that added it and (v3) its first row id; `seen` is told of every live
+/// entry and whether it was dropped.
+pub async fn rewrite_manifest_dropping(
+    file_io: &FileIO,
+    path: &str,
+    snapshot_id: i64,
+    version: FormatVersion,
+    loaded: &LoadedManifest,
+    drop: impl Fn(&iceberg::spec::ManifestEntry) -> bool,
+    mut seen: impl FnMut(&iceberg::spec::ManifestEntry, bool),
+) -> Result<ManifestFile> {
+    let mut writer = manifest_writer(
+        file_io,
+        path,
+        snapshot_id,
+        loaded.manifest.metadata().schema().clone(),
+        loaded.manifest.metadata().partition_spec().clone(),
+        version,
+        loaded.file.content,
+    )?;
+    for e in loaded.manifest.entries().iter().filter(|e| e.is_alive()) {
+        let seq = e.sequence_number().unwrap_or(0);
+        let file_seq = e.file_sequence_number.or(Some(seq));
+        let dropped = drop(e);
+        seen(e, dropped);
+        if dropped {
+            writer.add_delete_file(e.data_file().clone(), seq, file_seq)?;
+        } else {
+            let added_by = e.snapshot_id().unwrap_or(loaded.file.added_snapshot_id);
+            writer.add_existing_file(e.data_file().clone(), added_by, seq, file_seq)?;
+        }
+    }
+    Ok(writer.write_manifest_file().await?)
+}
+
 /// Writes the manifest list of `table`'s next snapshot `snapshot_id` (after the current one, at
 /// the next sequence number) naming `manifests`, beside the current metadata file; its path is
 /// recorded in `scratch` before anything is written.
