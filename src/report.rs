@@ -170,6 +170,13 @@ pub struct Scorecard {
     pub manifests_written: u64,
     /// The manifest rewrite's snapshot.
     pub manifest_snapshot_id: Option<i64>,
+    /// Position delete files the position delete rewrite replaced (or would), and the delete
+    /// files (or deletion vectors) it wrote (known once written).
+    pub delete_files_rewritten: u64,
+    /// See `delete_files_rewritten`.
+    pub delete_files_written: u64,
+    /// The position delete rewrite's snapshot.
+    pub delete_rewrite_snapshot_id: Option<i64>,
     /// Snapshots expired (or that would be).
     pub snapshots_expired: u64,
     /// Files deleted by the expiry (or that would be).

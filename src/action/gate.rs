@@ -1,5 +1,6 @@
-//! The maintenance gate: profile → verdict → compact only the degraded partitions → merge
-//! bloated manifests → expire snapshots past retention → re-profile → measured scorecard → Slack.
+//! The maintenance gate: profile → verdict → compact only the degraded partitions → rewrite
+//! bloated position deletes → merge bloated manifests → expire snapshots past retention →
+//! re-profile → measured scorecard → Slack.
 //!
 //! Nothing half-done: compaction and expiry each commit atomically (or not at all); a failure
 //! anywhere posts the failure alert (table and execution id) and raises. A failed Slack post
@@ -11,6 +12,7 @@ use std::time::Instant;
 use crate::action::compact::{CompactionReport, GroupFiles};
 use crate::action::executor::{Executed, ExecutorOptions, Opened, compact_with_executor};
 use crate::action::expire::{ExpiryOptions, ExpiryReport, expire, retention_days_in_force};
+use crate::action::rewrite_deletes::{RewriteDeletesOptions, RewriteDeletesReport, rewrite_position_deletes};
 use crate::action::rewrite_manifests::{
     ManifestsToMerge, RewriteManifestsOptions, RewriteManifestsReport, rewrite_manifests,
 };
@@ -195,6 +197,19 @@ fn merge_manifests(table: &Table, options: &GateOptions) -> Result<Option<Rewrit
     Ok(Some(rewrite_manifests(located, &merge_options)?))
 }
 
+/// Rewrites the position deletes of an Iceberg table where they are bloated
+/// ([`rewrite_position_deletes`] with its defaults: a partition with two or more position delete
+/// files, or positions that delete no live row; on format v3, any v2 position delete, made a
+/// deletion vector). `None` for Delta and for tables this version does not rewrite.
+fn rewrite_deletes(table: &Table, options: &GateOptions, host: &HostDb) -> Result<Option<RewriteDeletesReport>> {
+    let Table::Iceberg { located, table } = table else { return Ok(None) };
+    if table.require_rewritable().is_err() {
+        return Ok(None);
+    }
+    let rewrite_options = RewriteDeletesOptions { dry_run: options.dry_run, ..Default::default() };
+    Ok(Some(rewrite_position_deletes(located, &rewrite_options, host)?))
+}
+
 /// Scans per measured speedup: one to warm the cache, one timed (the best counts).
 const SCAN_RUNS: u32 = 2;
 
@@ -365,6 +380,22 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         Some(id) => format!("the compaction committed snapshot {id} (which stands); nothing was expired"),
         None => "nothing was committed".to_string(),
     })?;
+    // Position deletes merged (or made vectors) where they are bloated (Iceberg).
+    let deletes = rewrite_deletes(after_table, options, host).map_err(|e| match compaction_snapshot_id {
+        Some(id) => Error::new(
+            e.kind(),
+            format!(
+                "the position delete rewrite failed after the compaction committed snapshot {id} (which stands): {e}"
+            ),
+        ),
+        None => e,
+    })?;
+    let rewritten = match deletes.as_ref().and_then(|d| d.metadata_location.as_ref()) {
+        Some(_) => Some(Table::open(&options.table, &options.locate)?),
+        None => None,
+    };
+    let after_table = rewritten.as_ref().unwrap_or(after_table);
+    crate::interrupt::check("the maintenance committed so far stands; nothing was expired")?;
     // Small manifests merged when they are bloated as data files are degraded (Iceberg; Delta's
     // log is compacted by its checkpoints).
     let manifests = merge_manifests(after_table, options).map_err(|e| match compaction_snapshot_id {
@@ -459,7 +490,12 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     }
     let compacted_lines: Vec<&PartitionLine> = lines.iter().filter(|l| l.bytes_consolidated > 0).collect();
     let manifest_snapshot_id = manifests.as_ref().and_then(|m| m.snapshot_id);
-    let changed = executed.committed() || manifest_snapshot_id.is_some() || retired.changed;
+    let delete_rewrite_snapshot_id = deletes.as_ref().and_then(|d| d.snapshot_id);
+    let changed = executed.committed()
+        || manifest_snapshot_id.is_some()
+        || delete_rewrite_snapshot_id.is_some()
+        || retired.changed;
+    let delete_partitions = deletes.iter().flat_map(|d| &d.partitions).filter(|p| p.rewrites);
     let merged_groups = manifests.iter().flat_map(|m| &m.groups).filter(|g| g.merges());
     let status = if options.dry_run {
         RunStatus::DryRun
@@ -501,15 +537,23 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         manifests_merged: merged_groups.clone().map(|g| g.small_manifests).sum(),
         manifests_written: merged_groups.map(|g| g.outputs()).sum(),
         manifest_snapshot_id,
+        delete_files_rewritten: delete_partitions.clone().map(|p| p.delete_files_before).sum(),
+        delete_files_written: delete_partitions.filter_map(|p| p.delete_files_after).sum(),
+        delete_rewrite_snapshot_id,
         snapshots_expired: retired.snapshots_expired,
         files_deleted: retired.files_deleted,
         bytes_reclaimed: retired.bytes_reclaimed,
         notification: String::new(),
         partitions: lines,
-        warnings: [report.warning.clone(), manifests.and_then(|m| m.warning), retired.warning]
-            .into_iter()
-            .flatten()
-            .collect(),
+        warnings: [
+            report.warning.clone(),
+            deletes.and_then(|d| d.warning),
+            manifests.and_then(|m| m.warning),
+            retired.warning,
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
     })
 }
 

@@ -53,13 +53,17 @@ pub struct RewriteDeletesOptions {
     /// On a v2 table, a partition is rewritten when it has at least this many position delete
     /// files (on v3 every partition with one is: its deletes become vectors).
     pub min_input_files: u64,
+    /// Also convert equality deletes into positions (what Amoro's minor optimizing and Flink's
+    /// `ConvertEqualityDeletes` do: readers then need not compare every row with every deleted
+    /// key). A global equality delete (an unpartitioned spec's, in a partitioned table) is left.
+    pub convert_equality_deletes: bool,
     /// Plan only.
     pub dry_run: bool,
 }
 
 impl Default for RewriteDeletesOptions {
     fn default() -> Self {
-        Self { min_input_files: 2, dry_run: false }
+        Self { min_input_files: 2, convert_equality_deletes: false, dry_run: false }
     }
 }
 
@@ -80,7 +84,8 @@ pub struct DeletePartition {
     pub deletes_before: u64,
     /// Delete files written (position delete files, or vectors); known once rewritten.
     pub delete_files_after: Option<u64>,
-    /// Positions written; known once rewritten.
+    /// Positions of these files that still delete a live row, written again (on v3 into
+    /// vectors, with the positions the files' earlier vectors held); known once rewritten.
     pub deletes_after: Option<u64>,
 }
 
@@ -113,7 +118,7 @@ pub fn rewrite_position_deletes(
     let mut located = located.clone();
     for _attempt in 0..MAX_COMMIT_ATTEMPTS {
         let table = IcebergTable::load(&located.metadata_location)?;
-        let state = State::read(&table)?;
+        let state = State::read(&table, options.convert_equality_deletes)?;
         let conn = host.connect()?;
         if let Some(first) = state.files.first() {
             crate::store::prepare_remote(&conn, &first.path)?;
@@ -173,7 +178,7 @@ struct Written {
 }
 
 impl State {
-    fn read(table: &IcebergTable) -> Result<Self> {
+    fn read(table: &IcebergTable, convert_equality_deletes: bool) -> Result<Self> {
         let manifests = table.load_manifests()?;
         let (mut files, mut sources) = (Vec::new(), Vec::new());
         for (m, loaded) in manifests.iter().enumerate() {
@@ -185,7 +190,9 @@ impl State {
         }
         let mut by_partition: BTreeMap<PartitionKey, Vec<usize>> = BTreeMap::new();
         for (i, f) in files.iter().enumerate() {
-            if f.content == FileContent::PositionDeletes && f.parquet {
+            let equality = convert_equality_deletes && f.content == FileContent::EqualityDeletes;
+            let scoped = !f.global || files.iter().all(|d| d.content != FileContent::Data || d.key == f.key);
+            if (f.content == FileContent::PositionDeletes || (equality && scoped)) && f.parquet {
                 by_partition.entry(f.key.clone()).or_default().push(i);
             }
         }
@@ -212,7 +219,12 @@ impl State {
                 let first = &self.files[deletes[0]];
                 let count = deletes.len() as u64;
                 let records: u64 = deletes.iter().map(|&d| self.files[d].record_count).sum();
-                let (rewrites, reason) = if version >= FormatVersion::V3 {
+                let equality =
+                    deletes.iter().filter(|&&d| self.files[d].content == FileContent::EqualityDeletes).count();
+                let (rewrites, reason) = if equality > 0 {
+                    let into = if version >= FormatVersion::V3 { "deletion vectors" } else { "1 position delete file" };
+                    (true, format!("{count} delete files ({equality} equality) -> {into}"))
+                } else if version >= FormatVersion::V3 {
                     (true, format!("{count} position delete files -> deletion vectors (format v3)"))
                 } else if count >= options.min_input_files {
                     (true, format!("{count} position delete files -> 1, positions of no live row dropped"))
@@ -263,12 +275,23 @@ impl State {
             replaced_vectors: HashSet::new(),
             positions: 0,
         };
-        let mut vectors: Vec<NewVector> = Vec::new();
-        // Live vectors by the data file they delete rows of.
-        let existing: HashMap<String, usize> = (0..self.files.len())
-            .filter(|&i| is_deletion_vector(self.source(i)))
-            .filter_map(|i| self.files[i].referenced_data_file.clone().map(|r| (r, i)))
-            .collect();
+        // New vectors by data file: positions of one file from two partitions' groups (a global
+        // position delete and a partition's) go into one vector, never two.
+        let mut vectors: BTreeMap<String, NewVector> = BTreeMap::new();
+        // Live vectors by the data file they delete rows of; two for one file is a corrupt table.
+        let mut existing: HashMap<String, usize> = HashMap::new();
+        for i in (0..self.files.len()).filter(|&i| is_deletion_vector(self.source(i))) {
+            let Some(target) = self.files[i].referenced_data_file.clone() else { continue };
+            if existing.insert(target.clone(), i).is_some() {
+                return Err(Error::new(
+                    ErrorKind::CorruptMetadata,
+                    format!(
+                        "data file '{target}' has two live deletion vectors (the spec allows one); the table is corrupt \
+                         and nothing was rewritten"
+                    ),
+                ));
+            }
+        }
         for (plan, deletes) in report.partitions.iter_mut().zip(self.by_partition.values()) {
             if !plan.rewrites {
                 continue;
@@ -276,12 +299,17 @@ impl State {
             interrupt::check("nothing was committed")?;
             let data = self.data_in_scope(deletes);
             let data_by_path: HashMap<&str, usize> = data.iter().map(|&i| (self.files[i].path.as_str(), i)).collect();
-            let positions = self.positions_sql(deletes, &data);
+            let positions = self.kept_positions_sql(table, conn, deletes, &data)?;
             if v3 {
                 let rows = read_positions(conn, &positions)?;
-                let (mut new_here, vectors_before) = (0u64, vectors.len());
+                let (mut files_here, mut positions_here) = (0u64, 0u64);
                 for (path, deleted) in rows {
                     let Some(&d) = data_by_path.get(path.as_str()) else { continue };
+                    positions_here += deleted.rows.len();
+                    if let Some(already) = vectors.get_mut(&path) {
+                        already.deleted.rows |= deleted.rows;
+                        continue;
+                    }
                     let mut deleted = deleted;
                     if let Some(&old) = existing.get(&path) {
                         let before =
@@ -289,17 +317,17 @@ impl State {
                         deleted.rows |= before.rows;
                         written.replaced_vectors.insert((self.files[old].path.clone(), self.files[old].content_offset));
                     }
-                    deleted.check_within(self.files[d].record_count, &path)?;
-                    new_here += deleted.rows.len();
-                    vectors.push(NewVector {
-                        data_file: path,
+                    files_here += 1;
+                    let vector = NewVector {
+                        data_file: path.clone(),
                         partition: self.source(d).partition().clone(),
                         spec_id: self.files[d].spec_id,
                         deleted,
-                    });
+                    };
+                    vectors.insert(path, vector);
                 }
-                plan.delete_files_after = Some((vectors.len() - vectors_before) as u64);
-                plan.deletes_after = Some(new_here);
+                plan.delete_files_after = Some(files_here);
+                plan.deletes_after = Some(positions_here);
             } else {
                 let first = &self.files[deletes[0]];
                 let (file, rows) = self.write_position_file(table, conn, deletes, &positions, scratch)?;
@@ -313,6 +341,17 @@ impl State {
             }
             written.replaced_files.extend(deletes.iter().map(|&d| (self.files[d].path.clone(), None)));
         }
+        let vectors: Vec<NewVector> = vectors.into_values().collect();
+        let records: HashMap<&str, u64> = self
+            .files
+            .iter()
+            .filter(|f| f.content == FileContent::Data)
+            .map(|f| (f.path.as_str(), f.record_count))
+            .collect();
+        for v in &vectors {
+            // No position past the file's rows: the vector would delete rows of another file.
+            v.deleted.check_within(records.get(v.data_file.as_str()).copied().unwrap_or(0), &v.data_file)?;
+        }
         if !vectors.is_empty() {
             let path = format!("{}/{}-deletes.puffin", data_dir(table), uuid::Uuid::new_v4());
             scratch.push(path.clone());
@@ -321,6 +360,45 @@ impl State {
             written.added.extend(entries.into_iter().zip(&vectors).map(|(e, v)| (e, v.spec_id, None)));
         }
         Ok(written)
+    }
+
+    /// The `SELECT DISTINCT file_path, pos` that `deletes` delete among the live data files
+    /// `data`: the positions of position delete files that still delete a row
+    /// ([`State::positions_sql`]) and the rows equality deletes delete (the spec's rule: values
+    /// equal in every equality column, the data file's sequence number below the delete's).
+    fn kept_positions_sql(
+        &self,
+        table: &IcebergTable,
+        conn: &Nested,
+        deletes: &[usize],
+        data: &[usize],
+    ) -> Result<String> {
+        use crate::action::compact::{DeleteSet, Input, files_have_field_ids};
+        let (equality, position): (Vec<usize>, Vec<usize>) =
+            deletes.iter().partition(|&&d| self.files[d].content == FileContent::EqualityDeletes);
+        let mut parts = Vec::new();
+        if !position.is_empty() {
+            parts.push(self.positions_sql(&position, data));
+        }
+        if !equality.is_empty() && !data.is_empty() {
+            let input = |i: usize| Input {
+                file: self.source(i),
+                sequence_number: self.files[i].data_sequence_number,
+                first_row_id: None,
+            };
+            let inputs: Vec<Input<'_>> = data.iter().map(|&i| input(i)).collect();
+            let equality_inputs: Vec<Input<'_>> = equality.iter().map(|&d| input(d)).collect();
+            let local: Vec<String> = data.iter().map(|&i| strip_file_scheme(&self.files[i].path).to_string()).collect();
+            let schema = table.metadata.current_schema();
+            let ids = files_have_field_ids(conn, &local)?;
+            let set = DeleteSet::new(conn, schema, &inputs, &equality_inputs, None, ids, false)?;
+            parts.extend(set.deleted_positions_sql());
+        }
+        if parts.is_empty() {
+            return Ok("SELECT NULL::VARCHAR AS file_path, NULL::BIGINT AS pos WHERE false".to_string());
+        }
+        let union: Vec<String> = parts.iter().map(|p| format!("({p})")).collect();
+        Ok(format!("SELECT DISTINCT file_path, pos FROM ({})", union.join(" UNION ALL ")))
     }
 
     /// The `SELECT DISTINCT file_path, pos` of the position delete files `deletes` that still

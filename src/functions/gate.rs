@@ -117,7 +117,7 @@ impl RowFunction for Gate {
 }
 
 /// The scorecard's columns (also the history table's).
-pub const COLUMNS: [(&str, LogicalTypeId); 42] = {
+pub const COLUMNS: [(&str, LogicalTypeId); 44] = {
     use LogicalTypeId::*;
     [
         ("execution_id", Varchar),
@@ -162,6 +162,8 @@ pub const COLUMNS: [(&str, LogicalTypeId); 42] = {
         ("strategy", Varchar),
         ("warnings", Varchar),
         ("rows_purged", Bigint),
+        ("delete_files_rewritten", Bigint),
+        ("delete_rewrite_snapshot_id", Bigint),
     ]
 };
 
@@ -201,6 +203,8 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
         ]);
     };
     let warnings = || if card.warnings.is_empty() { Cell::Null } else { Cell::Text(card.warnings.join("; ")) };
+    let deletes =
+        || [big(card.delete_files_rewritten), card.delete_rewrite_snapshot_id.map_or(Cell::Null, Cell::BigInt)];
     let head = || {
         vec![
             Cell::Text(card.execution_id.clone()),
@@ -213,6 +217,7 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
         row.extend((0..12).map(|_| Cell::Null));
         table_level(&mut row);
         row.extend([Cell::Null, Cell::Null, Cell::Null, warnings(), Cell::Null]);
+        row.extend(deletes());
         return vec![row];
     }
     card.partitions
@@ -241,6 +246,7 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
                 warnings(),
                 big(p.rows_purged),
             ]);
+            row.extend(deletes());
             row
         })
         .collect()

@@ -1,7 +1,8 @@
-//! `lakehouse_rewrite_position_deletes(table, min_input_files := 2, dry_run := false, …)`:
-//! rewrites an Iceberg table's position delete files (Java's `rewrite_position_delete_files`):
-//! per partition, positions of rows no longer live are dropped and the rest written as one file
-//! (format v2) or as deletion vectors (format v3); one row per partition with position deletes.
+//! `lakehouse_rewrite_position_deletes(table, min_input_files := 2, convert_equality_deletes :=
+//! false, dry_run := false, …)`: rewrites an Iceberg table's position delete files (Java's
+//! `rewrite_position_delete_files`): per partition, positions of rows no longer live are dropped
+//! and the rest (with, asked, the rows equality deletes delete) written as one file (format v2)
+//! or as deletion vectors (format v3); one row per partition with deletes to rewrite.
 
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
@@ -27,7 +28,7 @@ impl RowFunction for RewritePositionDeletes {
     type Input = RewritePositionDeletesInput;
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
-        let mut names = vec!["min_input_files", "dry_run"];
+        let mut names = vec!["min_input_files", "convert_equality_deletes", "dry_run"];
         names.extend(TABLE_PARAMETERS);
         named(&names)
     }
@@ -55,6 +56,7 @@ impl RowFunction for RewritePositionDeletes {
         let table = args.required_string(0, "table")?;
         let options = RewriteDeletesOptions {
             min_input_files: args.i64_in("min_input_files", 2, 1, i64::from(u32::MAX))? as u64,
+            convert_equality_deletes: args.bool("convert_equality_deletes", false)?,
             dry_run: args.bool("dry_run", false)?,
         };
         Ok(RewritePositionDeletesInput { table, locate: args.locate_options()?, options })

@@ -56,11 +56,20 @@ pub fn speedup_text(card: &Scorecard) -> String {
 }
 
 fn retention_text(card: &Scorecard) -> String {
-    let expiry = expiry_text(card);
+    let mut text = expiry_text(card);
+    if card.delete_files_rewritten > 0 {
+        text.push_str(&match card.dry_run {
+            true => format!(" Would rewrite {} position delete files.", card.delete_files_rewritten),
+            false => format!(
+                " Rewrote {} position delete files into {}.",
+                card.delete_files_rewritten, card.delete_files_written
+            ),
+        });
+    }
     match card.manifests_merged {
-        0 => expiry,
+        0 => text,
         n => format!(
-            "{expiry} {} {n} small manifests into {}.",
+            "{text} {} {n} small manifests into {}.",
             if card.dry_run { "Would merge" } else { "Merged" },
             card.manifests_written
         ),
@@ -284,6 +293,9 @@ mod tests {
             manifests_merged: 12,
             manifests_written: 1,
             manifest_snapshot_id: Some(2),
+            delete_files_rewritten: 0,
+            delete_files_written: 0,
+            delete_rewrite_snapshot_id: None,
             snapshots_expired: 3,
             files_deleted: 4,
             bytes_reclaimed: 1024 * 1024,
@@ -297,6 +309,17 @@ mod tests {
         let shown = scorecard_payload(&card(6)).to_string();
         assert_eq!(shown.matches("deleted rows purged").count(), 1, "{shown}");
         assert!(shown.contains("d=2026-10-003") && shown.contains("120 deleted rows purged"), "{shown}");
+    }
+
+    #[test]
+    fn rewritten_position_deletes_are_shown_where_there_are_some() {
+        let mut with = card(3);
+        (with.delete_files_rewritten, with.delete_files_written) = (6, 2);
+        let shown = scorecard_text(&with);
+        assert!(shown.contains("Rewrote 6 position delete files into 2."), "{shown}");
+        with.dry_run = true;
+        assert!(scorecard_text(&with).contains("Would rewrite 6 position delete files."));
+        assert!(!scorecard_text(&card(3)).contains("position delete"));
     }
 
     #[test]

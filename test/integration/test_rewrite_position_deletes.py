@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from test_foreign_tables import INFO, newest, read_rows, readers_for, relocated
+
 NS = "hc.ns"
 
 
@@ -131,6 +133,42 @@ def test_on_v3_position_deletes_become_deletion_vectors(con, iceberg_con, spark,
     assert spark_rows(spark, ident, lineage=True) == want
 
 
-def test_delta_tables_and_bad_arguments_are_refused(con, tmp_path):
-    with pytest.raises(Exception, match="lakehouse_rewrite_position_deletes: min_input_files must be between 1"):
-        con.execute(f"SELECT * FROM lakehouse_rewrite_position_deletes('{tmp_path}', min_input_files := 0)")
+def test_the_gate_rewrites_bloated_position_deletes(con, iceberg_con, spark, spark_warehouse):
+    """No partition is degraded (no file counts as small), so nothing is compacted, but each has
+    three position delete files: the gate merges them, and says so in its rows."""
+    ident, table = mor_table(spark, spark_warehouse, "posdel_gate")
+    rows, duck = spark_rows(spark, ident), duckdb_rows(iceberg_con, table)
+    cursor = con.execute(
+        f"SELECT * FROM lakehouse_gate('{table}', small_file_threshold_mb := 0.0001, snapshot_retention_days := 30, "
+        "measure_speedup := false)"
+    )
+    names = [d[0] for d in cursor.description]
+    out = [dict(zip(names, r)) for r in cursor.fetchall()]
+    assert {r["verdict"] for r in out} == {"healthy"}, out
+    assert out[0]["delete_files_rewritten"] == 6 and out[0]["delete_rewrite_snapshot_id"] is not None, out
+    assert out[0]["status"] == "maintained"
+    assert [(p, f) for p, f, _ in deletes(spark, ident)] == [("p0", "PARQUET"), ("p1", "PARQUET")]
+    assert spark_rows(spark, ident) == rows
+    assert duckdb_rows(iceberg_con, table) == duck
+
+
+EQUALITY_FIXTURES = sorted(n for n, info in INFO.items() if info["current_live_equality_delete_files"])
+
+
+@pytest.mark.parametrize("name", EQUALITY_FIXTURES)
+def test_equality_deletes_of_other_engines_are_converted_into_positions(con, iceberg_con, spark, tmp_path, name):
+    """Flink's, the Java API's and Impala's equality deletes (the fixtures): with
+    `convert_equality_deletes := true` every partition-scoped one becomes positions of the rows it
+    deletes; Spark and DuckDB (and pyiceberg where it can) read the same rows."""
+    metadata = relocated(name, tmp_path)
+    readers = readers_for(name)
+    before = {r: read_rows(r, iceberg_con, str(metadata), spark) for r in readers}
+    health = con.execute(f"SELECT equality_delete_files FROM lakehouse_metadata_health('{metadata}')").fetchone()[0]
+    assert health > 0
+    done = rewrite(con, metadata, convert_equality_deletes="true")
+    assert any("equality" in r["reason"] and r["action"] == "rewritten" for r in done), done
+    latest = metadata.parent / newest(metadata)
+    for reader in readers:
+        assert read_rows(reader, iceberg_con, str(latest), spark) == before[reader], reader
+    left = con.execute(f"SELECT equality_delete_files FROM lakehouse_metadata_health('{latest}')").fetchone()[0]
+    assert left < health, (left, health)

@@ -22,7 +22,7 @@ pub(super) type DeletedCounts = (String, Vec<i32>);
 /// values equal the row's in every equality column (null equal to null), when the data file's
 /// data sequence number is below the delete file's. Partition scope was settled when the delete
 /// files were chosen ([`DataFile::applies_to`]).
-pub(super) struct DeleteSet {
+pub(crate) struct DeleteSet {
     /// The data files with file name and row position: `__d`, joined to their manifest path,
     /// data sequence number and first row id, `__f`.
     data: String,
@@ -35,7 +35,7 @@ pub(super) struct DeleteSet {
 }
 
 impl DeleteSet {
-    pub(super) fn new(
+    pub(crate) fn new(
         conn: &Nested,
         schema: &Schema,
         inputs: &[Input<'_>],
@@ -210,6 +210,25 @@ impl DeleteSet {
         format!("SELECT {} FROM ({kept})", columns.join(", "))
     }
 
+    /// The positions its deletes delete, `(file_path, pos)`: each deleted row's data file (its
+    /// path as the manifests write it) and position — what converts equality deletes into
+    /// position deletes ([`crate::action::rewrite_deletes`]); `None` without deletes.
+    pub(crate) fn deleted_positions_sql(&self) -> Option<String> {
+        if self.sources.is_empty() {
+            return None;
+        }
+        let exists: Vec<String> = self
+            .sources
+            .iter()
+            .map(|(source, condition)| format!("EXISTS (SELECT 1 FROM {source} AS __x WHERE {condition})"))
+            .collect();
+        Some(format!(
+            "SELECT __f.__path AS file_path, __d.file_row_number AS pos FROM {} WHERE {}",
+            self.data,
+            exists.join(" OR ")
+        ))
+    }
+
     /// Counts of the deleted rows: `count(*)`, then `count(leaf)` for each of [`Self::leaves`],
     /// by a mark join (`EXISTS`), not the anti join the rewrite uses; with the leaves' field ids,
     /// in the order of their counts.
@@ -232,8 +251,8 @@ impl DeleteSet {
 
 /// A file a rewrite reads, with its data sequence number and (format v3, data files) the row id
 /// of its first row.
-pub(super) struct Input<'a> {
-    pub(super) file: &'a IcebergDataFile,
-    pub(super) sequence_number: i64,
-    pub(super) first_row_id: Option<i64>,
+pub(crate) struct Input<'a> {
+    pub(crate) file: &'a IcebergDataFile,
+    pub(crate) sequence_number: i64,
+    pub(crate) first_row_id: Option<i64>,
 }

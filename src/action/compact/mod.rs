@@ -42,9 +42,10 @@ pub mod stats;
 
 use self::iceberg::IcebergRewrite;
 pub(crate) use self::iceberg::merge_on_read_select;
+pub(crate) use deletes::{DeleteSet, Input};
 use run::run;
 pub use run::{CompactionReport, GroupFiles};
-pub(crate) use sql::select_sql;
+pub(crate) use sql::{files_have_field_ids, select_sql};
 
 use crate::duck::HostDb;
 use crate::error::Result;

@@ -172,7 +172,7 @@ pub(super) fn parquet_source(
 }
 
 /// Whether every input file carries Parquet field ids (all or none; a mix is refused).
-pub(super) fn files_have_field_ids(conn: &Nested, inputs: &[String]) -> Result<bool> {
+pub(crate) fn files_have_field_ids(conn: &Nested, inputs: &[String]) -> Result<bool> {
     let list = quote_list(inputs);
     let sql = format!(
         "SELECT count(*) FILTER (WHERE ids > 0), count(*) FROM \
