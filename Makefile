@@ -141,6 +141,7 @@ bench: venv spark servers release .venv-zamboni/.installed .venv-spark400/.insta
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_object_storage.py
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_serve.py
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_merge_on_read.py
+	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_iceberg_v3.py
 	LAKEHOUSE_PYSPARK_VERSION=4.0.0 LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension .venv-spark400/bin/python bench/bench_delta_purge.py
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_gate.py --repeat 5
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_profile_scale.py
