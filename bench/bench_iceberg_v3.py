@@ -46,6 +46,7 @@ sys.path.insert(0, str(REPO_ROOT / "test" / "integration"))
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 
 from bench_object_storage import pip_extension  # noqa: E402
+from benchlib import fresh_dir  # noqa: E402
 
 MIB = 1024 * 1024
 CATALOG, NAMESPACE, TABLE = "hc", "ns", "v3"
@@ -152,10 +153,7 @@ def main() -> None:
     import duckdb
     import pyspark
 
-    workdir = Path(args.dir)
-    if workdir.exists():
-        shutil.rmtree(workdir)
-    workdir.mkdir(parents=True)
+    workdir = fresh_dir(args.dir)
     started_all = time.perf_counter()
     spark = spark_session(workdir)
     started = time.perf_counter()

@@ -37,6 +37,17 @@ def extension_path(explicit: str | None) -> Path:
     return REPO_ROOT / "build" / "release" / "lakehouse.duckdb_extension"
 
 
+def fresh_dir(path: str | Path) -> Path:
+    """`path` emptied (removed if there, created): a benchmark's work directory."""
+    import shutil
+
+    directory = Path(path)
+    if directory.exists():
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True)
+    return directory
+
+
 def quote(text: str) -> str:
     """A SQL string literal."""
     return "'" + text.replace("'", "''") + "'"

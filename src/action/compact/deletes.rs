@@ -210,6 +210,17 @@ impl DeleteSet {
         format!("SELECT {} FROM ({kept})", columns.join(", "))
     }
 
+    /// The condition a deleted row of `__d` meets: some delete source matches it (a mark join,
+    /// `EXISTS`, not the anti join the rewrite uses).
+    fn deleted_condition(&self) -> String {
+        let exists: Vec<String> = self
+            .sources
+            .iter()
+            .map(|(source, condition)| format!("EXISTS (SELECT 1 FROM {source} AS __x WHERE {condition})"))
+            .collect();
+        exists.join(" OR ")
+    }
+
     /// The positions its deletes delete, `(file_path, pos)`: each deleted row's data file (its
     /// path as the manifests write it) and position — what converts equality deletes into
     /// position deletes ([`crate::action::rewrite_deletes`]); `None` without deletes.
@@ -217,15 +228,10 @@ impl DeleteSet {
         if self.sources.is_empty() {
             return None;
         }
-        let exists: Vec<String> = self
-            .sources
-            .iter()
-            .map(|(source, condition)| format!("EXISTS (SELECT 1 FROM {source} AS __x WHERE {condition})"))
-            .collect();
         Some(format!(
             "SELECT __f.__path AS file_path, __d.file_row_number AS pos FROM {} WHERE {}",
             self.data,
-            exists.join(" OR ")
+            self.deleted_condition()
         ))
     }
 
@@ -236,15 +242,10 @@ impl DeleteSet {
         if self.sources.is_empty() {
             return None;
         }
-        let exists: Vec<String> = self
-            .sources
-            .iter()
-            .map(|(source, condition)| format!("EXISTS (SELECT 1 FROM {source} AS __x WHERE {condition})"))
-            .collect();
         let counts: Vec<String> = std::iter::once("count(*)".to_string())
             .chain(self.leaves.iter().map(|(_, e)| format!("count({e})")))
             .collect();
-        let sql = format!("SELECT {} FROM {} WHERE {}", counts.join(", "), self.data, exists.join(" OR "));
+        let sql = format!("SELECT {} FROM {} WHERE {}", counts.join(", "), self.data, self.deleted_condition());
         Some((sql, self.leaves.iter().map(|(id, _)| *id).collect()))
     }
 }
