@@ -4,7 +4,7 @@ deletion vectors (Puffin), every row has a `_row_id` and a `_last_updated_sequen
 (Spark's metadata columns), and tables are upgraded from v1 and v2 by setting `format-version`.
 
 After our compaction Spark reads the same rows, each with the same row id and last-updated
-sequence number; DuckDB's iceberg extension reads the same rows; the deletion vectors of
+sequence number; DuckDB's iceberg extension and pyiceberg read the same rows; the deletion vectors of
 rewritten files are gone; Spark keeps writing on top (new rows get ids past the table's
 `next-row-id`). A deletion vector Spark adds while our commit is held back aborts it when it is on
 a file we replace, and not when it is on another file.
@@ -35,6 +35,13 @@ def lineage(spark, ident: str) -> list[tuple]:
 
 def duckdb_rows(iceberg_con, table: Path) -> list[tuple]:
     return sorted(iceberg_con.execute(f"SELECT * FROM iceberg_scan('{latest_metadata(table)}')").fetchall(), key=repr)
+
+
+def pyiceberg_rows(table: Path) -> list[tuple]:
+    from pyiceberg.table import StaticTable
+
+    arrow = StaticTable.from_metadata(str(latest_metadata(table))).scan().to_arrow()
+    return sorted((tuple(r.values()) for r in arrow.to_pylist()), key=repr)
 
 
 def compact(con, table: Path, **options) -> list[dict]:
@@ -81,8 +88,8 @@ def test_spark_v3_table_compacts_keeping_rows_and_lineage(con, iceberg_con, spar
     assert json.loads(latest_metadata(table).read_text())["format-version"] == 3
     vectors = live_deletes(spark, ident)
     assert vectors and all(f == "PUFFIN" for f, _ in vectors), vectors
-    before, duck_before = lineage(spark, ident), duckdb_rows(iceberg_con, table)
-    assert len(before) == 400 - len(range(0, 400, 7))
+    before, duck_before, py_before = lineage(spark, ident), duckdb_rows(iceberg_con, table), pyiceberg_rows(table)
+    assert len(before) == 400 - len(range(0, 400, 7)) == len(py_before)
     next_row_id = json.loads(latest_metadata(table).read_text())["next-row-id"]
 
     plans = compact(con, table)
@@ -91,6 +98,7 @@ def test_spark_v3_table_compacts_keeping_rows_and_lineage(con, iceberg_con, spar
 
     assert lineage(spark, ident) == before, "rows, row ids and last-updated sequence numbers"
     assert duckdb_rows(iceberg_con, table) == duck_before
+    assert pyiceberg_rows(table) == py_before
     assert live_deletes(spark, ident) == [], "every deletion vector of a rewritten file left with it"
     files = spark.sql(f"SELECT count(*) FROM {ident}.files").collect()[0][0]
     assert files == 3
@@ -120,11 +128,12 @@ def test_a_second_compaction_keeps_the_lineage_it_wrote(con, iceberg_con, spark,
     spark.sql(f"UPDATE {ident} SET v = 'again' WHERE id % 9 = 0")
     for i in range(3):
         spark.sql(f"INSERT INTO {ident} SELECT id, 'p1', 'late', timestamp_ntz'2026-03-01 00:00:00' FROM range({2000 + i * 5}, {2005 + i * 5})")
-    before, duck_before = lineage(spark, ident), duckdb_rows(iceberg_con, table)
+    before, duck_before, py_before = lineage(spark, ident), duckdb_rows(iceberg_con, table), pyiceberg_rows(table)
     plans = compact(con, table, sort_order="id DESC")
     assert [p["verdict"] for p in plans] == ["compacted"], plans
     assert lineage(spark, ident) == before
     assert duckdb_rows(iceberg_con, table) == duck_before
+    assert pyiceberg_rows(table) == py_before
     assert live_deletes(spark, ident) == []
 
 
