@@ -221,7 +221,16 @@ impl State {
                 let records: u64 = deletes.iter().map(|&d| self.files[d].record_count).sum();
                 let equality =
                     deletes.iter().filter(|&&d| self.files[d].content == FileContent::EqualityDeletes).count();
-                let (rewrites, reason) = if equality > 0 {
+                let unreadable = equality > 0 && self.data_in_scope(deletes).iter().any(|&i| !self.files[i].parquet);
+                let (rewrites, reason) = if unreadable {
+                    (
+                        false,
+                        format!(
+                            "{equality} equality delete files apply to ORC or Avro data files, which are not read to \
+                             convert them"
+                        ),
+                    )
+                } else if equality > 0 {
                     let into = if version >= FormatVersion::V3 { "deletion vectors" } else { "1 position delete file" };
                     (true, format!("{count} delete files ({equality} equality) -> {into}"))
                 } else if version >= FormatVersion::V3 {

@@ -277,3 +277,28 @@ def test_expiry_cleans_the_specs_and_schemas_no_snapshot_uses(con, iceberg_con, 
     assert duckdb_rows(iceberg_con, table) == duck
     spark.sql(f"INSERT INTO {ident} VALUES (9, 'c', 'x9')")
     assert len(lineage(spark, ident)) == len(rows) + 1
+
+
+def test_a_column_added_with_a_default_reads_as_the_default_after_compaction(con, iceberg_con, spark, spark_warehouse):
+    """A v3 column added through Iceberg's Java API with `initial-default` 7 (Spark 4.0's DDL
+    cannot set one): the files written before it read as 7 — through Spark and DuckDB, before and
+    after our compaction, which writes the 7 into the new file."""
+    ident = f"{NS}.v3_default"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {NS}")
+    spark.sql(f"DROP TABLE IF EXISTS {ident}")
+    spark.sql(f"CREATE TABLE {ident} (id bigint) USING iceberg TBLPROPERTIES ('format-version'='3')")
+    for i in range(3):
+        spark.sql(f"INSERT INTO {ident} VALUES ({i})")
+    jvm = spark._jvm
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, ident)
+    seven = jvm.org.apache.iceberg.expressions.Literal.of(7)
+    table.updateSchema().addColumn("c", jvm.org.apache.iceberg.types.Types.IntegerType.get(), "added", seven).commit()
+    spark.sql(f"INSERT INTO {ident} VALUES (3, 1)")
+    table_dir = spark_warehouse / "ns" / "v3_default"
+    before, duck = lineage(spark, ident), duckdb_rows(iceberg_con, table_dir)
+    assert sorted(json.loads(r)["c"] for r, _, _ in before) == [1, 7, 7, 7], before
+    assert sorted(c for _, c in duck) == [1, 7, 7, 7], "DuckDB honours the default too"
+    plans = compact(con, table_dir)
+    assert [p["verdict"] for p in plans] == ["compacted"], plans
+    assert lineage(spark, ident) == before
+    assert duckdb_rows(iceberg_con, table_dir) == duck
