@@ -178,10 +178,10 @@ fn retire_history(table: &Table, options: &GateOptions, host: &HostDb) -> Result
     }
 }
 
-/// Merges the small manifests of an Iceberg table (format v1 or v2) whose manifests are bloated:
-/// a content and spec group of at least `commit.manifest.min-count-to-merge` manifests (Iceberg's
-/// default 100, the count at which Java writers merge on commit), small ones making up at least
-/// the fragmentation ratio threshold of them. `None` for Delta and for tables this version does
+/// Merges the small manifests of an Iceberg table whose manifests are bloated: a content and
+/// spec group of at least `commit.manifest.min-count-to-merge` manifests (Iceberg's default 100,
+/// the count at which Java writers merge on commit), small ones making up at least the
+/// fragmentation ratio threshold of them. `None` for Delta and for tables this version does
 /// not rewrite.
 fn merge_manifests(table: &Table, options: &GateOptions) -> Result<Option<RewriteManifestsReport>> {
     let Table::Iceberg { located, table } = table else { return Ok(None) };
