@@ -31,11 +31,13 @@ spark: $(VENV)/.spark-installed
 	scripts/spark_jars.sh >/dev/null
 
 # The servers the object-storage tests start on loopback: versitygw (an S3-compatible gateway,
-# built once from the Go module proxy, ~2 minutes) and Apache Iceberg's REST catalog fixture
-# (resolved once from Maven Central, ~25 s), both cached under ~/.cache/lakehouse.
+# built once from the Go module proxy, ~2 minutes), Apache Iceberg's REST catalog fixture
+# (resolved once from Maven Central, ~25 s) and Azurite (Azure Storage's emulator, from npm,
+# ~20 s), all cached under ~/.cache/lakehouse.
 servers:
 	scripts/s3_server.sh all >/dev/null
 	scripts/rest_catalog.sh >/dev/null
+	scripts/azurite.sh >/dev/null
 
 # iceberg-zamboni, the nearest peer, for the benchmarks only: an environment of its own (it pins
 # pyiceberg-core<0.11 and pulls DuckDB 2.x).

@@ -1,6 +1,6 @@
-//! Readying DuckDB for a table's data on object storage: its `httpfs` extension, and a temporary
-//! secret with the credentials this extension resolved for the table, so that DuckDB reads and
-//! writes the data with the same credentials as the metadata.
+//! Readying DuckDB for a table's data on object storage: its `httpfs` extension (S3) or `azure`
+//! extension (Azure), and a temporary secret with the credentials this extension resolved for
+//! the table, so that DuckDB reads and writes the data with the same credentials as the metadata.
 
 use crate::duck::{Nested, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
@@ -15,18 +15,11 @@ pub fn prepare_remote(conn: &Nested, location: &str) -> Result<()> {
     if !super::is_remote(location) {
         return Ok(());
     }
-    if conn.execute("LOAD httpfs").is_err() {
-        conn.execute("INSTALL httpfs").and_then(|()| conn.execute("LOAD httpfs")).map_err(|e| {
-            Error::new(
-                ErrorKind::DuckDb,
-                format!(
-                    "the table is on object storage and DuckDB's httpfs extension could not be loaded ({}); \
-                     install it (INSTALL httpfs) and try again",
-                    e.message().lines().next().unwrap_or_default()
-                ),
-            )
-        })?;
+    if let super::ObjectScheme::Azure(_) = super::ObjectLocation::parse(location)?.scheme {
+        load_extension(conn, "azure")?;
+        return azure_secret(conn);
     }
+    load_extension(conn, "httpfs")?;
     let Some((prefix, settings)) = super::registered(location) else { return Ok(()) };
     let (Some(key_id), Some(secret)) = (&settings.access_key_id, &settings.secret_access_key) else { return Ok(()) };
     let mut options = vec![
@@ -58,3 +51,53 @@ pub fn prepare_remote(conn: &Nested, location: &str) -> Result<()> {
         )
     })
 }
+
+/// Loads DuckDB's extension `name` on the connection (installing it first if need be).
+fn load_extension(conn: &Nested, name: &str) -> Result<()> {
+    if conn.execute(&format!("LOAD {name}")).is_ok() {
+        return Ok(());
+    }
+    conn.execute(&format!("INSTALL {name}")).and_then(|()| conn.execute(&format!("LOAD {name}"))).map_err(|e| {
+        Error::new(
+            ErrorKind::DuckDb,
+            format!(
+                "the table is on object storage and DuckDB's {name} extension could not be loaded ({}); install it \
+                 (INSTALL {name}) and try again",
+                e.message().lines().next().unwrap_or_default()
+            ),
+        )
+    })
+}
+
+/// The Azure secret DuckDB reads the data with, from the environment object_store's client reads:
+/// `AZURE_STORAGE_CONNECTION_STRING`, else account name and key (against Azurite with
+/// `AZURE_STORAGE_USE_EMULATOR=true`, at `AZURITE_BLOB_STORAGE_URL` or its default), else the
+/// credential chain for the account.
+fn azure_secret(conn: &Nested) -> Result<()> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let emulator = var("AZURE_STORAGE_USE_EMULATOR").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let account = var("AZURE_STORAGE_ACCOUNT_NAME").or_else(|| emulator.then(|| "devstoreaccount1".to_string()));
+    let key = var("AZURE_STORAGE_ACCOUNT_KEY").or_else(|| emulator.then(|| AZURITE_KEY.to_string()));
+    let options = match (var("AZURE_STORAGE_CONNECTION_STRING"), &account, &key) {
+        (Some(text), _, _) => format!("CONNECTION_STRING {}", quote_literal(&text)),
+        (None, Some(account), Some(key)) => {
+            let endpoint = if emulator {
+                let base = var("AZURITE_BLOB_STORAGE_URL").unwrap_or_else(|| "http://127.0.0.1:10000".to_string());
+                format!("BlobEndpoint={}/{account};", base.trim_end_matches('/'))
+            } else {
+                "EndpointSuffix=core.windows.net;".to_string()
+            };
+            let protocol = if emulator { "http" } else { "https" };
+            let text = format!("DefaultEndpointsProtocol={protocol};AccountName={account};AccountKey={key};{endpoint}");
+            format!("CONNECTION_STRING {}", quote_literal(&text))
+        }
+        (None, Some(account), None) => format!("PROVIDER credential_chain, ACCOUNT_NAME {}", quote_literal(account)),
+        (None, None, _) => return Ok(()),
+    };
+    // The statement holds the secret: its error is replaced, never shown.
+    conn.execute(&format!("CREATE OR REPLACE TEMPORARY SECRET __lakehouse_azure (TYPE azure, {options})"))
+        .map_err(|_| Error::new(ErrorKind::DuckDb, "cannot create the temporary Azure secret on the host connection"))
+}
+
+/// Azurite's well-known development account key (public: Azurite's documentation).
+const AZURITE_KEY: &str = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";

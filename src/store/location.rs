@@ -1,9 +1,10 @@
 //! Locations: what a table, file or directory name means, parsed in one place. A location is a
 //! local path (plain, or a `file:` URI as Java and Spark write them) or an object-storage URI
-//! (`s3://bucket/key`, with `s3a://` and `s3n://` as Hadoop writes them). Nothing outside this
-//! module looks at a scheme prefix: callers ask [`Location::parse`] (or the helpers below, which
-//! go through it) whether a location is remote, what its bucket and key are, or which local path
-//! it names. Schemes this version cannot serve (`gs://`, `abfss://`, …) are refused by name.
+//! (`s3://bucket/key`, with `s3a://` and `s3n://` as Hadoop writes them; Azure's
+//! `az://container/key` and its other spellings). Nothing outside this module looks at a scheme
+//! prefix: callers ask [`Location::parse`] (or the helpers below, which go through it) whether a
+//! location is remote, what its bucket and key are, or which local path it names. Schemes this
+//! version cannot serve (`gs://`, `hdfs://`, …) are refused by name.
 
 use std::path::{Path, PathBuf};
 
@@ -34,27 +35,63 @@ impl Location {
     }
 }
 
-/// The object stores a location can name. A new store (GCS, Azure) is a variant here, its
-/// schemes in [`ObjectScheme::from_scheme`], and its client in `super::object::store_for`.
+/// The object stores a location can name. A new store (GCS) is a variant here, its schemes in
+/// [`ObjectScheme::from_scheme`], and its client in `super::object::store_for`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ObjectScheme {
     /// Amazon S3 and S3-compatible servers (`s3://`, and `s3a://`, `s3n://` as Hadoop writes them).
     S3,
+    /// Azure Blob Storage and ADLS Gen2, in the spelling the location uses (kept: a table's
+    /// metadata names its files in one spelling, and paths are compared as written).
+    Azure(AzureSpelling),
+}
+
+/// How an Azure location is spelled: `az://container/key` (object_store's, DuckDB's),
+/// `azure://container/key` (DuckDB's), or Hadoop's `abfs[s]://container@account.dfs.core.windows.net/key`
+/// and `wasb[s]://container@account.blob.core.windows.net/key`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AzureSpelling {
+    /// `az://`.
+    Az,
+    /// `azure://`.
+    Azure,
+    /// `abfs://`.
+    Abfs,
+    /// `abfss://`.
+    Abfss,
+    /// `wasb://`.
+    Wasb,
+    /// `wasbs://`.
+    Wasbs,
 }
 
 impl ObjectScheme {
     /// The store a URI scheme names, if this version serves it.
     pub fn from_scheme(scheme: &str) -> Option<ObjectScheme> {
-        match scheme.to_ascii_lowercase().as_str() {
-            "s3" | "s3a" | "s3n" => Some(ObjectScheme::S3),
-            _ => None,
-        }
+        use AzureSpelling::*;
+        Some(match scheme.to_ascii_lowercase().as_str() {
+            "s3" | "s3a" | "s3n" => ObjectScheme::S3,
+            "az" => ObjectScheme::Azure(Az),
+            "azure" => ObjectScheme::Azure(Azure),
+            "abfs" => ObjectScheme::Azure(Abfs),
+            "abfss" => ObjectScheme::Azure(Abfss),
+            "wasb" => ObjectScheme::Azure(Wasb),
+            "wasbs" => ObjectScheme::Azure(Wasbs),
+            _ => return None,
+        })
     }
 
-    /// The canonical scheme, as locations are written back (`s3`).
+    /// The scheme as locations are written back (`s3` for every S3 spelling; Azure's as given).
     pub fn as_str(self) -> &'static str {
+        use AzureSpelling::*;
         match self {
             ObjectScheme::S3 => "s3",
+            ObjectScheme::Azure(Az) => "az",
+            ObjectScheme::Azure(Azure) => "azure",
+            ObjectScheme::Azure(Abfs) => "abfs",
+            ObjectScheme::Azure(Abfss) => "abfss",
+            ObjectScheme::Azure(Wasb) => "wasb",
+            ObjectScheme::Azure(Wasbs) => "wasbs",
         }
     }
 }
@@ -79,7 +116,10 @@ impl ObjectLocation {
         let Some(scheme) = ObjectScheme::from_scheme(scheme) else {
             return Err(Error::new(
                 ErrorKind::Unsupported,
-                format!("'{scheme}://' locations are not supported; this version reads local files and S3 (s3://)"),
+                format!(
+                    "'{scheme}://' locations are not supported; this version reads local files, S3 (s3://) and Azure \
+                     (az://, abfss://, wasbs://)"
+                ),
             ));
         };
         let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
@@ -177,6 +217,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn azure_locations_keep_their_spelling() {
+        let cases = [
+            ("az://lake/t/metadata/v1.metadata.json", "lake", "t/metadata/v1.metadata.json"),
+            ("abfss://lake@acct.dfs.core.windows.net/t/x.parquet", "lake@acct.dfs.core.windows.net", "t/x.parquet"),
+            ("wasbs://lake@acct.blob.core.windows.net/t", "lake@acct.blob.core.windows.net", "t"),
+            ("azure://lake/t", "lake", "t"),
+        ];
+        for (text, bucket, key) in cases {
+            let parsed = ObjectLocation::parse(text).unwrap();
+            assert!(matches!(parsed.scheme, ObjectScheme::Azure(_)), "{text}");
+            assert_eq!((parsed.bucket.as_str(), parsed.key.as_str()), (bucket, key));
+            assert_eq!(parsed.to_uri(), text, "written back as given");
+            assert_eq!(canonical(text), text);
+        }
+        let refused = ObjectLocation::parse("gs://b/k").unwrap_err().message().to_string();
+        assert!(refused.contains("'gs://'") && refused.contains("abfss://"), "{refused}");
+    }
+
+    #[test]
     fn file_scheme_is_stripped() {
         assert_eq!(strip_file_scheme("file:///tmp/t"), "/tmp/t");
         assert_eq!(strip_file_scheme("file:/tmp/t"), "/tmp/t");
@@ -210,7 +269,7 @@ mod tests {
             assert_eq!(parsed, Location::Object(object.clone()), "{s3}");
             assert_eq!(object.to_uri(), "s3://b/k/x");
         }
-        for refused in ["gs://b/k", "abfss://c@a.dfs.core.windows.net/k"] {
+        for refused in ["gs://b/k", "hdfs://n/k"] {
             let e = Location::parse(refused).unwrap_err();
             assert_eq!(e.kind(), ErrorKind::Unsupported, "{refused}");
         }

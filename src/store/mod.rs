@@ -1,5 +1,5 @@
-//! Where table files live: local disk and object storage (S3 today; GCS and Azure are the next
-//! [`ObjectScheme`]s).
+//! Where table files live: local disk and object storage (S3 and Azure; GCS is the next
+//! [`ObjectScheme`]).
 //!
 //! - [`location`]: what a location means, parsed in one place ([`Location`], [`ObjectLocation`]);
 //!   nothing else looks at a scheme prefix.
@@ -7,6 +7,7 @@
 //!   `ObjectStore` trait (the one trait every store implements); [`object::store_for`] is the one
 //!   place a store's client is chosen.
 //! - [`s3`]: S3's settings, which location they apply to ([`register`]), and its clients.
+//! - [`azure`]: Azure Blob Storage / ADLS Gen2 clients, credentials from the environment.
 //! - [`iceberg_io`]: iceberg-rust's `FileIO` over [`object`].
 //! - [`redact`]: store errors without the server's body (which can hold credentials).
 //! - [`duckdb`]: readying a nested DuckDB connection for a table's remote data.
@@ -19,6 +20,7 @@
 //! a REST catalog's vended credentials, else the catalog's `s3.*` properties. Secrets never appear
 //! in `Debug` output or errors.
 
+pub mod azure;
 pub mod duckdb;
 pub mod iceberg_io;
 pub mod location;

@@ -26,6 +26,7 @@ static PERMITS: LazyLock<Semaphore> = LazyLock::new(|| Semaphore::new(super::max
 pub fn store_for(object: &ObjectLocation) -> Result<Arc<dyn ObjectStore>> {
     match object.scheme {
         ObjectScheme::S3 => Ok(super::s3::client(&object.bucket, &super::s3::settings_for(&object.to_uri()))?),
+        ObjectScheme::Azure(_) => super::azure::client(object),
     }
 }
 
