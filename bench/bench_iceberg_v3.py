@@ -45,6 +45,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "test" / "integration"))
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 
+from bench_merge_on_read import spark_session as merge_on_read_session  # noqa: E402
 from bench_object_storage import pip_extension  # noqa: E402
 from benchlib import fresh_dir  # noqa: E402
 
@@ -55,20 +56,9 @@ ROWS_SQL = "SELECT count(*), sum(id), round(sum(value), 6), sum(hash(payload)) F
 
 
 def spark_session(workdir: Path) -> Any:
-    """local[2] with a 6 GiB driver: reading 128 MiB files of 1 KiB rows back for the checks
-    needs more direct memory than the 2 GiB default allows."""
-    import spark as sp
-
-    builder = (
-        sp.session_builder(workdir / "spark-scratch", "lakehouse-bench-v3", driver_memory="6g", quick_jvm=False)
-        .config(f"spark.sql.catalog.{CATALOG}", "org.apache.iceberg.spark.SparkCatalog")
-        .config(f"spark.sql.catalog.{CATALOG}.type", "hadoop")
-        .config(f"spark.sql.catalog.{CATALOG}.warehouse", str(workdir / "warehouse"))
-        .config(f"spark.sql.catalog.{CATALOG}.cache-enabled", "false")
-    )
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    return session
+    """A 6 GiB driver: reading 128 MiB files of 1 KiB rows back for the checks needs more direct
+    memory than the 2 GiB default allows."""
+    return merge_on_read_session(workdir, "lakehouse-bench-v3", driver_memory="6g")
 
 
 def build(spark: Any, rows: int, files: int) -> int:

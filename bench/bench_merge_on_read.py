@@ -53,11 +53,12 @@ MIB = 1024 * 1024
 CATALOG, NAMESPACE, TABLE = "hc", "ns", "mor"
 
 
-def spark_session(workdir: Path) -> Any:
+def spark_session(workdir: Path, app_name: str = "lakehouse-bench-mor", driver_memory: str = "2g") -> Any:
+    """local[2] with the Hadoop catalog `hc` in `workdir/warehouse`, JVM defaults (not the tests')."""
     import spark as sp
 
     builder = (
-        sp.session_builder(workdir / "spark-scratch", "lakehouse-bench-mor", driver_memory="2g", quick_jvm=False)
+        sp.session_builder(workdir / "spark-scratch", app_name, driver_memory=driver_memory, quick_jvm=False)
         .config(f"spark.sql.catalog.{CATALOG}", "org.apache.iceberg.spark.SparkCatalog")
         .config(f"spark.sql.catalog.{CATALOG}.type", "hadoop")
         .config(f"spark.sql.catalog.{CATALOG}.warehouse", str(workdir / "warehouse"))
