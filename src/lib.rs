@@ -25,7 +25,9 @@
 //!   schemes refused by name) — nothing else looks at a scheme prefix;
 //!   [`store::object`] reads, writes (conditional ones too), lists and batch-deletes objects on
 //!   any object store through object_store's `ObjectStore` trait, [`store::object::store_for`]
-//!   choosing the client; [`store::s3`] S3's settings and clients, [`store::azure`] Azure's;
+//!   choosing the client; [`store::s3`] S3's settings and clients, [`store::azure`] Azure's,
+//!   [`store::aws_credentials`] the AWS credential chain (profiles, assume-role, web identity,
+//!   ECS, EC2; refreshed before expiry);
 //!   [`store::iceberg_io`]
 //!   iceberg-rust's `FileIO` over it; [`store::duckdb`] readies DuckDB for a table's data there.
 //!   A new store (GCS) is an [`store::ObjectScheme`], a client in `store_for`, and its settings
@@ -33,7 +35,8 @@
 //! - [`catalog`]: where a table's pointer lives: [`catalog::config`] reads pyiceberg's
 //!   configuration, [`catalog::sql`] the sqlite SQL catalog (lookup and the conditional pointer
 //!   move), [`catalog::rest`] the Iceberg REST client (vended credentials, commits under
-//!   requirements). A new catalog (Glue) goes here.
+//!   requirements), [`catalog::glue`] the AWS Glue Data Catalog (`GetTable`, `UpdateTable` under
+//!   `VersionId`), [`catalog::sigv4`] SigV4 signing of catalog requests. A new catalog goes here.
 //! - [`table`]: the format-neutral model ([`table::Table`] opened once per call,
 //!   [`table::DataFile`], [`table::PartitionKey`]) and [`table::summary`], what a listing comes to
 //!   per partition, and [`table::deleted_rows`], the deletion-vector bitmap both formats share.

@@ -1,11 +1,14 @@
 //! Catalogs: where a table's pointer lives. `namespace.table` is resolved through the catalog
 //! configured as pyiceberg configures it ([`config`]): an Iceberg SQL catalog on sqlite
-//! ([`sql`]) or an Iceberg REST catalog ([`rest`]); registering the S3 credentials the catalog
+//! ([`sql`]), an Iceberg REST catalog ([`rest`]) or the AWS Glue Data Catalog ([`glue`], signed
+//! by [`sigv4`]); registering the S3 credentials the catalog
 //! gives for the table's location. A catalog URI may hold a password, so it never appears in an
 //! error.
 
 pub mod config;
+pub mod glue;
 pub mod rest;
+pub mod sigv4;
 pub mod sql;
 
 pub use config::CatalogOptions;
@@ -37,6 +40,8 @@ pub enum Backend {
     Sql(PathBuf),
     /// An Iceberg REST catalog ([`crate::catalog::rest`]).
     Rest(std::sync::Arc<crate::catalog::rest::RestCatalog>),
+    /// The AWS Glue Data Catalog ([`crate::catalog::glue`]).
+    Glue(std::sync::Arc<crate::catalog::glue::GlueCatalog>),
 }
 
 /// Registers the `s3.*` properties of the configured (named or default) catalog for the table at
@@ -53,12 +58,36 @@ pub fn register_configured(location: &str, options: &CatalogOptions) -> Result<(
     Ok(())
 }
 
+/// Registers a catalog's `s3.*` (and `client.*`) properties for the files of the table whose
+/// metadata is at `metadata_location`, when it is on object storage.
+fn register_table_settings(metadata_location: &str, properties: &std::collections::BTreeMap<String, String>) {
+    if crate::store::is_remote(metadata_location)
+        && let Some(s3) = crate::store::S3Settings::from_properties(properties)
+        && let Some((dir, _)) = metadata_location.rsplit_once("/metadata/")
+    {
+        crate::store::register(dir, s3);
+    }
+}
+
 /// Resolves a catalog identifier to the table's current metadata location.
 pub fn resolve(identifier: &str, options: &CatalogOptions) -> Result<CatalogTable> {
     let config = PyicebergConfig::from_environment()?;
     let (catalog_from_identifier, namespace, table) = split_identifier(identifier, &config, options)?;
     let options = CatalogOptions { name: options.name.clone().or(catalog_from_identifier), ..options.clone() };
     let catalog = config.catalog(&options);
+    let kind = catalog.properties.get("type").map(|t| t.to_lowercase());
+    if kind.as_deref() == Some("glue") {
+        let glue = crate::catalog::glue::GlueCatalog::connect(&catalog)?;
+        let found = crate::runtime::block_on(glue.get_table(&namespace, &table))??;
+        register_table_settings(&found.metadata_location, &catalog.properties);
+        return Ok(CatalogTable {
+            catalog: catalog.name,
+            namespace,
+            table,
+            metadata_location: found.metadata_location,
+            backend: Backend::Glue(std::sync::Arc::new(glue)),
+        });
+    }
     let Some(uri) = catalog.properties.get("uri") else {
         return Err(Error::new(
             ErrorKind::Catalog,
@@ -70,7 +99,6 @@ pub fn resolve(identifier: &str, options: &CatalogOptions) -> Result<CatalogTabl
             ),
         ));
     };
-    let kind = catalog.properties.get("type").map(|t| t.to_lowercase());
     let is_rest = kind.as_deref() == Some("rest")
         || (kind.is_none() && (uri.starts_with("http://") || uri.starts_with("https://")));
     if is_rest {
@@ -91,18 +119,13 @@ pub fn resolve(identifier: &str, options: &CatalogOptions) -> Result<CatalogTabl
         return Err(Error::new(
             ErrorKind::Unsupported,
             format!(
-                "catalog '{}' has type '{kind}'; Iceberg SQL catalogs (sqlite) and REST catalogs are supported",
+                "catalog '{}' has type '{kind}'; Iceberg SQL catalogs (sqlite), REST catalogs and AWS Glue are supported",
                 catalog.name
             ),
         ));
     }
     let database = sql::sqlite_path(uri).map_err(|e| e.with_context("catalog", catalog.name.clone()))?;
     let metadata_location = sql::lookup(&database, &catalog.name, &namespace, &table)?;
-    if crate::store::is_remote(&metadata_location)
-        && let Some(s3) = crate::store::S3Settings::from_properties(&catalog.properties)
-        && let Some((dir, _)) = metadata_location.rsplit_once("/metadata/")
-    {
-        crate::store::register(dir, s3);
-    }
+    register_table_settings(&metadata_location, &catalog.properties);
     Ok(CatalogTable { catalog: catalog.name, namespace, table, metadata_location, backend: Backend::Sql(database) })
 }

@@ -6,30 +6,48 @@ use crate::duck::{Nested, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Readies the host connection for the data of a table on object storage (`location` is one of
-/// its files): DuckDB's `httpfs` loaded, and — when this extension resolved credentials for the
-/// table (a catalog's vended credentials or `s3.*` properties, [`super::registered`]) — a temporary
-/// S3 secret scoped to the table's location, so DuckDB reads and writes the data with the same
-/// credentials as the metadata. Without such credentials the host's own S3 secrets (or the AWS
-/// environment httpfs reads) apply. A local location needs nothing.
+/// its files): DuckDB's `httpfs` loaded, and a temporary S3 secret scoped to the table's location
+/// with the credentials the metadata is read with, so DuckDB reads and writes the data as they
+/// do: the keys this extension registered for the table (a catalog's vended credentials or
+/// `s3.*` properties, [`super::registered`]), else — for registered settings without keys, or
+/// when `AWS_ACCESS_KEY_ID` is not set — the AWS credential chain's
+/// ([`super::aws_credentials`]: a profile, assume-role, web identity, ECS, EC2), fetched again
+/// before they expire each time a table is readied. When neither gives credentials the host's own
+/// S3 secrets (or the AWS environment httpfs reads) apply. A local location needs nothing.
 pub fn prepare_remote(conn: &Nested, location: &str) -> Result<()> {
     if !super::is_remote(location) {
         return Ok(());
     }
-    if let super::ObjectScheme::Azure(_) = super::ObjectLocation::parse(location)?.scheme {
+    let object = super::ObjectLocation::parse(location)?;
+    if let super::ObjectScheme::Azure(_) = object.scheme {
         load_extension(conn, "azure")?;
         return azure_secret(conn);
     }
     load_extension(conn, "httpfs")?;
-    let Some((prefix, settings)) = super::registered(location) else { return Ok(()) };
-    let (Some(key_id), Some(secret)) = (&settings.access_key_id, &settings.secret_access_key) else { return Ok(()) };
+    let (prefix, settings) = match super::registered(location) {
+        Some(found) => found,
+        None if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() => {
+            (object.with_key("").to_uri().trim_end_matches('/').to_string(), super::S3Settings::from_environment())
+        }
+        None => return Ok(()),
+    };
+    let keys = match (&settings.access_key_id, &settings.secret_access_key) {
+        (Some(key_id), Some(secret)) => {
+            super::aws_credentials::AwsKeys::new(key_id, secret, settings.session_token.as_deref())
+        }
+        _ => match super::aws_credentials::resolve_blocking(settings.profile.as_deref(), &format!("'{prefix}'")) {
+            Ok(keys) => keys,
+            Err(_) => return Ok(()),
+        },
+    };
     let mut options = vec![
         "TYPE s3".to_string(),
-        format!("KEY_ID {}", quote_literal(key_id)),
-        format!("SECRET {}", quote_literal(secret)),
+        format!("KEY_ID {}", quote_literal(&keys.key_id)),
+        format!("SECRET {}", quote_literal(&keys.secret)),
         format!("URL_STYLE {}", quote_literal(if settings.path_style() { "path" } else { "vhost" })),
         format!("SCOPE {}", quote_literal(&format!("{prefix}/"))),
     ];
-    if let Some(token) = &settings.session_token {
+    if let Some(token) = &keys.token {
         options.push(format!("SESSION_TOKEN {}", quote_literal(token)));
     }
     options.push(format!("REGION {}", quote_literal(settings.region.as_deref().unwrap_or("us-east-1"))));

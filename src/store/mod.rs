@@ -6,6 +6,8 @@
 //! - [`object`]: reads, writes, listings and deletes on any object store, through object_store's
 //!   `ObjectStore` trait (the one trait every store implements); [`object::store_for`] is the one
 //!   place a store's client is chosen.
+//! - [`aws_credentials`]: the AWS credential chain (profiles, assume-role, web identity, ECS,
+//!   EC2), refreshed before expiry.
 //! - [`s3`]: S3's settings, which location they apply to ([`register`]), and its clients.
 //! - [`azure`]: Azure Blob Storage / ADLS Gen2 clients, credentials from the environment.
 //! - [`iceberg_io`]: iceberg-rust's `FileIO` over [`object`].
@@ -20,6 +22,7 @@
 //! a REST catalog's vended credentials, else the catalog's `s3.*` properties. Secrets never appear
 //! in `Debug` output or errors.
 
+pub mod aws_credentials;
 pub mod azure;
 pub mod duckdb;
 pub mod iceberg_io;

@@ -1,7 +1,8 @@
 //! Amazon S3 and S3-compatible servers: the `s3.*` settings a catalog or the user gives, which
 //! table location they apply to ([`register`]), and one object_store `AmazonS3` client per bucket
-//! and settings. Without registered settings a location uses the standard AWS environment
-//! (`AWS_ACCESS_KEY_ID`, `AWS_ENDPOINT_URL`, web identity, ECS, instance metadata). Secrets never
+//! and settings. Without keys a location's credentials come from the AWS credential chain
+//! ([`super::aws_credentials`]: environment, the settings' profile or `AWS_PROFILE`, assume-role,
+//! web identity, ECS, instance metadata), refreshed before they expire. Secrets never
 //! appear in `Debug` output or errors.
 
 use std::collections::HashMap;
@@ -29,6 +30,9 @@ pub struct S3Settings {
     pub session_token: Option<String>,
     /// `s3.path-style-access`; unset means path style with an endpoint, virtual-hosted without.
     pub path_style: Option<bool>,
+    /// `s3.profile-name` (`client.profile-name` wins): the shared-config profile whose
+    /// credentials apply when no keys are given ([`super::aws_credentials`]).
+    pub profile: Option<String>,
 }
 
 impl std::fmt::Debug for S3Settings {
@@ -41,6 +45,7 @@ impl std::fmt::Debug for S3Settings {
             .field("secret_access_key", &shown(&self.secret_access_key))
             .field("session_token", &shown(&self.session_token))
             .field("path_style", &self.path_style)
+            .field("profile", &self.profile)
             .finish()
     }
 }
@@ -50,6 +55,7 @@ impl S3Settings {
     pub fn from_properties<'a>(properties: impl IntoIterator<Item = (&'a String, &'a String)>) -> Option<Self> {
         let mut s = S3Settings::default();
         let mut client_region = None;
+        let mut client_profile = None;
         let mut any = false;
         for (key, value) in properties {
             let value = Some(value.clone());
@@ -61,12 +67,18 @@ impl S3Settings {
                 "s3.secret-access-key" => s.secret_access_key = value,
                 "s3.session-token" => s.session_token = value,
                 "s3.path-style-access" => s.path_style = value.map(|v| v.eq_ignore_ascii_case("true")),
+                "s3.profile-name" => s.profile = value,
+                "client.profile-name" => client_profile = value,
                 _ => continue,
             }
             any = true;
         }
         if client_region.is_some() {
             s.region = client_region;
+            any = true;
+        }
+        if client_profile.is_some() {
+            s.profile = client_profile;
             any = true;
         }
         any.then_some(s)
@@ -83,6 +95,19 @@ impl S3Settings {
             secret_access_key: if has_keys { self.secret_access_key } else { fallback.secret_access_key.clone() },
             session_token: if has_keys { self.session_token } else { fallback.session_token.clone() },
             path_style: self.path_style.or(fallback.path_style),
+            profile: if has_keys { self.profile } else { self.profile.or_else(|| fallback.profile.clone()) },
+        }
+    }
+
+    /// The endpoint and region of the AWS environment (`AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`;
+    /// `AWS_REGION`, `AWS_DEFAULT_REGION`), as the AWS SDKs read them; never keys (the credential
+    /// chain reads those).
+    pub fn from_environment() -> S3Settings {
+        let env = |names: &[&str]| names.iter().find_map(|n| std::env::var(n).ok().filter(|v| !v.is_empty()));
+        S3Settings {
+            endpoint: env(&["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"]),
+            region: env(&["AWS_REGION", "AWS_DEFAULT_REGION"]),
+            ..Default::default()
         }
     }
 
@@ -139,6 +164,7 @@ pub fn registered(location: &str) -> Option<(String, S3Settings)> {
 
 /// The client of `bucket` with `settings` (one per pair, built on first use).
 pub(super) fn client(bucket: &str, settings: &S3Settings) -> Result<Arc<AmazonS3>> {
+    let settings = &settings.clone().or(&S3Settings::from_environment());
     let key = (bucket.to_string(), settings.clone());
     let mut clients = CLIENTS.lock().map_err(|_| Error::new(ErrorKind::Io, "object store clients poisoned"))?;
     if let Some(c) = clients.get(&key) {
@@ -161,6 +187,13 @@ pub(super) fn client(bucket: &str, settings: &S3Settings) -> Result<Arc<AmazonS3
         if let Some(token) = &settings.session_token {
             builder = builder.with_token(token);
         }
+    } else {
+        // The SDKs' chain (profiles, assume-role, SSO, web identity, ECS, EC2), refreshed before
+        // expiry: object_store's own chain has no profiles.
+        builder = builder.with_credentials(Arc::new(super::aws_credentials::ChainProvider {
+            profile: settings.profile.clone(),
+            service: format!("S3 bucket '{bucket}'"),
+        }));
     }
     let store = Arc::new(builder.build().map_err(|e| {
         Error::new(

@@ -12,13 +12,12 @@ No pytest fixtures here: conftest wires them up.
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from loopback import free_port, stop_group
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ACCOUNT = "devstoreaccount1"
@@ -31,11 +30,6 @@ def azurite_binary() -> Path:
     out = subprocess.run([str(REPO_ROOT / "scripts" / "azurite.sh")], check=True, capture_output=True, text=True)
     return Path(out.stdout.strip().splitlines()[-1])
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -90,9 +84,4 @@ class AzuriteServer:
             service.create_container(name)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
+        stop_group(self.process)

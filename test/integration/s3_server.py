@@ -30,7 +30,6 @@ import http.client
 import os
 import select
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -38,6 +37,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
+from loopback import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "s3_server.sh"
@@ -71,11 +71,6 @@ def build_binaries() -> tuple[Path, Path]:
         _binaries["proxy"] = Path(proxy)
     return _binaries["versitygw"], _binaries["proxy"]
 
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _xattrs_supported(directory: Path) -> bool:

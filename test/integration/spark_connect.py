@@ -54,6 +54,7 @@ from typing import Any, Iterator
 import pytest
 
 from spark import ICEBERG_EXTENSIONS, NAMESPACE, _require_pyspark, jar_paths, report
+from loopback import free_port
 
 CATALOG = "sc"
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -137,12 +138,6 @@ class SparkConnectServer:
         except ProcessLookupError:
             pass
 
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 nobody listens on now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def unused_url() -> str:

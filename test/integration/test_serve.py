@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -24,15 +23,11 @@ import pytest
 
 import conftest as c
 from test_gate import SECRET, FakeSlack
+from loopback import free_port
 
 KEY = "serve-test-key-0123456789abcdef"
 SCALED = "small_file_threshold_mb := 0.064, target_file_size_mb := 0.128"
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:

@@ -5,6 +5,8 @@
 //! file, so no reader ever sees half a file), then moves the table's pointer:
 //! - a SQL-catalog table: the catalog's `metadata_location`, with a conditional `UPDATE … WHERE
 //!   metadata_location = <base>` — the catalog is the lock;
+//! - a Glue table: `UpdateTable` under Glue's `VersionId` after checking the pointer is still the
+//!   base ([`crate::catalog::glue`]); a call that was never answered leaves the outcome unknown;
 //! - a path table (Hadoop-style `vN.metadata.json` names): the exclusive creation of
 //!   `v{N+1}.metadata.json` is the lock, as in Java's `HadoopTableOperations` — of two writers
 //!   based on `vN` exactly one creates `v{N+1}`; `metadata/version-hint.text` is then moved
@@ -25,6 +27,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::catalog::CatalogTable;
+use crate::catalog::glue::Swap;
 use crate::error::{Error, ErrorKind, Result};
 use crate::store::strip_file_scheme;
 use crate::table::{Located, hadoop_version, metadata_version};
@@ -340,14 +343,16 @@ pub fn commit(located: &Located, json: &[u8]) -> Result<CommitOutcome> {
             ErrorKind::Io,
             format!("the new metadata file could not be flushed to disk ({e}); nothing was committed"),
         )),
-        None => swap_catalog_pointer(table, base, &new_location),
+        None => crate::runtime::block_on(swap_catalog_pointer(table, base, &new_location)).and_then(|r| r),
     };
     match swapped {
-        Ok(true) => Ok(CommitOutcome::committed(new_location)),
-        Ok(false) => {
+        Ok(Swap::Moved) => Ok(CommitOutcome::committed(new_location)),
+        Ok(Swap::Conflict) => {
             let _ = std::fs::remove_file(&new_path);
             Ok(CommitOutcome::Conflict)
         }
+        // The pointer may name the new file: it stays.
+        Ok(Swap::Unknown(why)) => Ok(CommitOutcome::Unknown(why)),
         Err(e) => {
             let _ = std::fs::remove_file(&new_path);
             Err(e)
@@ -398,12 +403,14 @@ async fn commit_remote(located: &Located, json: &[u8]) -> Result<CommitOutcome> 
         }
     }
     match &located.catalog_table {
-        Some(table) => match swap_catalog_pointer(table, base, &new_location) {
-            Ok(true) => Ok(CommitOutcome::committed(new_location)),
-            Ok(false) => {
+        Some(table) => match swap_catalog_pointer(table, base, &new_location).await {
+            Ok(Swap::Moved) => Ok(CommitOutcome::committed(new_location)),
+            Ok(Swap::Conflict) => {
                 let _ = store::delete_many(vec![new_location]).await;
                 Ok(CommitOutcome::Conflict)
             }
+            // The pointer may name the new file: it stays.
+            Ok(Swap::Unknown(why)) => Ok(CommitOutcome::Unknown(why)),
             Err(e) => {
                 let _ = store::delete_many(vec![new_location]).await;
                 Err(e)
@@ -478,11 +485,29 @@ async fn remote_hint_version(hint: &str) -> Result<Option<u64>> {
     Ok(text.parse::<u64>().ok().or_else(|| metadata_version(text.rsplit('/').next().unwrap_or(text))))
 }
 
-fn swap_catalog_pointer(table: &CatalogTable, base: &str, new_location: &str) -> Result<bool> {
-    let crate::catalog::Backend::Sql(database) = &table.backend else {
-        return Err(Error::new(ErrorKind::Catalog, "a REST catalog's pointer is moved by the catalog"));
-    };
-    crate::catalog::sql::swap_pointer(database, &table.catalog, &table.namespace, &table.table, base, new_location)
+async fn swap_catalog_pointer(table: &CatalogTable, base: &str, new_location: &str) -> Result<Swap> {
+    match &table.backend {
+        crate::catalog::Backend::Sql(database) => Ok(
+            if crate::catalog::sql::swap_pointer(
+                database,
+                &table.catalog,
+                &table.namespace,
+                &table.table,
+                base,
+                new_location,
+            )? {
+                Swap::Moved
+            } else {
+                Swap::Conflict
+            },
+        ),
+        crate::catalog::Backend::Glue(glue) => {
+            glue.swap_pointer(&table.namespace, &table.table, base, new_location).await
+        }
+        crate::catalog::Backend::Rest(_) => {
+            Err(Error::new(ErrorKind::Catalog, "a REST catalog's pointer is moved by the catalog"))
+        }
+    }
 }
 
 /// The version `metadata/version-hint.text` beside `new_path` names, if any.
@@ -531,6 +556,13 @@ pub fn relocate(located: &Located) -> Result<Located> {
             Ok(Located {
                 metadata_location: loaded.metadata_location.clone(),
                 catalog_table: Some(CatalogTable { metadata_location: loaded.metadata_location, ..t.clone() }),
+            })
+        }
+        Some(t @ CatalogTable { backend: crate::catalog::Backend::Glue(glue), .. }) => {
+            let found = crate::runtime::block_on(glue.get_table(&t.namespace, &t.table))??;
+            Ok(Located {
+                metadata_location: found.metadata_location.clone(),
+                catalog_table: Some(CatalogTable { metadata_location: found.metadata_location, ..t.clone() }),
             })
         }
         Some(t @ CatalogTable { backend: crate::catalog::Backend::Sql(database), .. }) => {
