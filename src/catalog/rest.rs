@@ -2,7 +2,10 @@
 //! configured as pyiceberg users configure them: `type: rest`, `uri`, `warehouse`, `credential`
 //! (`client_id:client_secret`, OAuth2 client credentials against `oauth2-server-uri`, default
 //! `{uri}/v1/oauth/tokens`), `token`, `scope`, `prefix` (else the one `/v1/config` returns) and
-//! `header.<name>`.
+//! `header.<name>`; with `rest.sigv4-enabled: true` every request is SigV4-signed
+//! ([`super::sigv4`]) for `rest.signing-name` (default `execute-api`; `glue` for Glue's Iceberg
+//! endpoint, `s3tables` for S3 Tables') in `rest.signing-region`, with the `client.*` keys, profile
+//! or the AWS credential chain.
 //!
 //! Tables are loaded with `X-Iceberg-Access-Delegation: vended-credentials`; the S3 settings of
 //! the table are, key by key, the vended credentials (the response's `config` or the longest
@@ -36,6 +39,8 @@ pub struct RestCatalog {
     /// Properties after `/v1/config` (defaults < configured < overrides).
     pub properties: BTreeMap<String, String>,
     client: reqwest::Client,
+    /// With `rest.sigv4-enabled`: every request SigV4-signed.
+    signer: Option<crate::catalog::sigv4::Signer>,
 }
 
 /// Shows where the catalog is, never what authenticates to it: the token, header values and
@@ -51,6 +56,7 @@ impl std::fmt::Debug for RestCatalog {
             .field("headers (values redacted)", &headers)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("properties", &RedactedProperties(&self.properties))
+            .field("signer", &self.signer)
             .finish()
     }
 }
@@ -114,8 +120,21 @@ impl RestCatalog {
             .map_err(|e| Error::new(ErrorKind::Catalog, format!("REST catalog '{name}': {e}")))?;
         let headers: Vec<(String, String)> =
             props.iter().filter_map(|(k, v)| k.strip_prefix("header.").map(|h| (h.to_string(), v.clone()))).collect();
+        let signer = if props.get("rest.sigv4-enabled").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+            let service = props.get("rest.signing-name").map_or("execute-api", String::as_str);
+            let region = props.get("rest.signing-region").map(String::as_str);
+            Some(crate::catalog::sigv4::Signer::from_properties(
+                props,
+                "rest",
+                service,
+                region,
+                &format!("REST catalog '{name}'"),
+            )?)
+        } else {
+            None
+        };
         let mut catalog =
-            RestCatalog { name, base, prefix: None, headers, token: None, properties: props.clone(), client };
+            RestCatalog { name, base, prefix: None, headers, token: None, properties: props.clone(), client, signer };
         catalog.token = match (props.get("token"), props.get("credential")) {
             (Some(token), _) => Some(token.clone()),
             (None, Some(credential)) => Some(catalog.fetch_token(credential)?),
@@ -162,8 +181,7 @@ impl RestCatalog {
             }
         }
         let request = self.with_headers(self.client.post(&url)).form(&form);
-        let response = runtime::block_on(async move { request.send().await })?
-            .map_err(|e| self.transport("obtain a token", &e))?;
+        let response = self.send(request)?.map_err(|e| self.transport("obtain a token", &e))?;
         let status = response.status();
         let body: Value = runtime::block_on(async move { response.json().await })?.unwrap_or(Value::Null);
         if !status.is_success() {
@@ -194,6 +212,26 @@ impl RestCatalog {
         request
     }
 
+    /// Sends `request`, SigV4-signed when the catalog asks for it (an `Authorization` header of
+    /// its own, a bearer token, moves to `Original-Authorization`, as Java's signer does).
+    fn send(&self, request: reqwest::RequestBuilder) -> Result<reqwest::Result<reqwest::Response>> {
+        let client = self.client.clone();
+        let signer = self.signer.as_ref();
+        runtime::block_on(async move {
+            let mut request = match request.build() {
+                Ok(request) => request,
+                Err(e) => return Ok(Err(e)),
+            };
+            if let Some(signer) = signer {
+                if let Some(bearer) = request.headers_mut().remove(reqwest::header::AUTHORIZATION) {
+                    request.headers_mut().insert("Original-Authorization", bearer);
+                }
+                signer.sign(&mut request).await?;
+            }
+            Ok(client.execute(request).await)
+        })?
+    }
+
     /// A transport error's message: reqwest's text names the URL, never a header.
     fn transport(&self, what: &str, e: &reqwest::Error) -> Error {
         let why = if e.is_timeout() {
@@ -212,7 +250,7 @@ impl RestCatalog {
 
     fn get(&self, url: &str, query: &[(String, String)], what: &str) -> Result<Value> {
         let request = self.with_headers(self.client.get(url).query(query));
-        let response = runtime::block_on(async move { request.send().await })?.map_err(|e| self.transport(what, &e))?;
+        let response = self.send(request)?.map_err(|e| self.transport(what, &e))?;
         let status = response.status();
         let body: Value = runtime::block_on(async move { response.json().await })?.unwrap_or(Value::Null);
         if status.is_success() {
@@ -233,8 +271,7 @@ impl RestCatalog {
         let request =
             self.with_headers(self.client.get(&url)).header("X-Iceberg-Access-Delegation", "vended-credentials");
         let what = format!("load table '{namespace}.{table}'");
-        let response =
-            runtime::block_on(async move { request.send().await })?.map_err(|e| self.transport(&what, &e))?;
+        let response = self.send(request)?.map_err(|e| self.transport(&what, &e))?;
         let status = response.status();
         let body: Value = runtime::block_on(async move { response.json().await })?.unwrap_or(Value::Null);
         if status == reqwest::StatusCode::NOT_FOUND {
@@ -293,7 +330,7 @@ impl RestCatalog {
         let identifier = json!({ "namespace": namespace.split('.').collect::<Vec<_>>(), "name": table });
         let body = json!({ "identifier": identifier, "requirements": requirements, "updates": updates });
         let request = self.with_headers(self.client.post(&url)).json(&body);
-        let response = match runtime::block_on(async move { request.send().await })? {
+        let response = match self.send(request)? {
             Ok(r) => r,
             Err(e) if e.is_timeout() || e.is_request() || e.is_body() => {
                 return Ok(RestCommit::Unknown(self.transport("commit", &e).message().to_string()));
@@ -382,6 +419,19 @@ mod tests {
             token: Some("token-secret-3".into()),
             properties: properties.clone(),
             client: reqwest::Client::new(),
+            signer: Some(
+                crate::catalog::sigv4::Signer::from_properties(
+                    &[("client.access-key-id", "AKID-secret-7"), ("client.secret-access-key", "sigv4-secret-8")]
+                        .into_iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                    "rest",
+                    "glue",
+                    Some("eu-west-1"),
+                    "REST catalog 'prod'",
+                )
+                .unwrap(),
+            ),
         };
         let config = CatalogConfig { name: "prod".into(), properties };
         let options = crate::catalog::config::CatalogOptions {
@@ -398,6 +448,8 @@ mod tests {
                 "s3-secret-4",
                 "AKIAKEYID5",
                 "header-secret-6",
+                "AKID-secret-7",
+                "sigv4-secret-8",
             ] {
                 assert!(!shown.contains(secret), "{secret} leaked: {shown}");
             }
