@@ -44,28 +44,36 @@ pub enum Backend {
     Glue(std::sync::Arc<crate::catalog::glue::GlueCatalog>),
 }
 
-/// Registers the `s3.*` properties of the configured (named or default) catalog for the table at
-/// `location`, when it is on object storage and the catalog has any: the credentials of a table
-/// named by its path.
+/// Registers the storage properties (`s3.*`, `adls.*`) of the configured (named or default)
+/// catalog for the table at `location`, when it is on object storage and the catalog has any: the
+/// credentials of a table named by its path.
 pub fn register_configured(location: &str, options: &CatalogOptions) -> Result<()> {
     if !crate::store::is_remote(location) {
         return Ok(());
     }
     let config = PyicebergConfig::from_environment()?;
-    if let Some(s3) = crate::store::S3Settings::from_properties(&config.catalog(options).properties) {
-        crate::store::register(location, s3);
-    }
+    register_storage(location, &config.catalog(options).properties);
     Ok(())
 }
 
-/// Registers a catalog's `s3.*` (and `client.*`) properties for the files of the table whose
+/// Registers the storage settings among `properties` (`s3.*`/`client.*`, `adls.*`) for every
+/// location under `prefix`.
+fn register_storage(prefix: &str, properties: &std::collections::BTreeMap<String, String>) {
+    if let Some(s3) = crate::store::S3Settings::from_properties(properties) {
+        crate::store::register(prefix, s3);
+    }
+    if let Some(azure) = crate::store::azure::AzureSettings::from_properties(properties) {
+        crate::store::azure::register(prefix, azure);
+    }
+}
+
+/// Registers a catalog's storage properties (`s3.*`, `client.*`, `adls.*`) for the files of the table whose
 /// metadata is at `metadata_location`, when it is on object storage.
 fn register_table_settings(metadata_location: &str, properties: &std::collections::BTreeMap<String, String>) {
     if crate::store::is_remote(metadata_location)
-        && let Some(s3) = crate::store::S3Settings::from_properties(properties)
         && let Some((dir, _)) = metadata_location.rsplit_once("/metadata/")
     {
-        crate::store::register(dir, s3);
+        register_storage(dir, properties);
     }
 }
 

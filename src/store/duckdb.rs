@@ -21,7 +21,10 @@ pub fn prepare_remote(conn: &Nested, location: &str) -> Result<()> {
     let object = super::ObjectLocation::parse(location)?;
     if let super::ObjectScheme::Azure(_) = object.scheme {
         load_extension(conn, "azure")?;
-        return azure_secret(conn);
+        return match super::azure::registered(location) {
+            Some((prefix, settings)) => registered_azure_secret(conn, &prefix, &settings),
+            None => azure_secret(conn),
+        };
     }
     load_extension(conn, "httpfs")?;
     let (prefix, settings) = match super::registered(location) {
@@ -55,12 +58,7 @@ pub fn prepare_remote(conn: &Nested, location: &str) -> Result<()> {
         options.push(format!("ENDPOINT {}", quote_literal(&host)));
         options.push(format!("USE_SSL {tls}"));
     }
-    let name = format!("__lakehouse_{:016x}", {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        prefix.hash(&mut h);
-        h.finish()
-    });
+    let name = secret_name("__lakehouse", &prefix);
     // The statement holds the secret: its error is replaced, never shown.
     conn.execute(&format!("CREATE OR REPLACE TEMPORARY SECRET {name} ({})", options.join(", "))).map_err(|_| {
         Error::new(
@@ -68,6 +66,14 @@ pub fn prepare_remote(conn: &Nested, location: &str) -> Result<()> {
             format!("cannot create the temporary S3 secret for '{prefix}' on the host connection"),
         )
     })
+}
+
+/// The name of the temporary secret for the table at `prefix`: `stem` and a hash of the prefix.
+fn secret_name(stem: &str, prefix: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    prefix.hash(&mut h);
+    format!("{stem}_{:016x}", h.finish())
 }
 
 /// Loads DuckDB's extension `name` on the connection (installing it first if need be).
@@ -115,6 +121,50 @@ fn azure_secret(conn: &Nested) -> Result<()> {
     // The statement holds the secret: its error is replaced, never shown.
     conn.execute(&format!("CREATE OR REPLACE TEMPORARY SECRET __lakehouse_azure (TYPE azure, {options})"))
         .map_err(|_| Error::new(ErrorKind::DuckDb, "cannot create the temporary Azure secret on the host connection"))
+}
+
+/// The Azure secret DuckDB reads a table's data with when its catalog gave `adls.*` settings
+/// ([`super::azure::registered`]), scoped to the table's location.
+fn registered_azure_secret(conn: &Nested, prefix: &str, settings: &super::azure::AzureSettings) -> Result<()> {
+    let account = settings.account_name.as_deref();
+    let options = match (&settings.connection_string, account, &settings.account_key, &settings.sas_token) {
+        (Some(text), _, _, _) => format!("CONNECTION_STRING {}", quote_literal(text)),
+        (None, Some(account), Some(key), _) => {
+            let text = format!(
+                "DefaultEndpointsProtocol=https;AccountName={account};AccountKey={key};EndpointSuffix=core.windows.net;"
+            );
+            format!("CONNECTION_STRING {}", quote_literal(&text))
+        }
+        (None, Some(account), None, Some(sas)) => {
+            let text = format!("BlobEndpoint=https://{account}.blob.core.windows.net;SharedAccessSignature={sas};");
+            format!("CONNECTION_STRING {}", quote_literal(&text))
+        }
+        (None, Some(account), None, None) => {
+            match (&settings.tenant_id, &settings.client_id, &settings.client_secret) {
+                (Some(tenant), Some(id), Some(secret)) => format!(
+                    "PROVIDER service_principal, TENANT_ID {}, CLIENT_ID {}, CLIENT_SECRET {}, ACCOUNT_NAME {}",
+                    quote_literal(tenant),
+                    quote_literal(id),
+                    quote_literal(secret),
+                    quote_literal(account)
+                ),
+                _ => format!("PROVIDER credential_chain, ACCOUNT_NAME {}", quote_literal(account)),
+            }
+        }
+        (None, None, _, _) => return azure_secret(conn),
+    };
+    let name = secret_name("__lakehouse_azure", prefix);
+    // The statement holds the secret: its error is replaced, never shown.
+    conn.execute(&format!(
+        "CREATE OR REPLACE TEMPORARY SECRET {name} (TYPE azure, {options}, SCOPE {})",
+        quote_literal(&format!("{prefix}/"))
+    ))
+    .map_err(|_| {
+        Error::new(
+            ErrorKind::DuckDb,
+            format!("cannot create the temporary Azure secret for '{prefix}' on the host connection"),
+        )
+    })
 }
 
 /// Azurite's well-known development account key (public: Azurite's documentation).

@@ -11,6 +11,7 @@
 //! - [`s3`]: S3's settings, which location they apply to ([`register`]), and its clients.
 //! - [`azure`]: Azure Blob Storage / ADLS Gen2 clients, credentials from the environment.
 //! - [`iceberg_io`]: iceberg-rust's `FileIO` over [`object`].
+//! - [`registry`]: settings per table location, by longest prefix.
 //! - [`redact`]: store errors without the server's body (which can hold credentials).
 //! - [`duckdb`]: readying a nested DuckDB connection for a table's remote data.
 //!
@@ -29,6 +30,7 @@ pub mod iceberg_io;
 pub mod location;
 pub mod object;
 pub mod redact;
+pub mod registry;
 pub mod s3;
 
 pub use duckdb::prepare_remote;

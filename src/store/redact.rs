@@ -33,3 +33,8 @@ mod tests {
         assert_eq!(scrub(&"plain failure\nsecond line"), "plain failure");
     }
 }
+
+/// How `Debug` shows a secret setting: whether it is set, never its value.
+pub fn presence(value: &Option<String>) -> &'static str {
+    if value.is_some() { "<set>" } else { "<unset>" }
+}

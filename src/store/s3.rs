@@ -11,7 +11,6 @@ use std::sync::{Arc, LazyLock, Mutex};
 use object_store::RetryConfig;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 
-use super::location::canonical;
 use super::redact::scrub;
 use crate::error::{Error, ErrorKind, Result};
 
@@ -37,7 +36,7 @@ pub struct S3Settings {
 
 impl std::fmt::Debug for S3Settings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let shown = |v: &Option<String>| if v.is_some() { "<set>" } else { "<unset>" };
+        use super::redact::presence as shown;
         f.debug_struct("S3Settings")
             .field("endpoint", &self.endpoint)
             .field("region", &self.region)
@@ -127,8 +126,8 @@ impl S3Settings {
     }
 }
 
-/// Settings registered for table locations, longest prefix first when looked up.
-static REGISTRY: LazyLock<Mutex<Vec<(String, S3Settings)>>> = LazyLock::new(|| Mutex::new(Vec::new()));
+/// Settings registered for table locations.
+static REGISTRY: super::registry::PrefixRegistry<S3Settings> = super::registry::PrefixRegistry::new();
 
 /// Clients, one per bucket and settings.
 type Clients = HashMap<(String, S3Settings), Arc<AmazonS3>>;
@@ -137,11 +136,7 @@ static CLIENTS: LazyLock<Mutex<Clients>> = LazyLock::new(|| Mutex::new(HashMap::
 /// Records the settings for every location under `prefix` (a table's location), replacing what
 /// an earlier call registered for the same prefix.
 pub fn register(prefix: &str, settings: S3Settings) {
-    let prefix = canonical(prefix).trim_end_matches('/').to_string();
-    if let Ok(mut registry) = REGISTRY.lock() {
-        registry.retain(|(p, _)| *p != prefix);
-        registry.push((prefix, settings));
-    }
+    REGISTRY.register(prefix, settings);
 }
 
 /// The settings registered for `location` (the longest registered prefix that contains it).
@@ -151,15 +146,7 @@ pub fn settings_for(location: &str) -> S3Settings {
 
 /// The longest registered prefix containing `location`, and its settings.
 pub fn registered(location: &str) -> Option<(String, S3Settings)> {
-    let location = canonical(location);
-    let registry = REGISTRY.lock().ok()?;
-    registry
-        .iter()
-        .filter(|(prefix, _)| {
-            location == *prefix || location.strip_prefix(prefix.as_str()).is_some_and(|r| r.starts_with('/'))
-        })
-        .max_by_key(|(prefix, _)| prefix.len())
-        .cloned()
+    REGISTRY.lookup(location)
 }
 
 /// The client of `bucket` with `settings` (one per pair, built on first use).
