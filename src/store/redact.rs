@@ -18,6 +18,11 @@ pub fn scrub(e: &dyn std::fmt::Display) -> String {
     }
 }
 
+/// How `Debug` shows a secret setting: whether it is set, never its value.
+pub fn presence(value: &Option<String>) -> &'static str {
+    if value.is_some() { "<set>" } else { "<unset>" }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -32,9 +37,4 @@ mod tests {
         assert!(!shown.contains("AKIDEXAMPLE"), "{shown}");
         assert_eq!(scrub(&"plain failure\nsecond line"), "plain failure");
     }
-}
-
-/// How `Debug` shows a secret setting: whether it is set, never its value.
-pub fn presence(value: &Option<String>) -> &'static str {
-    if value.is_some() { "<set>" } else { "<unset>" }
 }
