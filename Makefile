@@ -32,12 +32,14 @@ spark: $(VENV)/.spark-installed
 
 # The servers the object-storage tests start on loopback: versitygw (an S3-compatible gateway,
 # built once from the Go module proxy, ~2 minutes), Apache Iceberg's REST catalog fixture
-# (resolved once from Maven Central, ~25 s) and Azurite (Azure Storage's emulator, from npm,
-# ~20 s), all cached under ~/.cache/lakehouse.
+# (resolved once from Maven Central, ~25 s), Azurite (Azure Storage's emulator, from npm,
+# ~20 s) and fake-gcs-server (GCS's emulator, from the Go module proxy, ~1.5 min), all cached
+# under ~/.cache/lakehouse. moto (AWS) comes with test/requirements.txt.
 servers:
 	scripts/s3_server.sh all >/dev/null
 	scripts/rest_catalog.sh >/dev/null
 	scripts/azurite.sh >/dev/null
+	scripts/fake_gcs.sh >/dev/null
 
 # iceberg-zamboni, the nearest peer, for the benchmarks only: an environment of its own (it pins
 # pyiceberg-core<0.11 and pulls DuckDB 2.x).

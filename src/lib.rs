@@ -21,17 +21,16 @@
 //!   and SQL quoting (the only place SQL text is built).
 //! - [`store`]: where files live. [`store::location`] parses a location once
 //!   ([`store::Location`]: a local path or `file:` URI, or an [`store::ObjectLocation`] —
-//!   `s3://bucket/key`, Azure's `az://container/key` and `abfss://`/`wasbs://` spellings; other
-//!   schemes refused by name) — nothing else looks at a scheme prefix;
+//!   `s3://bucket/key`, Azure's `az://container/key` and `abfss://`/`wasbs://` spellings, GCS's
+//!   `gs://bucket/key`; other schemes refused by name) — nothing else looks at a scheme prefix;
 //!   [`store::object`] reads, writes (conditional ones too), lists and batch-deletes objects on
 //!   any object store through object_store's `ObjectStore` trait, [`store::object::store_for`]
 //!   choosing the client; [`store::s3`] S3's settings and clients, [`store::azure`] Azure's,
+//!   [`store::gcs`] GCS's, [`store::registry`] which settings apply to which table location,
 //!   [`store::aws_credentials`] the AWS credential chain (profiles, assume-role, web identity,
-//!   ECS, EC2; refreshed before expiry);
-//!   [`store::iceberg_io`]
-//!   iceberg-rust's `FileIO` over it; [`store::duckdb`] readies DuckDB for a table's data there.
-//!   A new store (GCS) is an [`store::ObjectScheme`], a client in `store_for`, and its settings
-//!   beside [`store::s3`].
+//!   ECS, EC2; refreshed before expiry); [`store::iceberg_io`] iceberg-rust's `FileIO` over it;
+//!   [`store::duckdb`] readies DuckDB for a table's data there. A new store is an
+//!   [`store::ObjectScheme`], a client in `store_for`, and its settings beside [`store::s3`].
 //! - [`catalog`]: where a table's pointer lives: [`catalog::config`] reads pyiceberg's
 //!   configuration, [`catalog::sql`] the sqlite SQL catalog (lookup and the conditional pointer
 //!   move), [`catalog::rest`] the Iceberg REST client (vended credentials, commits under

@@ -56,7 +56,7 @@ pub fn register_configured(location: &str, options: &CatalogOptions) -> Result<(
     Ok(())
 }
 
-/// Registers the storage settings among `properties` (`s3.*`/`client.*`, `adls.*`) for every
+/// Registers the storage settings among `properties` (`s3.*`/`client.*`, `adls.*`, `gcs.*`) for every
 /// location under `prefix`.
 fn register_storage(prefix: &str, properties: &std::collections::BTreeMap<String, String>) {
     if let Some(s3) = crate::store::S3Settings::from_properties(properties) {
@@ -64,6 +64,9 @@ fn register_storage(prefix: &str, properties: &std::collections::BTreeMap<String
     }
     if let Some(azure) = crate::store::azure::AzureSettings::from_properties(properties) {
         crate::store::azure::register(prefix, azure);
+    }
+    if let Some(gcs) = crate::store::gcs::GcsSettings::from_properties(properties) {
+        crate::store::gcs::register(prefix, gcs);
     }
 }
 

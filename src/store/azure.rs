@@ -10,8 +10,7 @@
 //! `AZURE_STORAGE_USE_EMULATOR=true` for Azurite). DuckDB reads the data with a secret made from
 //! the same settings ([`super::duckdb`]). Secrets never appear in `Debug` output or errors.
 
-use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::Arc;
 
 use object_store::ObjectStore;
 use object_store::azure::MicrosoftAzureBuilder;
@@ -107,20 +106,19 @@ pub fn registered(location: &str) -> Option<(String, AzureSettings)> {
 }
 
 /// Clients, one per container and settings.
-type Clients = HashMap<(String, Option<AzureSettings>), Arc<dyn ObjectStore>>;
-static CLIENTS: LazyLock<Mutex<Clients>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+static CLIENTS: super::registry::ClientCache<(String, Option<AzureSettings>), dyn ObjectStore> =
+    super::registry::ClientCache::new();
 
 /// The client of the container `object` is in.
 pub fn client(object: &ObjectLocation) -> Result<Arc<dyn ObjectStore>> {
     let url = object.with_key("").to_uri().trim_end_matches('/').to_string();
     let settings = registered(&object.to_uri()).map(|(_, s)| s);
-    let key = (url.clone(), settings.clone());
-    let mut clients = CLIENTS.lock().map_err(|_| Error::new(ErrorKind::Io, "object store clients poisoned"))?;
-    if let Some(client) = clients.get(&key) {
-        return Ok(client.clone());
-    }
-    let mut builder = MicrosoftAzureBuilder::from_env().with_url(&url);
-    if let Some(s) = &settings {
+    CLIENTS.get_or_build((url.clone(), settings.clone()), || build(object, &url, settings.as_ref()))
+}
+
+fn build(object: &ObjectLocation, url: &str, settings: Option<&AzureSettings>) -> Result<Arc<dyn ObjectStore>> {
+    let mut builder = MicrosoftAzureBuilder::from_env().with_url(url);
+    if let Some(s) = settings {
         if let Some(account) = &s.account_name {
             builder = builder.with_account(account);
         }
@@ -139,19 +137,18 @@ pub fn client(object: &ObjectLocation) -> Result<Arc<dyn ObjectStore>> {
             builder = builder.with_client_secret_authorization(id, secret, tenant);
         }
     }
-    let store: Arc<dyn ObjectStore> = Arc::new(builder.build().map_err(|e| {
+    Ok(Arc::new(builder.build().map_err(|e| {
         Error::new(
             ErrorKind::InvalidArgument,
             format!("cannot reach Azure storage for '{}': {}", object.to_uri(), scrub(&e)),
         )
-    })?);
-    clients.insert(key, store.clone());
-    Ok(store)
+    })?))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     #[test]
     fn connection_strings_fill_the_settings_and_never_print() {

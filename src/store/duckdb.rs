@@ -1,5 +1,5 @@
-//! Readying DuckDB for a table's data on object storage: its `httpfs` extension (S3) or `azure`
-//! extension (Azure), and a temporary secret with the credentials this extension resolved for
+//! Readying DuckDB for a table's data on object storage: its `httpfs` extension (S3, GCS) or
+//! `azure` extension (Azure), and a temporary secret with the credentials this extension resolved for
 //! the table, so that DuckDB reads and writes the data with the same credentials as the metadata.
 
 use crate::duck::{Nested, quote_literal};
@@ -27,6 +27,10 @@ pub fn prepare_remote(conn: &Nested, location: &str) -> Result<()> {
         };
     }
     load_extension(conn, "httpfs")?;
+    if object.scheme == super::ObjectScheme::Gcs {
+        // GCS's data is read with the host's own GCS secret (HMAC keys; see `super::gcs`).
+        return Ok(());
+    }
     let (prefix, settings) = match super::registered(location) {
         Some(found) => found,
         None if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() => {

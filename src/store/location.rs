@@ -1,10 +1,10 @@
 //! Locations: what a table, file or directory name means, parsed in one place. A location is a
 //! local path (plain, or a `file:` URI as Java and Spark write them) or an object-storage URI
 //! (`s3://bucket/key`, with `s3a://` and `s3n://` as Hadoop writes them; Azure's
-//! `az://container/key` and its other spellings). Nothing outside this module looks at a scheme
+//! `az://container/key` and its other spellings; Google Cloud Storage's `gs://bucket/key`). Nothing outside this module looks at a scheme
 //! prefix: callers ask [`Location::parse`] (or the helpers below, which go through it) whether a
 //! location is remote, what its bucket and key are, or which local path it names. Schemes this
-//! version cannot serve (`gs://`, `hdfs://`, …) are refused by name.
+//! version cannot serve (`hdfs://`, `oss://`, …) are refused by name.
 
 use std::path::{Path, PathBuf};
 
@@ -35,7 +35,7 @@ impl Location {
     }
 }
 
-/// The object stores a location can name. A new store (GCS) is a variant here, its schemes in
+/// The object stores a location can name. A new store is a variant here, its schemes in
 /// [`ObjectScheme::from_scheme`], and its client in `super::object::store_for`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ObjectScheme {
@@ -44,6 +44,8 @@ pub enum ObjectScheme {
     /// Azure Blob Storage and ADLS Gen2, in the spelling the location uses (kept: a table's
     /// metadata names its files in one spelling, and paths are compared as written).
     Azure(AzureSpelling),
+    /// Google Cloud Storage (`gs://bucket/key`).
+    Gcs,
 }
 
 /// How an Azure location is spelled: `az://container/key` (object_store's, DuckDB's),
@@ -77,6 +79,7 @@ impl ObjectScheme {
             "abfss" => ObjectScheme::Azure(Abfss),
             "wasb" => ObjectScheme::Azure(Wasb),
             "wasbs" => ObjectScheme::Azure(Wasbs),
+            "gs" => ObjectScheme::Gcs,
             _ => return None,
         })
     }
@@ -92,6 +95,7 @@ impl ObjectScheme {
             ObjectScheme::Azure(Abfss) => "abfss",
             ObjectScheme::Azure(Wasb) => "wasb",
             ObjectScheme::Azure(Wasbs) => "wasbs",
+            ObjectScheme::Gcs => "gs",
         }
     }
 }
@@ -117,8 +121,8 @@ impl ObjectLocation {
             return Err(Error::new(
                 ErrorKind::Unsupported,
                 format!(
-                    "'{scheme}://' locations are not supported; this version reads local files, S3 (s3://) and Azure \
-                     (az://, abfss://, wasbs://)"
+                    "'{scheme}://' locations are not supported; this version reads local files, S3 (s3://), Azure \
+                     (az://, abfss://, wasbs://) and Google Cloud Storage (gs://)"
                 ),
             ));
         };
@@ -231,8 +235,11 @@ mod tests {
             assert_eq!(parsed.to_uri(), text, "written back as given");
             assert_eq!(canonical(text), text);
         }
-        let refused = ObjectLocation::parse("gs://b/k").unwrap_err().message().to_string();
-        assert!(refused.contains("'gs://'") && refused.contains("abfss://"), "{refused}");
+        let refused = ObjectLocation::parse("hdfs://b/k").unwrap_err().message().to_string();
+        assert!(
+            refused.contains("'hdfs://'") && refused.contains("abfss://") && refused.contains("gs://"),
+            "{refused}"
+        );
     }
 
     #[test]
@@ -269,7 +276,9 @@ mod tests {
             assert_eq!(parsed, Location::Object(object.clone()), "{s3}");
             assert_eq!(object.to_uri(), "s3://b/k/x");
         }
-        for refused in ["gs://b/k", "hdfs://n/k"] {
+        let gcs = ObjectLocation { scheme: ObjectScheme::Gcs, bucket: "b".into(), key: "k".into() };
+        assert_eq!(Location::parse("gs://b/k").unwrap(), Location::Object(gcs));
+        for refused in ["oss://b/k", "hdfs://n/k"] {
             let e = Location::parse(refused).unwrap_err();
             assert_eq!(e.kind(), ErrorKind::Unsupported, "{refused}");
         }
@@ -285,7 +294,7 @@ mod tests {
         );
         assert_eq!(split_location("s3a://b/k").unwrap(), ("b".into(), "k".into()));
         assert_eq!(canonical("s3a://b/k"), "s3://b/k");
-        assert_eq!(split_location("gs://b/k").unwrap_err().kind(), ErrorKind::Unsupported);
+        assert_eq!(split_location("hdfs://b/k").unwrap_err().kind(), ErrorKind::Unsupported);
         assert!(split_location("s3:///k").is_err());
         assert!(is_remote("s3://b/k") && !is_remote("/tmp/x") && !is_remote("file:///tmp/x"));
     }

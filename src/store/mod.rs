@@ -1,5 +1,4 @@
-//! Where table files live: local disk and object storage (S3 and Azure; GCS is the next
-//! [`ObjectScheme`]).
+//! Where table files live: local disk and object storage (S3, Azure and Google Cloud Storage).
 //!
 //! - [`location`]: what a location means, parsed in one place ([`Location`], [`ObjectLocation`]);
 //!   nothing else looks at a scheme prefix.
@@ -9,7 +8,8 @@
 //! - [`aws_credentials`]: the AWS credential chain (profiles, assume-role, web identity, ECS,
 //!   EC2), refreshed before expiry.
 //! - [`s3`]: S3's settings, which location they apply to ([`register`]), and its clients.
-//! - [`azure`]: Azure Blob Storage / ADLS Gen2 clients, credentials from the environment.
+//! - [`azure`]: Azure Blob Storage / ADLS Gen2 clients and `adls.*` settings.
+//! - [`gcs`]: Google Cloud Storage clients and `gcs.*` settings.
 //! - [`iceberg_io`]: iceberg-rust's `FileIO` over [`object`].
 //! - [`registry`]: settings per table location, by longest prefix.
 //! - [`redact`]: store errors without the server's body (which can hold credentials).
@@ -26,6 +26,7 @@
 pub mod aws_credentials;
 pub mod azure;
 pub mod duckdb;
+pub mod gcs;
 pub mod iceberg_io;
 pub mod location;
 pub mod object;

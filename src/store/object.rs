@@ -27,6 +27,7 @@ pub fn store_for(object: &ObjectLocation) -> Result<Arc<dyn ObjectStore>> {
     match object.scheme {
         ObjectScheme::S3 => Ok(super::s3::client(&object.bucket, &super::s3::settings_for(&object.to_uri()))?),
         ObjectScheme::Azure(_) => super::azure::client(object),
+        ObjectScheme::Gcs => super::gcs::client(object),
     }
 }
 

@@ -1,7 +1,12 @@
 //! Settings registered per table location, looked up by the longest registered prefix that
-//! contains a location: what S3 ([`super::s3`]) and Azure ([`super::azure`]) credentials apply to.
+//! contains a location: what S3 ([`super::s3`]), Azure ([`super::azure`]) and GCS
+//! ([`super::gcs`]) credentials apply to; and the cache of the clients built from them.
 
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, ErrorKind, Result};
 
 use super::location::canonical;
 
@@ -39,6 +44,34 @@ impl<T: Clone> PrefixRegistry<T> {
 }
 
 impl<T: Clone> Default for PrefixRegistry<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Object store clients, one per key (a bucket or container and its settings), built on first use.
+pub struct ClientCache<K, C: ?Sized>(Mutex<Option<HashMap<K, Arc<C>>>>);
+
+impl<K: Eq + Hash, C: ?Sized> ClientCache<K, C> {
+    /// An empty cache.
+    pub const fn new() -> Self {
+        ClientCache(Mutex::new(None))
+    }
+
+    /// The client for `key`, built by `build` the first time.
+    pub fn get_or_build(&self, key: K, build: impl FnOnce() -> Result<Arc<C>>) -> Result<Arc<C>> {
+        let mut clients = self.0.lock().map_err(|_| Error::new(ErrorKind::Io, "object store clients poisoned"))?;
+        let clients = clients.get_or_insert_with(HashMap::new);
+        if let Some(client) = clients.get(&key) {
+            return Ok(client.clone());
+        }
+        let client = build()?;
+        clients.insert(key, client.clone());
+        Ok(client)
+    }
+}
+
+impl<K: Eq + Hash, C: ?Sized> Default for ClientCache<K, C> {
     fn default() -> Self {
         Self::new()
     }

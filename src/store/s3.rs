@@ -5,8 +5,7 @@
 //! web identity, ECS, instance metadata), refreshed before they expire. Secrets never
 //! appear in `Debug` output or errors.
 
-use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::Arc;
 
 use object_store::RetryConfig;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
@@ -130,8 +129,7 @@ impl S3Settings {
 static REGISTRY: super::registry::PrefixRegistry<S3Settings> = super::registry::PrefixRegistry::new();
 
 /// Clients, one per bucket and settings.
-type Clients = HashMap<(String, S3Settings), Arc<AmazonS3>>;
-static CLIENTS: LazyLock<Mutex<Clients>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+static CLIENTS: super::registry::ClientCache<(String, S3Settings), AmazonS3> = super::registry::ClientCache::new();
 
 /// Records the settings for every location under `prefix` (a table's location), replacing what
 /// an earlier call registered for the same prefix.
@@ -152,11 +150,10 @@ pub fn registered(location: &str) -> Option<(String, S3Settings)> {
 /// The client of `bucket` with `settings` (one per pair, built on first use).
 pub(super) fn client(bucket: &str, settings: &S3Settings) -> Result<Arc<AmazonS3>> {
     let settings = &settings.clone().or(&S3Settings::from_environment());
-    let key = (bucket.to_string(), settings.clone());
-    let mut clients = CLIENTS.lock().map_err(|_| Error::new(ErrorKind::Io, "object store clients poisoned"))?;
-    if let Some(c) = clients.get(&key) {
-        return Ok(c.clone());
-    }
+    CLIENTS.get_or_build((bucket.to_string(), settings.clone()), || build(bucket, settings))
+}
+
+fn build(bucket: &str, settings: &S3Settings) -> Result<Arc<AmazonS3>> {
     let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket).with_retry(RetryConfig {
         max_retries: 6,
         retry_timeout: std::time::Duration::from_secs(60),
@@ -182,19 +179,18 @@ pub(super) fn client(bucket: &str, settings: &S3Settings) -> Result<Arc<AmazonS3
             service: format!("S3 bucket '{bucket}'"),
         }));
     }
-    let store = Arc::new(builder.build().map_err(|e| {
+    Ok(Arc::new(builder.build().map_err(|e| {
         Error::new(
             ErrorKind::InvalidArgument,
             format!("cannot configure S3 access to bucket '{bucket}': {}", scrub(&e)),
         )
-    })?);
-    clients.insert(key, store.clone());
-    Ok(store)
+    })?))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     #[test]
     fn settings_come_from_the_longest_registered_prefix() {

@@ -14,15 +14,22 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from loopback import free_port, stop_group
+from loopback import start_listening, stop_group
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ACCOUNT = "devstoreaccount1"
 # Azurite's published development key (its documentation's; not a secret).
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
+def listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
 
 
 def azurite_binary() -> Path:
@@ -41,22 +48,11 @@ class AzuriteServer:
     def start(cls, root: Path) -> "AzuriteServer":
         binary = azurite_binary()
         root.mkdir(parents=True, exist_ok=True)
-        for _ in range(5):
-            port = free_port()
-            process = subprocess.Popen(
-                [str(binary), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", str(root),
-                 "--silent", "--skipApiVersionCheck", "--loose"],
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-            )
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and process.poll() is None:
-                try:
-                    with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                        return cls(process, port)
-                except OSError:
-                    time.sleep(0.1)
-            cls(process, port).stop()
-        raise RuntimeError("Azurite did not start")
+        process, port = start_listening(
+            lambda port: [str(binary), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", str(root),
+                          "--silent", "--skipApiVersionCheck", "--loose"],
+            lambda port: listening(port), log=subprocess.DEVNULL, what="Azurite")
+        return cls(process, port)
 
     @property
     def blob_url(self) -> str:

@@ -6,6 +6,8 @@ import os
 import signal
 import socket
 import subprocess
+import time
+from typing import Callable
 
 
 def free_port() -> int:
@@ -26,3 +28,19 @@ def stop_group(process: subprocess.Popen, timeout: float = 10) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=timeout)
+
+
+def start_listening(command: Callable[[int], list[str]], ready: Callable[[int], bool], log=subprocess.PIPE,
+                    what: str = "server", timeout: float = 30) -> tuple[subprocess.Popen, int]:
+    """Starts ``command(port)`` on a free port in a process group of its own, until ``ready(port)``
+    answers (five ports tried); the process and its port."""
+    for _ in range(5):
+        port = free_port()
+        process = subprocess.Popen(command(port), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and process.poll() is None:
+            if ready(port):
+                return process, port
+            time.sleep(0.1)
+        stop_group(process)
+    raise RuntimeError(f"{what} did not start")

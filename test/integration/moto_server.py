@@ -16,14 +16,12 @@ is), EC2 instance metadata and ECS container credentials are not served, and SSO
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from loopback import free_port, stop_group
+from loopback import start_listening, stop_group
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"  # moto's default account
@@ -31,6 +29,14 @@ ACCOUNT = "123456789012"  # moto's default account
 ALLOW_ALL = json.dumps({"Version": "2012-10-17",
                         "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
 
+
+
+def answers(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 @dataclass
@@ -41,22 +47,10 @@ class MotoServer:
     @classmethod
     def start(cls, log: Path) -> "MotoServer":
         launcher = Path(__file__).with_name("moto_launch.py")
-        for _ in range(5):
-            port = free_port()
-            process = subprocess.Popen(
-                [sys.executable, str(launcher), "-H", "127.0.0.1", "-p", str(port)],
-                stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
-                env={**os.environ, "MOTO_ALLOW_NONEXISTENT_REGION": "true"},
-            )
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and process.poll() is None:
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=1):
-                        return cls(process, port)
-                except OSError:
-                    time.sleep(0.2)
-            cls(process, port).stop()
-        raise RuntimeError("moto's server did not start")
+        process, port = start_listening(
+            lambda port: [sys.executable, str(launcher), "-H", "127.0.0.1", "-p", str(port)],
+            answers, log=open(log, "ab"), what="moto's server")
+        return cls(process, port)
 
     @property
     def endpoint(self) -> str:

@@ -93,7 +93,7 @@ pub fn table_url(root: &Path) -> Option<url::Url> {
 }
 
 /// delta-rs opens a table only where a log store is registered for the URL's scheme; `s3://` (and
-/// Azure's schemes) get its default log store (commits by `PutMode::Create`, i.e. `If-None-Match: *`), on the
+/// Azure's and GCS's schemes) get its default log store (commits by `PutMode::Create`, i.e. `If-None-Match: *`), on the
 /// object store given with the table ([`crate::store`]).
 fn register_s3_log_store() {
     use deltalake_core::logstore::{LogStoreFactory, StorageConfig, default_logstore, logstore_factories};
@@ -112,7 +112,7 @@ fn register_s3_log_store() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         let registry = logstore_factories();
-        for scheme in ["s3://", "s3a://", "az://", "azure://", "abfs://", "abfss://", "wasb://", "wasbs://"] {
+        for scheme in ["s3://", "s3a://", "az://", "azure://", "abfs://", "abfss://", "wasb://", "wasbs://", "gs://"] {
             let url = url::Url::parse(scheme).expect("a scheme URL");
             if registry.get(&url).is_none() {
                 registry.insert(url, std::sync::Arc::new(S3LogStores));
