@@ -278,3 +278,78 @@ def test_a_glue_table_that_is_not_iceberg_is_refused_by_name(moto, aws_env, lh):
             lh.execute("SELECT * FROM lakehouse_fragmentation('prod.hive.legacy')").fetchall()
         with pytest.raises(Exception, match=r"(?s)EntityNotFoundException|not found"):
             lh.execute("SELECT * FROM lakehouse_fragmentation('prod.hive.missing')").fetchall()
+
+
+def test_spark_through_icebergs_glue_catalog_reads_the_same_after_our_gate(moto, aws_env, lh, spark):
+    """Spark (the reference implementation) with Iceberg's own GlueCatalog and S3FileIO, its AWS SDK
+    pointed at moto, writes a partitioned table; after our gate (with authentication on) Spark
+    reads the same rows, sees one `replace` snapshot, and writes on top."""
+    jvm = spark._jvm
+    jvm.java.lang.System.setProperty("aws.accessKeyId", moto.key_id)
+    jvm.java.lang.System.setProperty("aws.secretAccessKey", moto.secret)
+    jvm.java.lang.System.setProperty("aws.region", REGION)
+    settings = {
+        "": "org.apache.iceberg.spark.SparkCatalog",
+        ".catalog-impl": "org.apache.iceberg.aws.glue.GlueCatalog",
+        ".glue.endpoint": moto.endpoint,
+        ".client.region": REGION,
+        ".warehouse": "s3://lake/spark",
+        ".io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
+        ".s3.endpoint": moto.endpoint,
+        ".s3.path-style-access": "true",
+        ".s3.access-key-id": moto.key_id,
+        ".s3.secret-access-key": moto.secret,
+        # Every statement sees the table as Glue has it now (we commit behind Spark's back).
+        ".cache-enabled": "false",
+    }
+    for key, value in settings.items():
+        spark.conf.set(f"spark.sql.catalog.glue{key}", value)
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS glue.sparkdb")
+    spark.sql("CREATE TABLE glue.sparkdb.events (id BIGINT, day DATE, name STRING) USING iceberg "
+              "PARTITIONED BY (day) TBLPROPERTIES ('format-version' = '2')")
+    for b in range(5):
+        spark.sql(f"INSERT INTO glue.sparkdb.events SELECT id + {b * 1000}, "
+                  "date_add(DATE'2026-10-01', CAST(id % 2 AS INT)), concat('s', id) FROM range(200)")
+    spark_rows = lambda: sorted(tuple(r) for r in spark.sql("SELECT * FROM glue.sparkdb.events").collect())  # noqa: E731
+    before = spark_rows()
+    assert len(before) == 1000
+    configure(aws_env, "prod", glue_properties(moto))
+    with authenticated(moto):
+        got = lh.execute(f"SELECT verdict, files_after FROM lakehouse_gate('prod.sparkdb.events', {SMALL}, "
+                         "snapshot_retention_days := 0, retain_last := 1)").fetchall()
+    assert got == [("compacted", 1), ("compacted", 1)], got
+    assert spark_rows() == before
+    assert [r.operation for r in spark.sql("SELECT operation FROM glue.sparkdb.events.snapshots").collect()] == [
+        "replace"]
+    assert rows_pyiceberg(moto, "sparkdb.events") == before
+    spark.sql("INSERT INTO glue.sparkdb.events VALUES (99999, DATE'2026-10-05', 'after')")
+    assert len(spark_rows()) == 1001
+
+
+@pytest.mark.parametrize("kind", ["ecs", "imds"])
+def test_container_and_instance_credentials_serve_a_run(moto, aws_env, lh, kind):
+    """ECS's container credentials endpoint and EC2's IMDSv2, emulated on loopback (aws_metadata.py),
+    hand out a role's session: the chain finds it when nothing else is configured."""
+    from aws_metadata import CredentialsEndpoint
+
+    name = f"from_{kind}"
+    fragmented(moto, "team", name, appends=3)
+    before = rows_pyiceberg(moto, f"team.{name}")
+    session = moto.client("sts", key_id=moto.key_id, secret=moto.secret).assume_role(
+        RoleArn=moto.role_arn, RoleSessionName=f"lakehouse-{kind}")["Credentials"]
+    endpoint = CredentialsEndpoint(session, kind)
+    try:
+        if kind == "ecs":
+            aws_env.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", f"{endpoint.url}/v2/credentials/lakehouse")
+            aws_env.setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", endpoint.authorization)
+        else:
+            aws_env.setenv("AWS_EC2_METADATA_DISABLED", "false")
+            aws_env.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", endpoint.url)
+        configure(aws_env, "prod", glue_properties(moto, keys=False))
+        with authenticated(moto):
+            rows = lh.execute(f"SELECT verdict FROM lakehouse_compact('prod.team.{name}', {SMALL})").fetchall()
+    finally:
+        endpoint.stop()
+    assert [r[0] for r in rows] == ["compacted", "compacted"], rows
+    assert endpoint.served >= 1 and endpoint.refused == 0
+    assert rows_pyiceberg(moto, f"team.{name}") == before == rows_duckdb(moto, f"team.{name}")
