@@ -21,12 +21,23 @@ use crate::error::{Error, ErrorKind, Result};
 #[derive(Clone)]
 pub struct HostDb {
     root: Arc<Mutex<Nested>>,
+    tasks: Option<Arc<crate::scheduler::TaskHelper>>,
 }
 
 impl HostDb {
-    /// Wraps a connection opened on the host database at `LOAD`.
-    pub fn new(connection: Nested) -> Self {
-        Self { root: Arc::new(Mutex::new(connection)) }
+    /// Wraps a connection opened on the host database at `LOAD`, and the database's task
+    /// scheduler ([`crate::scheduler`]; `None`: work runs on the calling thread alone).
+    pub fn new(connection: Nested, tasks: Option<crate::scheduler::TaskHelper>) -> Self {
+        Self { root: Arc::new(Mutex::new(connection)), tasks: tasks.map(Arc::new) }
+    }
+
+    /// Runs `work` on a thread of ours while the calling DuckDB thread executes DuckDB's queued
+    /// tasks (the work's nested statements among them) — see [`crate::scheduler`].
+    pub fn run_helped<T: Send>(&self, work: impl FnOnce() -> T + Send) -> Result<T> {
+        match &self.tasks {
+            Some(tasks) => tasks.run(work),
+            None => Ok(work()),
+        }
     }
 
     /// Exclusive use of the host connection until the guard drops, with every setting that

@@ -9,13 +9,15 @@
 //!
 //! Layers, lowest first; a module uses only its own layer or lower ones, and no two modules use
 //! each other (`scripts/module_graph.py --check`, part of `make test`, fails otherwise):
-//! `error`/`runtime`/`interrupt` → [`duck`] → [`store`] → [`catalog`] → [`table`] (and
+//! `error`/`runtime`/`interrupt`/`scheduler` → [`duck`] → [`store`] → [`catalog`] → [`table`] (and
 //! [`spark`]) → [`profile`]/[`plan`]/[`report`] → [`notify`] → [`action`]/[`demo`] →
 //! [`functions`].
 //!
 //! - [`error`]: `Error { kind, message, context }` and the crate's `Result`; [`runtime`]: the
 //!   Tokio runtime iceberg-rust's and delta-rs's async I/O run on; [`interrupt`]: Ctrl-C recorded
-//!   while long work runs, checked between its steps.
+//!   while long work runs, checked between its steps; [`scheduler`]: a table function's work runs
+//!   on a thread of ours while DuckDB's thread executes DuckDB's queued tasks (so every thread
+//!   works on the nested statements, whichever took the init).
 //! - [`duck`]: the nested host connection (driven through C API `v1.2.0` functions only, so
 //!   every DuckDB from 1.3 to 2.0 runs it; the settings that change what SQL means pinned on it)
 //!   and SQL quoting (the only place SQL text is built).
@@ -77,6 +79,7 @@ pub mod plan;
 pub mod profile;
 pub mod report;
 pub mod runtime;
+pub mod scheduler;
 pub mod spark;
 pub mod store;
 pub mod table;
@@ -139,7 +142,7 @@ unsafe fn init(
         }
         let db: duckdb::ffi::duckdb_database = *db_ptr;
         let connection = duckdb::Connection::open_from_raw(db.cast())?;
-        let host = duck::HostDb::new(duck::Nested::open(db)?);
+        let host = duck::HostDb::new(duck::Nested::open(db)?, scheduler::TaskHelper::new(db));
         functions::register(&connection, host)?;
         Ok(true)
     }

@@ -113,7 +113,9 @@ impl<F: RowFunction> VTab for Table<F> {
         let host = unsafe { &*host_ptr };
         let rows = {
             let _interrupts = crate::interrupt::Guard::new();
-            F::run(&bound.input, host).map_err(|e| prefixed(F::NAME, e))?
+            // On a thread of ours, with this one executing DuckDB's tasks meanwhile (whichever
+            // thread DuckDB gave the init, all of its threads work on the nested statements).
+            host.run_helped(|| F::run(&bound.input, host)).and_then(|r| r).map_err(|e| prefixed(F::NAME, e))?
         };
         Ok(Produced { rows, next: Mutex::new(0) })
     }
