@@ -24,7 +24,6 @@ use super::sigv4::{Signer, first};
 use crate::error::{Error, ErrorKind, Result};
 
 /// A Glue catalog session.
-#[derive(Debug)]
 pub struct GlueCatalog {
     /// The catalog's name (for messages).
     pub name: String,
@@ -35,6 +34,21 @@ pub struct GlueCatalog {
     client: reqwest::Client,
     /// The catalog's properties (`s3.*` apply to its tables' files).
     pub properties: BTreeMap<String, String>,
+}
+
+/// Shows where the catalog is, never what authenticates to it: keys are redacted (the signer's and
+/// the properties', [`crate::catalog::config::RedactedProperties`]).
+impl std::fmt::Debug for GlueCatalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GlueCatalog")
+            .field("name", &self.name)
+            .field("endpoint", &self.endpoint)
+            .field("catalog_id", &self.catalog_id)
+            .field("skip_archive", &self.skip_archive)
+            .field("signer", &self.signer)
+            .field("properties", &crate::catalog::config::RedactedProperties(&self.properties))
+            .finish()
+    }
 }
 
 impl PartialEq for GlueCatalog {
@@ -276,5 +290,33 @@ impl std::fmt::Display for Refusal {
             write!(f, ": {}", self.message)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_output_shows_no_secret() {
+        let properties: BTreeMap<String, String> = [
+            ("glue.region", "eu-west-1"),
+            ("glue.access-key-id", "AKIDGLUESECRET1"),
+            ("glue.secret-access-key", "glue-secret-2"),
+            ("s3.secret-access-key", "s3-secret-3"),
+            ("glue.endpoint", "http://127.0.0.1:5000"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let glue = GlueCatalog::connect(&CatalogConfig { name: "prod".into(), properties }).unwrap();
+        let shown = format!("{glue:?}");
+        for secret in ["AKIDGLUESECRET1", "glue-secret-2", "s3-secret-3"] {
+            assert!(!shown.contains(secret), "{secret} leaked: {shown}");
+        }
+        assert!(shown.contains("127.0.0.1:5000") && shown.contains("eu-west-1"), "{shown}");
+        let xml = "<ErrorResponse><Error><Code>SignatureDoesNotMatch</Code><Message><![CDATA[bad]]></Message></Error>";
+        assert_eq!(xml_element(xml, "Code").as_deref(), Some("SignatureDoesNotMatch"));
+        assert_eq!(xml_element(xml, "Message").as_deref(), Some("bad"));
     }
 }
