@@ -86,13 +86,25 @@ impl std::fmt::Debug for RedactedProperties<'_> {
 }
 
 /// Whether a property's value may be a secret: tokens, credentials, secrets, passwords, keys,
-/// signatures and every HTTP header (`header.Authorization`, …).
+/// signatures, connection strings (Azure's hold the account key: `adls.connection-string`) and
+/// every HTTP header (`header.Authorization`, …).
 pub fn is_secret_key(key: &str) -> bool {
     let key = key.to_ascii_lowercase();
     key.starts_with("header.")
-        || ["token", "credential", "secret", "password", "passwd", "key", "signature", "authorization", "sas"]
-            .iter()
-            .any(|word| key.contains(word))
+        || [
+            "token",
+            "credential",
+            "secret",
+            "password",
+            "passwd",
+            "key",
+            "signature",
+            "authorization",
+            "sas",
+            "connection-string",
+        ]
+        .iter()
+        .any(|word| key.contains(word))
 }
 
 /// `scheme://user:password@host/…?query` with the password (or a lone user, which may be a
@@ -262,6 +274,19 @@ mod tests {
         assert_eq!(config.catalog(&CatalogOptions::default()).properties["s3.access-key-id"], "k");
         assert!(config.has_catalog("my-cat"));
         assert_eq!(config.catalog(&CatalogOptions::default()).properties["uri"], "sqlite:////a.db");
+    }
+
+    #[test]
+    fn connection_strings_are_secret() {
+        let props: BTreeMap<String, String> = [(
+            "adls.connection-string".to_string(),
+            "AccountName=acct;AccountKey=c2VjcmV0LWtleQ==;BlobEndpoint=http://127.0.0.1:10000/acct;".to_string(),
+        )]
+        .into_iter()
+        .collect();
+        let shown = format!("{:?}", RedactedProperties(&props));
+        assert!(!shown.contains("c2VjcmV0LWtleQ=="), "{shown}");
+        assert!(is_secret_key("adls.connection-string") && !is_secret_key("adls.account-name"));
     }
 
     #[test]
