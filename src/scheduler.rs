@@ -11,7 +11,6 @@
 //! until the work is done. Whichever thread took the init, every thread DuckDB has works on the
 //! statement.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use duckdb::ffi;
@@ -43,19 +42,17 @@ impl TaskHelper {
     /// Runs `work` on a thread of ours while this thread executes DuckDB's queued tasks, and
     /// returns what `work` returned. A panic in `work` is an error, never unwinding into DuckDB.
     pub fn run<T: Send>(&self, work: impl FnOnce() -> T + Send) -> Result<T> {
-        let done = &AtomicBool::new(false);
         std::thread::scope(|scope| {
             let waiter = std::thread::current();
             let worker = std::thread::Builder::new()
                 .name("lakehouse-work".into())
                 .spawn_scoped(scope, move || {
                     let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
-                    done.store(true, Ordering::Release);
                     waiter.unpark();
                     out
                 })
                 .map_err(|e| Error::new(ErrorKind::Io, format!("cannot start a worker thread: {e}")))?;
-            while !done.load(Ordering::Acquire) {
+            while !worker.is_finished() {
                 // SAFETY: the state lives as long as `self`.
                 let ran = unsafe { ffi::duckdb_execute_n_tasks_state(self.state, 1) };
                 if ran == 0 {

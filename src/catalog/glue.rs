@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::Swap;
 use super::config::CatalogConfig;
 use super::sigv4::{Signer, first};
 use crate::error::{Error, ErrorKind, Result};
@@ -65,17 +66,6 @@ pub struct GlueTable {
     /// Glue's version of the table entry (the optimistic lock).
     pub version_id: Option<String>,
     raw: Value,
-}
-
-/// What moving a catalog's pointer came to.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Swap {
-    /// The pointer names the new metadata.
-    Moved,
-    /// Another writer moved it first (or the lock refused): nothing was committed.
-    Conflict,
-    /// No answer: the pointer may or may not have moved.
-    Unknown(String),
 }
 
 /// The fields of a Glue `Table` that `TableInput` takes (the others are Glue's own).

@@ -1,8 +1,8 @@
 //! Catalogs: where a table's pointer lives. `namespace.table` is resolved through the catalog
 //! configured as pyiceberg configures it ([`config`]): an Iceberg SQL catalog on sqlite
 //! ([`sql`]), an Iceberg REST catalog ([`rest`]) or the AWS Glue Data Catalog ([`glue`], signed
-//! by [`sigv4`]); registering the S3 credentials the catalog
-//! gives for the table's location. A catalog URI may hold a password, so it never appears in an
+//! by [`sigv4`]); registering the storage credentials the catalog
+//! gives for the table's location (S3, Azure, GCS). A catalog URI may hold a password, so it never appears in an
 //! error.
 
 pub mod config;
@@ -44,7 +44,19 @@ pub enum Backend {
     Glue(std::sync::Arc<crate::catalog::glue::GlueCatalog>),
 }
 
-/// Registers the storage properties (`s3.*`, `adls.*`) of the configured (named or default)
+/// What moving a catalog's pointer came to (a SQL catalog's conditional `UPDATE`, Glue's
+/// `UpdateTable`; a REST catalog moves its own).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Swap {
+    /// The pointer names the new metadata.
+    Moved,
+    /// Another writer moved it first (or the lock refused): nothing was committed.
+    Conflict,
+    /// No answer: the pointer may or may not have moved.
+    Unknown(String),
+}
+
+/// Registers the storage properties (`s3.*`, `adls.*`, `gcs.*`) of the configured (named or default)
 /// catalog for the table at `location`, when it is on object storage and the catalog has any: the
 /// credentials of a table named by its path.
 pub fn register_configured(location: &str, options: &CatalogOptions) -> Result<()> {
@@ -70,7 +82,7 @@ fn register_storage(prefix: &str, properties: &std::collections::BTreeMap<String
     }
 }
 
-/// Registers a catalog's storage properties (`s3.*`, `client.*`, `adls.*`) for the files of the table whose
+/// Registers a catalog's storage properties (`s3.*`, `client.*`, `adls.*`, `gcs.*`) for the files of the table whose
 /// metadata is at `metadata_location`, when it is on object storage.
 fn register_table_settings(metadata_location: &str, properties: &std::collections::BTreeMap<String, String>) {
     if crate::store::is_remote(metadata_location)

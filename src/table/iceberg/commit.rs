@@ -26,8 +26,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::catalog::CatalogTable;
-use crate::catalog::glue::Swap;
+use crate::catalog::{CatalogTable, Swap};
 use crate::error::{Error, ErrorKind, Result};
 use crate::store::strip_file_scheme;
 use crate::table::{Located, hadoop_version, metadata_version};
