@@ -12,24 +12,15 @@ No pytest fixtures here: conftest wires them up.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from loopback import start_listening, stop_group
+from loopback import accepts, start_listening, stop_group
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ACCOUNT = "devstoreaccount1"
 # Azurite's published development key (its documentation's; not a secret).
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-
-
-def listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
 
 
 def azurite_binary() -> Path:
@@ -51,7 +42,7 @@ class AzuriteServer:
         process, port = start_listening(
             lambda port: [str(binary), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", str(root),
                           "--silent", "--skipApiVersionCheck", "--loose"],
-            lambda port: listening(port), log=subprocess.DEVNULL, what="Azurite")
+            accepts, log=subprocess.DEVNULL, what="Azurite")
         return cls(process, port)
 
     @property

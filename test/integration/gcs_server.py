@@ -16,7 +16,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from loopback import start_listening, stop_group
+from loopback import answers, start_listening, stop_group
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,14 +24,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 def fake_gcs_binary() -> Path:
     out = subprocess.run([str(REPO_ROOT / "scripts" / "fake_gcs.sh")], check=True, capture_output=True, text=True)
     return Path(out.stdout.strip().splitlines()[-1])
-
-
-def answers(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/storage/v1/b?project=test", timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 @dataclass
@@ -47,7 +39,8 @@ class GcsServer:
             lambda port: [str(binary), "-scheme", "http", "-host", "127.0.0.1", "-port", str(port), "-backend",
                           "filesystem", "-filesystem-root", str(root / "data"), "-public-host", f"127.0.0.1:{port}",
                           "-log-level", "error"],
-            answers, log=open(root / "fake-gcs.log", "ab"), what="fake-gcs-server")
+            lambda port: answers(f"http://127.0.0.1:{port}/storage/v1/b?project=test"),
+            log=open(root / "fake-gcs.log", "ab"), what="fake-gcs-server")
         return cls(process, port)
 
     @property

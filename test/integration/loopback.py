@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import subprocess
+import urllib.request
 import time
 from typing import Callable
 
@@ -15,6 +16,24 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def accepts(port: int) -> bool:
+    """Whether something accepts TCP connections on 127.0.0.1:``port``."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def answers(url: str) -> bool:
+    """Whether ``url`` answers a GET with a success status."""
+    try:
+        with urllib.request.urlopen(url, timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def stop_group(process: subprocess.Popen, timeout: float = 10) -> None:

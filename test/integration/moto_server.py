@@ -21,7 +21,7 @@ import sys
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from loopback import start_listening, stop_group
+from loopback import answers, start_listening, stop_group
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"  # moto's default account
@@ -29,14 +29,6 @@ ACCOUNT = "123456789012"  # moto's default account
 ALLOW_ALL = json.dumps({"Version": "2012-10-17",
                         "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
 
-
-
-def answers(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 @dataclass
@@ -49,7 +41,8 @@ class MotoServer:
         launcher = Path(__file__).with_name("moto_launch.py")
         process, port = start_listening(
             lambda port: [sys.executable, str(launcher), "-H", "127.0.0.1", "-p", str(port)],
-            answers, log=open(log, "ab"), what="moto's server")
+            lambda port: answers(f"http://127.0.0.1:{port}/moto-api/"), log=open(log, "ab"),
+            what="moto's server")
         return cls(process, port)
 
     @property
@@ -85,10 +78,16 @@ class MotoServer:
 
     def enforce_auth(self) -> None:
         """From now on, every request needs a key moto issued and a matching signature."""
-        request = urllib.request.Request(f"{self.endpoint}/moto-api/reset-auth", data=b"0", method="POST",
+        self._unauthenticated_requests(b"0")
+
+    def relax_auth(self) -> None:
+        """From now on, moto accepts any request again."""
+        self._unauthenticated_requests(b"inf")
+
+    def _unauthenticated_requests(self, count: bytes) -> None:
+        request = urllib.request.Request(f"{self.endpoint}/moto-api/reset-auth", data=count, method="POST",
                                          headers={"Content-Type": "text/plain"})
-        with urllib.request.urlopen(request, timeout=10):
-            pass
+        urllib.request.urlopen(request, timeout=10).close()
 
     def stop(self) -> None:
         stop_group(self.process)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import urllib.request
 
 import pyarrow as pa
 import pytest
@@ -41,12 +40,6 @@ def moto(tmp_path_factory):
     server.stop()
 
 
-def relax_auth(moto: MotoServer) -> None:
-    request = urllib.request.Request(f"{moto.endpoint}/moto-api/reset-auth", data=b"inf", method="POST",
-                                     headers={"Content-Type": "text/plain"})
-    urllib.request.urlopen(request, timeout=10).close()
-
-
 @contextlib.contextmanager
 def authenticated(moto: MotoServer):
     """moto refuses any request not signed with a key it issued, until the block ends."""
@@ -54,7 +47,7 @@ def authenticated(moto: MotoServer):
     try:
         yield
     finally:
-        relax_auth(moto)
+        moto.relax_auth()
 
 
 @pytest.fixture
