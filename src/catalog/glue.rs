@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::Swap;
 use super::config::CatalogConfig;
+use super::pointer::Swap;
 use super::sigv4::{Signer, first};
 use crate::error::{Error, ErrorKind, Result};
 

@@ -7,12 +7,14 @@
 
 pub mod config;
 pub mod glue;
+pub mod pointer;
 pub mod rest;
 pub mod sigv4;
 pub mod sql;
 
 pub use config::CatalogOptions;
 use config::{PyicebergConfig, split_identifier};
+pub use pointer::Swap;
 
 use std::path::PathBuf;
 
@@ -42,18 +44,6 @@ pub enum Backend {
     Rest(std::sync::Arc<crate::catalog::rest::RestCatalog>),
     /// The AWS Glue Data Catalog ([`crate::catalog::glue`]).
     Glue(std::sync::Arc<crate::catalog::glue::GlueCatalog>),
-}
-
-/// What moving a catalog's pointer came to (a SQL catalog's conditional `UPDATE`, Glue's
-/// `UpdateTable`; a REST catalog moves its own).
-#[derive(Debug, Clone, PartialEq)]
-pub enum Swap {
-    /// The pointer names the new metadata.
-    Moved,
-    /// Another writer moved it first (or the lock refused): nothing was committed.
-    Conflict,
-    /// No answer: the pointer may or may not have moved.
-    Unknown(String),
 }
 
 /// Registers the storage properties (`s3.*`, `adls.*`, `gcs.*`) of the configured (named or default)
