@@ -37,7 +37,8 @@
 //!   configuration, [`catalog::sql`] the sqlite SQL catalog (lookup and the conditional pointer
 //!   move), [`catalog::rest`] the Iceberg REST client (vended credentials, commits under
 //!   requirements), [`catalog::glue`] the AWS Glue Data Catalog (`GetTable`, `UpdateTable` under
-//!   `VersionId`), [`catalog::sigv4`] SigV4 signing of catalog requests. A new catalog goes here.
+//!   `VersionId`), [`catalog::sigv4`] SigV4 signing of catalog requests, [`catalog::pointer`] what
+//!   a pointer move we make comes to. A new catalog goes here.
 //! - [`table`]: the format-neutral model ([`table::Table`] opened once per call,
 //!   [`table::DataFile`], [`table::PartitionKey`]) and [`table::summary`], what a listing comes to
 //!   per partition, and [`table::deleted_rows`], the deletion-vector bitmap both formats share.
