@@ -59,7 +59,8 @@
 //! - [`action`]: executes plans. [`action::compact`] (the neutral flow in `run.rs`, the Iceberg
 //!   rewrite in `iceberg.rs` with `sql.rs` (v3 row lineage columns too), `deletes.rs`,
 //!   `stats.rs`, `commit.rs`, column defaults in `defaults.rs`, the Delta rewrite in `delta.rs`
-//!   with `delta_columns.rs` and `delta_commit.rs`; `deletion_vectors.rs` serves both formats); [`action::expire`],
+//!   with `delta_columns.rs` and `delta_commit.rs`; `deletion_vectors.rs` serves both formats, and
+//!   so does `stitch.rs`, which copies row groups byte for byte instead of re-encoding them); [`action::expire`],
 //!   [`action::orphans`], [`action::vacuum`], [`action::rewrite_manifests`],
 //!   [`action::rewrite_deletes`] (position deletes merged, or made deletion vectors), [`action::health`]
 //!   (metadata-bloat figures from the other actions' dry plans), [`action::executor`] (the Spark

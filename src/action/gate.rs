@@ -289,6 +289,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
                     groups: Vec::new(),
                     layout: crate::plan::layout::Layout::Binpack,
                     warning: None,
+                    not_stitched: Default::default(),
                 },
                 routes: Default::default(),
                 spark: Default::default(),
@@ -570,6 +571,7 @@ mod tests {
                     inputs: vec![format!("{m}")],
                     input_bytes: m << 20,
                     outputs: Vec::new(),
+                    stitched: false,
                 })
                 .collect()
         };

@@ -32,7 +32,7 @@ pub struct CompactInput {
 pub struct Compact;
 
 /// The compaction's named parameters besides the thresholds, `dry_run` and the table ones.
-pub const COMPACTION_PARAMETERS: [&str; 9] = [
+pub const COMPACTION_PARAMETERS: [&str; 10] = [
     "target_file_size_mb",
     "min_input_files",
     "partitions",
@@ -42,6 +42,7 @@ pub const COMPACTION_PARAMETERS: [&str; 9] = [
     "skip_recent_partitions",
     "delete_ratio_threshold",
     "delete_file_threshold",
+    "stitch",
 ];
 
 /// Who rewrites ([`crate::action::executor`]).
@@ -96,6 +97,7 @@ pub fn compaction_options(args: &Args) -> Result<CompactionOptions> {
         recent: Vec::new(),
         delete_ratio_threshold: args.opt_f64("delete_ratio_threshold")?,
         delete_file_threshold: args.opt_i64_in("delete_file_threshold", 1, i64::MAX)?.map(|n| n as u64),
+        stitch: args.bool("stitch", true)?,
     };
     options.validate()?;
     Ok(options)
@@ -137,6 +139,8 @@ impl RowFunction for Compact {
             ("executor_reason", Varchar),
             ("strategy", Varchar),
             ("warning", Varchar),
+            ("method", Varchar),
+            ("method_reason", Varchar),
         ]
     }
 
@@ -229,6 +233,16 @@ impl RowFunction for Compact {
                     route.map_or(Cell::Null, |r| Cell::Text(r.why.clone())),
                     if p.verdict == Verdict::Compact { Cell::Text(report.layout.label()) } else { Cell::Null },
                     report.warning.clone().map_or(Cell::Null, Cell::Text),
+                    match (spark, p.verdict) {
+                        (None, Verdict::Compact) => report.method(&p.key).map_or(Cell::Null, |m| Cell::Text(m.into())),
+                        _ => Cell::Null,
+                    },
+                    match (spark, p.verdict) {
+                        (None, Verdict::Compact) => {
+                            report.not_stitched.get(&p.key).cloned().map_or(Cell::Null, Cell::Text)
+                        }
+                        _ => Cell::Null,
+                    },
                 ]
             })
             .collect())

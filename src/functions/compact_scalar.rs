@@ -19,7 +19,7 @@ use crate::profile::Thresholds;
 use crate::table::LocateOptions;
 
 const NAME: &str = "lakehouse_compact";
-const KEYS: [&str; 16] = [
+const KEYS: [&str; 17] = [
     "small_file_threshold_mb",
     "fragmentation_ratio_threshold",
     "target_file_size_mb",
@@ -31,6 +31,7 @@ const KEYS: [&str; 16] = [
     "skip_recent_partitions",
     "delete_ratio_threshold",
     "delete_file_threshold",
+    "stitch",
     "dry_run",
     TABLE_KEYS[0],
     TABLE_KEYS[1],
@@ -71,6 +72,7 @@ pub fn parse_options(options: Option<&str>) -> Result<(LocateOptions, Compaction
         recent: Vec::new(),
         delete_ratio_threshold: map.opt_number("delete_ratio_threshold")?,
         delete_file_threshold: map.opt_integer("delete_file_threshold", 1.0)?,
+        stitch: map.boolean("stitch", true)?,
     };
     options.validate()?;
     Ok((map.locate_options()?, options, map.boolean("dry_run", false)?))

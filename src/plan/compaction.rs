@@ -65,6 +65,10 @@ pub struct CompactionOptions {
     /// The partitions that window holds back, found by the format's rewrite (its time
     /// transforms); left alone with `skipped: still being written`.
     pub recent: Vec<PartitionKey>,
+    /// Stitch row groups where the inputs allow it (`stitch`, on by default;
+    /// [`crate::action::compact::stitch`]): copy their column chunks into the new file instead of
+    /// re-encoding them.
+    pub stitch: bool,
 }
 
 impl Default for CompactionOptions {
@@ -81,6 +85,7 @@ impl Default for CompactionOptions {
             recent: Vec::new(),
             delete_ratio_threshold: None,
             delete_file_threshold: None,
+            stitch: true,
         }
     }
 }

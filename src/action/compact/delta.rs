@@ -38,6 +38,7 @@ use crate::action::compact::delta_commit::Written;
 use crate::action::compact::run::copy_in_order;
 use crate::action::compact::run::{Committed, Rewrite};
 use crate::action::compact::stats::DUCKDB_STRING_STATS_BYTES;
+use crate::action::compact::stitch::{Footers, Requirements};
 use crate::action::layout::{RowOrder, resolve_names};
 use crate::duck::{Nested, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
@@ -182,6 +183,11 @@ pub(crate) struct DeltaRewrite<'a> {
     /// What the rewrite's order is (Delta tables have no sort order of their own: binpack
     /// unless `sort_order` is given).
     layout: Layout,
+    /// The inputs' footers, for stitching ([`super::stitch`]).
+    footers: Footers,
+    /// What stitched inputs must be: the table's data columns, with field ids under column
+    /// mapping.
+    stitching: Requirements,
 }
 
 impl<'a> DeltaRewrite<'a> {
@@ -205,6 +211,12 @@ impl<'a> DeltaRewrite<'a> {
         let layout = resolve_names(layout, &columns.sortable())?;
         let order = RowOrder::of(&columns.in_files(&layout), |n| columns.type_of(n));
         columns.order = order;
+        let stitching = Requirements {
+            field_ids: columns.is_mapped(),
+            codec: None,
+            leaf_paths: None,
+            top_level: Some(columns.data.iter().map(|c| c.name.clone()).collect()),
+        };
         Ok(Self {
             table,
             files,
@@ -212,6 +224,8 @@ impl<'a> DeltaRewrite<'a> {
             columns,
             target_size: (options.target_file_size_mb * crate::profile::MIB) as i64,
             layout,
+            footers: Footers::default(),
+            stitching,
         })
     }
 
@@ -252,8 +266,35 @@ impl Rewrite for DeltaRewrite<'_> {
         self.columns.copy_sql(conn, &self.inputs(group)?, target)
     }
 
-    fn rewrite(&self, conn: &Nested, plan: &PartitionPlan, group: &[usize], outputs: usize) -> Result<Vec<Written>> {
-        let mut written = rewrite_group(conn, self.table, &self.columns, &self.inputs(group)?, outputs)?;
+    fn stitch_refusal(&self, conn: &Nested, group: &[usize]) -> Option<String> {
+        if self.columns.row_tracking.is_some() {
+            return Some("the table tracks row ids, which derive from a row's file and a stitched file changes".into());
+        }
+        let inputs = match self.inputs(group) {
+            Ok(inputs) => inputs,
+            Err(e) => return Some(e.to_string()),
+        };
+        if let Some(f) = inputs.iter().find(|f| f.deletion_vector_rows.is_some()) {
+            return Some(format!("'{}' has a deletion vector", f.path));
+        }
+        let local: Vec<String> = inputs.iter().map(|f| f.local_path.to_string_lossy().into_owned()).collect();
+        if let Some(why) = self.footers.refusal(&local, &self.stitching) {
+            return Some(why);
+        }
+        // Under column mapping every mapped field must be in the file by its id, as a rewrite's.
+        local.iter().find_map(|path| self.columns.check_written_ids(conn, path).err().map(|e| e.to_string()))
+    }
+
+    fn rewrite(
+        &self,
+        conn: &Nested,
+        plan: &PartitionPlan,
+        group: &[usize],
+        outputs: usize,
+        stitch: bool,
+    ) -> Result<Vec<Written>> {
+        let stitch = stitch.then_some(&self.footers);
+        let mut written = rewrite_group(conn, self.table, &self.columns, &self.inputs(group)?, outputs, stitch)?;
         for w in &mut written {
             w.key = Some(plan.key.clone());
             w.add.clustering_provider = self.clustering_provider();
@@ -292,14 +333,16 @@ impl Rewrite for DeltaRewrite<'_> {
     }
 }
 
-/// Rewrites one group into `outputs` new files (in layout order, [`copy_in_order`]) in the
-/// partition directory of its first input; the first written carries the removes.
+/// Rewrites one group into `outputs` new files (in layout order, [`copy_in_order`]), or with
+/// `stitch` into one file of its row groups ([`super::stitch`]), in the partition directory of its
+/// first input; the first written carries the removes.
 fn rewrite_group(
     conn: &Nested,
     table: &DeltaLakeTable,
     columns: &DeltaColumns,
     inputs: &[&LiveFile],
     outputs: usize,
+    stitch: Option<&Footers>,
 ) -> Result<Vec<Written>> {
     if inputs.iter().any(|f| f.partition_values != inputs[0].partition_values) {
         return Err(Error::new(
@@ -337,9 +380,21 @@ fn rewrite_group(
     }
     // Held until the rewrite is done: the query reads its temporary file.
     let deleted = DeletedPositions::of(&table.root, inputs)?;
-    let select = columns.ordered_select(conn, inputs, deleted.as_ref())?;
+    let select = match stitch {
+        Some(_) => None,
+        None => Some(columns.ordered_select(conn, inputs, deleted.as_ref())?),
+    };
     let done = (|| {
-        let copied = copy_in_order(conn, &select, &targets, &|select, target| columns.copy_to(select, target))?;
+        let copied = match (stitch, &select, &targets[..]) {
+            (Some(footers), _, [target]) => {
+                let local: Vec<String> = inputs.iter().map(|f| f.local_path.to_string_lossy().into_owned()).collect();
+                vec![footers.stitch_and_verify(conn, &local, target)?]
+            }
+            (None, Some(select), _) => {
+                copy_in_order(conn, select, &targets, &|select, target| columns.copy_to(select, target))?
+            }
+            _ => return Err(Error::invalid("a stitched rewrite writes one file (this is a bug, please report it)")),
+        };
         let rows: u64 = copied.iter().map(|(rows, _)| rows).sum();
         // Every vector's rows were checked to lie within its file's numRecords.
         let purged = deleted.as_ref().map_or(0, |d| d.rows);

@@ -243,6 +243,11 @@ impl DeltaColumns {
         Ok(())
     }
 
+    /// Whether the table maps columns (then files carry field ids).
+    pub(crate) fn is_mapped(&self) -> bool {
+        !self.mapped_fields.is_empty()
+    }
+
     /// Under column mapping: refuses a written file that lacks a mapped field's id under its
     /// physical name (a reader in `id` mode would read that field as NULL).
     pub(crate) fn check_written_ids(&self, conn: &Nested, file: &str) -> Result<()> {

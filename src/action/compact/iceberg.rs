@@ -15,8 +15,9 @@ use super::commit::{Base, Candidate, Written, commit_with_retries};
 use super::deletes::{DeleteSet, DeletedCounts, Input};
 use super::deletion_vectors::DeletedPositions;
 use super::run::{Committed, Rewrite, copy_in_order};
-use super::sql::{LINEAGE_COLUMNS, duckdb_type, field_ids, files_have_field_ids, select_sql};
+use super::sql::{LINEAGE_COLUMNS, duckdb_type, field_ids, files_have_field_ids, leaves, select_sql};
 use super::stats::{ColumnStats, check_non_null_counts, column_stats, has_column_counts};
+use super::stitch::{Footers, Requirements};
 use crate::action::compact::defaults::{
     field_ids_by_file, has_defaults, skip_missing_identity_columns, skip_unwritable_defaults,
 };
@@ -53,6 +54,11 @@ pub(super) struct IcebergRewrite<'a> {
     /// Deleted-row files of deletion vectors whose SQL was handed out (the calibration's), kept
     /// until the rewrite is dropped.
     vectors: RefCell<Vec<DeletedPositions>>,
+    /// The inputs' footers, for stitching ([`super::stitch`]).
+    footers: Footers,
+    /// What stitched inputs must be: with field ids, the current schema's columns, and the
+    /// table's codec when it names one.
+    stitching: Requirements,
 }
 
 impl<'a> IcebergRewrite<'a> {
@@ -83,6 +89,13 @@ impl<'a> IcebergRewrite<'a> {
             layout,
             lineage: table.metadata.format_version() >= FormatVersion::V3,
             vectors: RefCell::new(Vec::new()),
+            footers: Footers::default(),
+            stitching: Requirements {
+                field_ids: true,
+                codec: configured_codec(table),
+                leaf_paths: Some(leaves(table.metadata.current_schema()).into_keys().collect()),
+                top_level: None,
+            },
         })
     }
 
@@ -287,6 +300,23 @@ impl Rewrite for IcebergRewrite<'_> {
         Ok(sql)
     }
 
+    fn stitch_refusal(&self, _conn: &Nested, group: &[usize]) -> Option<String> {
+        if self.lineage {
+            return Some(
+                "format v3 rows keep row ids that derive from their file, which stitching would change".into(),
+            );
+        }
+        if !self.deletes_for(group).is_empty() {
+            return Some("delete files apply to its rows".into());
+        }
+        if let Some(&i) = group.iter().find(|&&i| !self.files[i].parquet) {
+            return Some(format!("'{}' is not Parquet", self.files[i].path));
+        }
+        let local: Vec<String> =
+            group.iter().map(|&i| strip_file_scheme(self.source(i).file_path()).to_string()).collect();
+        self.footers.refusal(&local, &self.stitching)
+    }
+
     fn skip_unsafe(&self, conn: &Nested, plans: &mut [PartitionPlan]) -> Result<()> {
         for p in plans.iter_mut().filter(|p| p.verdict == Verdict::Compact && p.delete_files > 0) {
             let members: Vec<usize> = p.groups.iter().flatten().copied().collect();
@@ -309,11 +339,19 @@ impl Rewrite for IcebergRewrite<'_> {
         require_exclusive(self.located)
     }
 
-    fn rewrite(&self, conn: &Nested, plan: &PartitionPlan, group: &[usize], outputs: usize) -> Result<Vec<Written>> {
+    fn rewrite(
+        &self,
+        conn: &Nested,
+        plan: &PartitionPlan,
+        group: &[usize],
+        outputs: usize,
+        stitch: bool,
+    ) -> Result<Vec<Written>> {
         let (inputs, deletes) = self.inputs(group);
         let vectors = self.vectors_for(group)?;
         let reads = Reads { inputs: &inputs, deletes: &deletes, vectors: vectors.as_ref(), lineage: self.lineage };
-        let written = rewrite_group(conn, self.table, &reads, plan.spec_id, &self.layout, outputs)?;
+        let stitch = stitch.then_some(&self.footers);
+        let written = rewrite_group(conn, self.table, &reads, plan.spec_id, &self.layout, outputs, stitch)?;
         if let Err(e) = self.record_named_paths(conn, group) {
             crate::store::remove_quietly(written.iter().map(|w| w.local_path.as_str()));
             return Err(e);
@@ -413,6 +451,16 @@ fn require_one_vector_per_file(
     Ok(())
 }
 
+/// The codec `write.parquet.compression-codec` names, as [`super::stitch::codec_name`] gives it
+/// (`None`: not set, any codec will do).
+fn configured_codec(table: &IcebergTable) -> Option<&'static str> {
+    table.metadata.properties().get("write.parquet.compression-codec")?;
+    Some(match compression(table) {
+        "lz4" => "lz4_raw",
+        other => other,
+    })
+}
+
 fn compression(table: &IcebergTable) -> &'static str {
     match table.metadata.properties().get("write.parquet.compression-codec").map(|s| s.to_lowercase()).as_deref() {
         Some("snappy") => "snappy",
@@ -483,9 +531,10 @@ fn copy_options(table: &IcebergTable, lineage: bool) -> String {
 }
 
 /// Rewrites one group into `outputs` files (in layout order, [`copy_in_order`]) next to its first
-/// input, with `deletes` applied; checks the rows and per-column non-null counts written, plus
-/// those deleted, against the manifests. A file that gets no row (every row deleted) is not
-/// added; the first written carries the replaced inputs.
+/// input, with `deletes` applied, or with `stitch` into one file of its row groups
+/// ([`super::stitch`]); checks the rows and per-column non-null counts written, plus those deleted,
+/// against the manifests. A file that gets no row (every row deleted) is not added; the first
+/// written carries the replaced inputs.
 fn rewrite_group(
     conn: &Nested,
     table: &IcebergTable,
@@ -493,6 +542,7 @@ fn rewrite_group(
     spec_id: i32,
     layout: &IcebergLayout,
     outputs: usize,
+    stitch: Option<&Footers>,
 ) -> Result<Vec<Written>> {
     let inputs = reads.inputs;
     let first = inputs[0].file;
@@ -513,17 +563,29 @@ fn rewrite_group(
     }
     let schema = table.metadata.current_schema();
     let files: Vec<&IcebergDataFile> = inputs.iter().map(|i| i.file).collect();
-    let (rows_in_order, deleted_sql) = rewrite_select(conn, table, reads, layout)?;
+    let selected = match stitch {
+        Some(_) => None,
+        None => Some(rewrite_select(conn, table, reads, layout)?),
+    };
     let options = copy_options(table, reads.lineage);
     let written = (|| {
         // What the deletes remove, counted by a query of its own before the rewrite.
-        let deleted = match &deleted_sql {
+        let deleted = match selected.as_ref().and_then(|(_, deleted)| deleted.as_ref()) {
             None => Deleted::default(),
             Some((sql, ids)) => Deleted::read(conn, sql, ids)?,
         };
-        let copied = copy_in_order(conn, &rows_in_order, &local_paths, &|select, target| {
-            format!("COPY ({select}) TO {} {options}", quote_literal(target))
-        })?;
+        let copied = match (stitch, &selected, &local_paths[..]) {
+            (Some(footers), _, [target]) => {
+                let inputs: Vec<String> = files.iter().map(|f| strip_file_scheme(f.file_path()).to_string()).collect();
+                vec![footers.stitch_and_verify(conn, &inputs, target)?]
+            }
+            (None, Some((rows_in_order, _)), _) => {
+                copy_in_order(conn, rows_in_order, &local_paths, &|select, target| {
+                    format!("COPY ({select}) TO {} {options}", quote_literal(target))
+                })?
+            }
+            _ => return Err(Error::invalid("a stitched rewrite writes one file (this is a bug, please report it)")),
+        };
         let rows: u64 = copied.iter().map(|(rows, _)| rows).sum();
         let listed: u64 = files.iter().map(|f| f.record_count()).sum();
         if rows + deleted.rows != listed {

@@ -39,6 +39,7 @@ pub mod iceberg;
 pub mod run;
 pub mod sql;
 pub mod stats;
+pub mod stitch;
 
 use self::iceberg::IcebergRewrite;
 pub(crate) use self::iceberg::merge_on_read_select;

@@ -1,7 +1,8 @@
-//! The compaction flow shared by every format: plan, measure the rewrite's output ratio and plan
-//! again, let the format skip what it cannot rewrite, rewrite unit by unit (answering Ctrl-C
-//! between them), commit once, and on any failure remove every file written (`Rewrite`,
-//! `run`); the rows of a sorted layout written in order (`copy_in_order`).
+//! The compaction flow shared by every format: plan, choose the partitions whose row groups are
+//! stitched rather than re-encoded ([`crate::action::compact::stitch`]), measure the re-encoding's
+//! output ratio and plan the others again, let the format skip what it cannot rewrite, rewrite
+//! unit by unit (answering Ctrl-C between them), commit once, and on any failure remove every file
+//! written (`Rewrite`, `run`); the rows of a sorted layout written in order (`copy_in_order`).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -39,6 +40,27 @@ pub struct CompactionReport {
     /// What went wrong after the commit point without undoing the commit (a version hint that
     /// could not be moved, a post-commit checkpoint that failed), for the caller to show.
     pub warning: Option<String>,
+    /// Per compacting partition that is re-encoded: why its row groups are not stitched.
+    pub not_stitched: HashMap<PartitionKey, String>,
+}
+
+impl CompactionReport {
+    /// How partition `key`'s groups are (or would be) written: `stitch` (row groups copied,
+    /// [`crate::action::compact::stitch`]), `re-encode`, or both; `None` when it has none.
+    pub fn method(&self, key: &PartitionKey) -> Option<&'static str> {
+        let mut groups = self.groups.iter().filter(|g| &g.key == key).peekable();
+        groups.peek()?;
+        let (mut stitched, mut encoded) = (false, false);
+        for g in groups {
+            stitched |= g.stitched;
+            encoded |= !g.stitched;
+        }
+        Some(match (stitched, encoded) {
+            (true, false) => "stitch",
+            (false, _) => "re-encode",
+            (true, true) => "stitch, re-encode",
+        })
+    }
 }
 
 /// A rewrite's commit, as [`Rewrite::commit`] reports it.
@@ -65,6 +87,9 @@ pub struct GroupFiles {
     pub input_bytes: u64,
     /// The files written, once committed (none: not committed, or every row deleted).
     pub outputs: Vec<String>,
+    /// Whether its row groups are (or would be) stitched rather than re-encoded
+    /// ([`crate::action::compact::stitch`]).
+    pub stitched: bool,
 }
 
 /// What a table format contributes to a compaction. The flow around it is [`run`]'s: plan,
@@ -94,6 +119,12 @@ pub(crate) trait Rewrite {
     }
     /// The COPY of the planned files `group` into `target` (also what the calibration runs).
     fn copy_sql(&self, conn: &Nested, group: &[usize], target: &str) -> Result<String>;
+    /// Why the planned files `group` cannot be stitched into one file
+    /// ([`crate::action::compact::stitch`]), or `None` when they can; asked of bin-pack groups
+    /// only, unless the user turned stitching off.
+    fn stitch_refusal(&self, _conn: &Nested, _group: &[usize]) -> Option<String> {
+        Some("the format does not stitch".into())
+    }
     /// Skips, with the reason, planned partitions this format cannot rewrite safely.
     fn skip_unsafe(&self, _conn: &Nested, _plans: &mut [PartitionPlan]) -> Result<()> {
         Ok(())
@@ -104,13 +135,15 @@ pub(crate) trait Rewrite {
     }
     /// Rewrites the planned files `group` of partition `plan` into `outputs` files (more than
     /// one only for a sorted layout, which rewrites a whole partition at once: [`Unit`]); the
-    /// first written carries every replaced input.
+    /// first written carries every replaced input. With `stitch` (a group
+    /// [`Rewrite::stitch_refusal`] accepted) its row groups are copied, not re-encoded.
     fn rewrite(
         &self,
         conn: &Nested,
         plan: &PartitionPlan,
         group: &[usize],
         outputs: usize,
+        stitch: bool,
     ) -> Result<Vec<Self::Written>>;
     /// Where a written file is on disk.
     fn local_path(written: &Self::Written) -> &Path;
@@ -158,6 +191,7 @@ pub(crate) fn run<R: Rewrite>(
         groups: Vec::new(),
         layout: rewrite.layout(),
         warning: None,
+        not_stitched: HashMap::new(),
     };
     if report.plans.iter().all(|p| p.groups.is_empty()) {
         return Ok(report);
@@ -168,19 +202,52 @@ pub(crate) fn run<R: Rewrite>(
     if let Some(first) = files.first() {
         crate::store::prepare_remote(&conn, &first.path)?;
     }
+    // Partitions whose every group can be stitched keep the plan on input bytes: stitching
+    // writes what it reads.
+    let mut stitched: Vec<bool> = Vec::with_capacity(report.plans.len());
+    for p in &report.plans {
+        if p.verdict != Verdict::Compact {
+            stitched.push(false);
+            continue;
+        }
+        let refusal = if !options.stitch {
+            Some("stitch := false".to_string())
+        } else if rewrite.sorts() {
+            Some(format!("the {} layout orders rows anew", rewrite.layout().label()))
+        } else {
+            p.groups.iter().find_map(|g| rewrite.stitch_refusal(&conn, g))
+        };
+        stitched.push(refusal.is_none());
+        if let Some(why) = refusal {
+            report.not_stitched.insert(p.key.clone(), why);
+        }
+    }
     let ratio = known_ratio.or_else(|| {
-        measured_output_ratio(&conn, &report.plans, &|i| files[i].size_bytes, &|sample, target| {
+        measured_output_ratio(&conn, &report.plans, &stitched, &|i| files[i].size_bytes, &|sample, target| {
             rewrite.copy_sql(&conn, sample, target)
         })
     });
     if let Some(r) = ratio
         && (r - 1.0).abs() > 0.1
     {
-        report.plans = plan_naming_deletes(files, options, r, R::DELETES);
+        let replanned = plan_naming_deletes(files, options, r, R::DELETES);
+        if replanned.len() == report.plans.len() && replanned.iter().zip(&report.plans).all(|(a, b)| a.key == b.key) {
+            for (i, plan) in replanned.into_iter().enumerate() {
+                if !stitched[i] {
+                    report.plans[i] = plan;
+                }
+            }
+        } else {
+            for p in report.plans.iter().zip(&stitched).filter(|(_, s)| **s).map(|(p, _)| p) {
+                report.not_stitched.insert(p.key.clone(), "the plan changed".into());
+            }
+            report.plans = replanned;
+            stitched = vec![false; report.plans.len()];
+        }
     }
     report.output_ratio = ratio;
     rewrite.skip_unsafe(&conn, &mut report.plans)?;
-    let units = units(&report.plans, rewrite.sorts());
+    let units = units(&report.plans, rewrite.sorts(), &stitched);
     report.groups = units
         .iter()
         .map(|u| GroupFiles {
@@ -188,6 +255,7 @@ pub(crate) fn run<R: Rewrite>(
             inputs: u.files.iter().map(|&i| files[i].path.clone()).collect(),
             input_bytes: u.files.iter().map(|&i| files[i].size_bytes).sum(),
             outputs: Vec::new(),
+            stitched: u.stitch,
         })
         .collect();
     if dry_run || report.plans.iter().all(|p| p.groups.is_empty()) {
@@ -206,7 +274,7 @@ pub(crate) fn run<R: Rewrite>(
         for unit in &units {
             interrupt::check("nothing was committed")?;
             let start = written.len();
-            written.extend(rewrite.rewrite(&conn, &report.plans[unit.plan], &unit.files, unit.outputs)?);
+            written.extend(rewrite.rewrite(&conn, &report.plans[unit.plan], &unit.files, unit.outputs, unit.stitch)?);
             spans.push(start..written.len());
         }
         rewrite.commit(&written)
@@ -246,18 +314,22 @@ struct Unit {
     files: Vec<usize>,
     /// Output files.
     outputs: usize,
+    /// Row groups stitched, not re-encoded.
+    stitch: bool,
 }
 
-/// The rewrites of the compacting plans, in plan order ([`Unit`]).
-fn units(plans: &[PartitionPlan], sorts: bool) -> Vec<Unit> {
+/// The rewrites of the compacting plans, in plan order ([`Unit`]); `stitched[i]`: plan `i`'s
+/// groups are stitched.
+fn units(plans: &[PartitionPlan], sorts: bool, stitched: &[bool]) -> Vec<Unit> {
     let mut out = Vec::new();
     for (i, p) in plans.iter().enumerate().filter(|(_, p)| p.verdict == Verdict::Compact) {
         if sorts {
             let mut files: Vec<usize> = p.groups.iter().flatten().copied().collect();
             files.sort_unstable();
-            out.push(Unit { plan: i, files, outputs: p.groups.len() });
+            out.push(Unit { plan: i, files, outputs: p.groups.len(), stitch: false });
         } else {
-            out.extend(p.groups.iter().map(|g| Unit { plan: i, files: g.clone(), outputs: 1 }));
+            let stitch = stitched.get(i).copied().unwrap_or(false);
+            out.extend(p.groups.iter().map(|g| Unit { plan: i, files: g.clone(), outputs: 1, stitch }));
         }
     }
     out
@@ -313,7 +385,8 @@ pub(crate) fn copy_in_order(
 const CALIBRATION_SAMPLE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Output bytes per input byte of a rewrite, measured by rewriting a sample of the files the
-/// plan compacts (up to [`CALIBRATION_SAMPLE_BYTES`] from its largest partition) to `/dev/null`:
+/// plan compacts and re-encodes (`stitched[i]`: plan `i` is stitched instead; up to
+/// [`CALIBRATION_SAMPLE_BYTES`] from the largest such partition) to `/dev/null`:
 /// a change of codec (Snappy in, zstd out) or many per-file footers make outputs much smaller
 /// than their inputs, and planning on input bytes alone would miss the target by as much.
 /// `size_of` gives a planned file's size, `copy_to` the format's COPY of some planned files to a
@@ -321,10 +394,16 @@ const CALIBRATION_SAMPLE_BYTES: u64 = 16 * 1024 * 1024;
 fn measured_output_ratio(
     conn: &Nested,
     plans: &[PartitionPlan],
+    stitched: &[bool],
     size_of: &dyn Fn(usize) -> u64,
     copy_to: &dyn Fn(&[usize], &str) -> Result<String>,
 ) -> Option<f64> {
-    let largest = plans.iter().filter(|p| p.verdict == Verdict::Compact).max_by_key(|p| p.bytes_to_rewrite)?;
+    let largest = plans
+        .iter()
+        .zip(stitched)
+        .filter(|(p, stitched)| p.verdict == Verdict::Compact && !**stitched)
+        .map(|(p, _)| p)
+        .max_by_key(|p| p.bytes_to_rewrite)?;
     // Files in manifest (arrival) order, not the groups' largest-first order, so that the
     // sample has the partition's mix of sizes (and footers); none that would overshoot the cap,
     // but at least one.
