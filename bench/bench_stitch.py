@@ -97,7 +97,7 @@ def build_source(bench_dir: Path, rebuild: bool) -> dict[str, Any]:
 
 def checksums(con: Any, paths: list[str]) -> dict[str, Any]:
     row = con.execute(
-        f"SELECT count(*), sum(id)::VARCHAR, sum(user_id)::VARCHAR, round(sum(value), 6)::VARCHAR, count(payload), "
+        f"SELECT count(*), sum(id)::VARCHAR, sum(user_id)::VARCHAR, sum(round(value * 1e9)::HUGEINT)::VARCHAR, count(payload), "
         f"min(payload), max(payload) FROM read_parquet({quote_list(paths)})"
     ).fetchone()
     per = con.execute(
@@ -166,7 +166,7 @@ def validate(method: str, workdir: Path, manifest: dict[str, Any]) -> dict[str, 
     arrow = table.scan().to_arrow()  # pyiceberg reads the table: not our reader
     con.register("scanned", arrow)
     got = con.execute(
-        "SELECT count(*), sum(id)::VARCHAR, sum(user_id)::VARCHAR, round(sum(value), 6)::VARCHAR, count(payload), "
+        "SELECT count(*), sum(id)::VARCHAR, sum(user_id)::VARCHAR, sum(round(value * 1e9)::HUGEINT)::VARCHAR, count(payload), "
         "min(payload), max(payload) FROM scanned").fetchone()
     per = dict(con.execute("SELECT partition_date::VARCHAR, count(*) FROM scanned GROUP BY 1 ORDER BY 1").fetchall())
     match = {"rows": got[0], "sums": list(got[1:]), "per_partition": per} == manifest["checksums"]

@@ -2,11 +2,12 @@
 //! Connect (`spark`), or, per partition, whichever fits its size (`auto`).
 //!
 //! The gate keeps everything but the rewrite: profile, plan, verdicts, the scorecard, alerts and
-//! snapshot expiry stay here. A partition sent to Spark becomes one
-//! `CALL <catalog>.system.rewrite_data_files(table => …, where => <the partition's predicate>,
-//! options => map(…))` ([`crate::spark::predicate`]), run through the catalog both sides share.
-//! After each call the table is read again and every `replace` snapshot Spark committed is
-//! checked: it must add and remove files of that one partition only.
+//! snapshot expiry stay here. The partitions sent to Spark become one
+//! `CALL <catalog>.system.rewrite_data_files(table => …, where => (<a partition's predicate>) OR
+//! (…) …, options => map(…))` ([`crate::spark::predicate`]; up to [`PARTITIONS_PER_CALL`] per
+//! call), run through the catalog both sides share, so Spark plans and commits them together as
+//! it would the whole table. After the call the table is read again and every `replace` snapshot
+//! Spark committed is checked: it must add and remove files of the partitions sent only.
 //!
 //! Safety:
 //! - A partition goes to Spark only when its predicate can select it alone: the table must be
@@ -31,7 +32,7 @@ use crate::plan::compaction::{CompactionOptions, PartitionPlan, Verdict};
 use crate::plan::layout::Layout;
 use crate::profile::MIB;
 use crate::spark::predicate::{multipart, partition_predicate, string_literal};
-use crate::spark::{Failure, Remote, Session, first_i64};
+use crate::spark::{Failure, Remote, Session};
 use crate::table::iceberg::IcebergTable;
 use crate::table::iceberg::partition;
 use crate::table::{LocateOptions, PartitionKey, Table};
@@ -198,7 +199,7 @@ pub struct Opened<'a> {
 }
 
 /// Compacts `table` with `executor`: plans, routes each planned partition, rewrites the local
-/// ones (one commit), then sends each Spark one as its own `CALL`. A dry run routes and explains
+/// ones (one commit), then sends the Spark ones in one `CALL` (per [`PARTITIONS_PER_CALL`]). A dry run routes and explains
 /// but runs nothing. Spark failures are in the result ([`Executed::failure_error`]), not raised.
 pub fn compact_with_executor(
     opened: Opened<'_>,
@@ -272,25 +273,30 @@ pub fn compact_with_executor(
     let mut session = Session::new(&spark.remote);
     let mut outcomes: HashMap<PartitionKey, SparkOutcome> = HashMap::new();
     let mut stop: Option<String> = None;
-    for plan in planned.plans.iter().filter(|p| spark_keys.contains(&p.key)) {
+    let sent: Vec<&PartitionPlan> = planned.plans.iter().filter(|p| spark_keys.contains(&p.key)).collect();
+    for batch in sent.chunks(PARTITIONS_PER_CALL) {
+        let keys: HashSet<&PartitionKey> = batch.iter().map(|p| &p.key).collect();
         let operation_id = uuid::Uuid::new_v4().to_string();
+        let not_sent = |why: &str, outcomes: &mut HashMap<PartitionKey, SparkOutcome>| {
+            for p in batch {
+                let failure = Some(format!("not sent: {why}"));
+                outcomes.insert(
+                    p.key.clone(),
+                    SparkOutcome { failure, operation_id: operation_id.clone(), ..Default::default() },
+                );
+            }
+        };
         if let Some(why) = &stop {
-            outcomes.insert(
-                plan.key.clone(),
-                SparkOutcome { failure: Some(format!("not sent: {why}")), operation_id, ..Default::default() },
-            );
+            not_sent(why, &mut outcomes);
             continue;
         }
         if crate::interrupt::check("").is_err() {
             stop = Some("interrupted".into());
-            outcomes.insert(
-                plan.key.clone(),
-                SparkOutcome { failure: Some("not sent: interrupted".into()), operation_id, ..Default::default() },
-            );
+            not_sent("interrupted", &mut outcomes);
             continue;
         }
         #[allow(unused_mut)]
-        let mut predicate = routes[&plan.key].1.clone();
+        let mut predicate = either(batch.iter().map(|p| routes[&p.key].1.as_str()));
         // Test builds: a predicate of the test's choosing, to make Spark overstep on purpose.
         #[cfg(feature = "test-hooks")]
         if let Ok(forced) = std::env::var("LAKEHOUSE_TEST_SPARK_WHERE") {
@@ -306,49 +312,51 @@ pub fn compact_with_executor(
             options_map
         );
         let result = session.sql(&statement, &operation_id);
-        let mut outcome = SparkOutcome { operation_id: operation_id.clone(), ..Default::default() };
-        match &result {
-            Ok(rows) => {
-                outcome.files_rewritten = first_i64(rows, "rewritten_data_files_count").unwrap_or(0).max(0) as u64;
-                outcome.files_added = first_i64(rows, "added_data_files_count").unwrap_or(0).max(0) as u64;
-                outcome.bytes_rewritten = first_i64(rows, "rewritten_bytes_count").unwrap_or(0).max(0) as u64;
-            }
+        let mut failure = match &result {
+            Ok(_) => None,
             Err(Failure::Unreachable(m)) => {
                 stop = Some(m.clone());
-                outcome.failure = Some(m.clone());
+                Some(m.clone())
             }
-            Err(Failure::Failed(m)) => outcome.failure = Some(format!("{m} (operation {operation_id})")),
+            Err(Failure::Failed(m)) => Some(format!("{m} (operation {operation_id})")),
             Err(Failure::Unknown(m)) => {
                 stop = Some(format!("an earlier call's outcome is unknown ({m})"));
-                outcome.failure = Some(format!("{m} (operation {operation_id})"));
+                Some(format!("{m} (operation {operation_id})"))
+            }
+        };
+        // Whatever Spark answered, what it committed is read from the table: per partition, the
+        // files its snapshots added and removed.
+        let commits = if matches!(result, Err(Failure::Unreachable(_))) {
+            Vec::new()
+        } else {
+            spark_commits(name, locate, before)?
+        };
+        for commit in &commits {
+            let others: Vec<&String> =
+                commit.touched.iter().filter(|(k, _)| !keys.contains(k)).map(|(_, t)| &t.label).collect();
+            if !others.is_empty() && failure.is_none() {
+                failure = Some(format!(
+                    "Spark's snapshot {} also rewrote {} other partition{} ({}), which the gate did not plan",
+                    commit.snapshot_id,
+                    others.len(),
+                    if others.len() == 1 { "" } else { "s" },
+                    others.iter().take(5).map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                ));
             }
         }
-        // Whatever Spark answered, what it committed is read from the table.
-        if !matches!(result, Err(Failure::Unreachable(_))) {
-            let commits = spark_commits(name, locate, before)?;
+        for p in batch {
+            let mut outcome =
+                SparkOutcome { operation_id: operation_id.clone(), failure: failure.clone(), ..Default::default() };
             for commit in &commits {
-                let others: Vec<&String> =
-                    commit.touched.iter().filter(|(k, _)| *k != &plan.key).map(|(_, label)| label).collect();
-                if !others.is_empty() && outcome.failure.is_none() {
-                    outcome.failure = Some(format!(
-                        "Spark's snapshot {} also rewrote {} other partition{} ({}), which the gate did not plan",
-                        commit.snapshot_id,
-                        others.len(),
-                        if others.len() == 1 { "" } else { "s" },
-                        others.iter().take(5).map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
-                    ));
+                if let Some(touched) = commit.touched.get(&p.key) {
+                    outcome.snapshot_id = Some(commit.snapshot_id);
+                    outcome.files_rewritten += touched.removed;
+                    outcome.files_added += touched.added;
+                    outcome.bytes_rewritten += touched.removed_bytes;
                 }
             }
-            if let Some(last) = commits.last() {
-                outcome.snapshot_id = Some(last.snapshot_id);
-                if result.is_err() || outcome.files_rewritten == 0 {
-                    outcome.files_rewritten = commits.iter().map(|c| c.removed).sum();
-                    outcome.files_added = commits.iter().map(|c| c.added).sum();
-                    outcome.bytes_rewritten = commits.iter().map(|c| c.removed_bytes).sum();
-                }
-            }
+            outcomes.insert(p.key.clone(), outcome);
         }
-        outcomes.insert(plan.key.clone(), outcome);
     }
     for (key, outcome) in &outcomes {
         if let Some(route) = routed.get_mut(key) {
@@ -505,11 +513,26 @@ fn current_snapshot(name: &str, locate: &LocateOptions) -> Result<Option<i64>> {
 /// One `replace` snapshot committed after the one a call started from.
 struct Commit {
     snapshot_id: i64,
-    /// Partitions whose files it added or removed: key and label.
-    touched: HashMap<PartitionKey, String>,
+    /// Partitions whose files it added or removed.
+    touched: HashMap<PartitionKey, Touched>,
+}
+
+/// What a commit did to one partition: its label, the data files added and removed, and the
+/// bytes removed.
+struct Touched {
+    label: String,
     added: u64,
     removed: u64,
     removed_bytes: u64,
+}
+
+/// Partitions sent to Spark in one `CALL` (their predicates OR-ed: Spark parses an OR chain
+/// recursively, so a call's predicate is kept to a size its parser takes).
+const PARTITIONS_PER_CALL: usize = 200;
+
+/// The predicates, each parenthesized, OR-ed.
+fn either<'a>(predicates: impl Iterator<Item = &'a str>) -> String {
+    predicates.map(|p| format!("({p})")).collect::<Vec<_>>().join(" OR ")
 }
 
 /// The `replace` snapshots on `main` after `before`, oldest first, with what they touched.
@@ -531,7 +554,7 @@ fn spark_commits(name: &str, locate: &LocateOptions, before: Option<i64>) -> Res
     let mut commits = Vec::new();
     for snapshot in chain.into_iter().filter(|s| s.summary().operation == Operation::Replace) {
         let id = snapshot.snapshot_id();
-        let mut commit = Commit { snapshot_id: id, touched: HashMap::new(), added: 0, removed: 0, removed_bytes: 0 };
+        let mut commit = Commit { snapshot_id: id, touched: HashMap::new() };
         let manifests = crate::runtime::block_on(table.manifest_list(snapshot.manifest_list()))??;
         for file in manifests.into_iter().filter(|m| m.added_snapshot_id == id) {
             let spec_id = file.partition_spec_id;
@@ -544,22 +567,27 @@ fn spark_commits(name: &str, locate: &LocateOptions, before: Option<i64>) -> Res
                 }
                 let data = entry.data_file();
                 let key = PartitionKey { spec_id, values: partition::canonical(data.partition()) };
-                commit.touched.entry(key).or_insert_with(|| match &spec {
-                    Some(spec) => {
-                        let types: Option<Vec<iceberg::spec::Type>> = spec
-                            .partition_type(schema)
-                            .ok()
-                            .map(|t| t.fields().iter().map(|f| f.field_type.as_ref().clone()).collect());
-                        partition::label(spec, types.as_deref(), data.partition())
-                    }
-                    None => format!("spec {spec_id} {}", partition::canonical(data.partition())),
+                let touched = commit.touched.entry(key).or_insert_with(|| Touched {
+                    label: match &spec {
+                        Some(spec) => {
+                            let types: Option<Vec<iceberg::spec::Type>> = spec
+                                .partition_type(schema)
+                                .ok()
+                                .map(|t| t.fields().iter().map(|f| f.field_type.as_ref().clone()).collect());
+                            partition::label(spec, types.as_deref(), data.partition())
+                        }
+                        None => format!("spec {spec_id} {}", partition::canonical(data.partition())),
+                    },
+                    added: 0,
+                    removed: 0,
+                    removed_bytes: 0,
                 });
                 if data.content_type() == iceberg::spec::DataContentType::Data {
                     match entry.status() {
-                        ManifestStatus::Added => commit.added += 1,
+                        ManifestStatus::Added => touched.added += 1,
                         _ => {
-                            commit.removed += 1;
-                            commit.removed_bytes += data.file_size_in_bytes();
+                            touched.removed += 1;
+                            touched.removed_bytes += data.file_size_in_bytes();
                         }
                     }
                 }

@@ -320,22 +320,6 @@ fn decode_arrow(data: &[u8]) -> std::result::Result<Vec<RecordBatch>, String> {
     reader.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| format!("Spark's result cannot be read: {e}"))
 }
 
-/// The integer column `name` of the first row, if there is one.
-pub fn first_i64(rows: &[RecordBatch], name: &str) -> Option<i64> {
-    use arrow_array::cast::AsArray;
-    use arrow_array::types::{Int32Type, Int64Type};
-    let batch = rows.iter().find(|b| b.num_rows() > 0)?;
-    let column = batch.column_by_name(name)?;
-    if column.is_null(0) {
-        return None;
-    }
-    match column.data_type() {
-        arrow_schema::DataType::Int64 => Some(column.as_primitive::<Int64Type>().value(0)),
-        arrow_schema::DataType::Int32 => Some(i64::from(column.as_primitive::<Int32Type>().value(0))),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -443,3 +443,28 @@ def test_a_renamed_nested_field_is_skipped_not_read_as_null(con, iceberg_con, ca
     assert table.metadata_location == location
     assert sorted(data_dir.rglob("*.parquet")) == files
     assert pyiceberg_rows(table) == before
+
+
+def test_manifests_left_without_live_files_are_not_carried_forward(con, iceberg_con, catalog):
+    """A compaction's snapshot keeps one manifest of DELETED entries per manifest it emptied (its
+    record of what it removed); the next commit drops it, as Java's snapshot producers keep only
+    manifests with added or existing files or written by the committing snapshot."""
+    table = c.build_unpartitioned(catalog)
+    args = dict(catalog_uri=catalog.test_uri, small_file_threshold_mb=1.0, target_file_size_mb=8.0)
+    compact(con, f"{c.NAMESPACE}.unpartitioned", **args)
+    table = table.refresh()
+    first = table.current_snapshot().snapshot_id
+    emptied = [m for m in table.inspect.manifests().to_pylist()
+               if m["added_data_files_count"] == 0 and m["existing_data_files_count"] == 0]
+    assert emptied and all(m["added_snapshot_id"] == first for m in emptied), emptied
+    for i in range(2):
+        table.append(pa.table({"id": pa.array(range(5), pa.int64()), "name": [f"again{i}"] * 5}))
+    before = pyiceberg_rows(table.refresh())
+    compact(con, f"{c.NAMESPACE}.unpartitioned", **args)
+    table = table.refresh()
+    current = table.current_snapshot().snapshot_id
+    manifests = table.inspect.manifests().to_pylist()
+    assert not {m["path"] for m in manifests} & {m["path"] for m in emptied}
+    for m in manifests:
+        assert m["added_data_files_count"] + m["existing_data_files_count"] > 0 or m["added_snapshot_id"] == current, m
+    assert pyiceberg_rows(table) == before == duckdb_rows(iceberg_con, table.metadata_location)

@@ -184,6 +184,12 @@ fn build_snapshot(
             |e: &::iceberg::spec::ManifestEntry| removing.contains(&(e.file_path(), e.data_file().content_offset()));
         for loaded in manifests {
             let alive: Vec<_> = loaded.manifest.entries().iter().filter(|e| e.is_alive()).collect();
+            // A manifest left with no live entry by an earlier snapshot (only the files that
+            // snapshot removed) is not carried into this one, as Java's snapshot producers keep
+            // only manifests with added or existing files or written by the committing snapshot.
+            if alive.is_empty() {
+                continue;
+            }
             if loaded.file.content == ManifestContentType::Deletes {
                 if !alive.iter().any(|e| removes(e)) {
                     total_deletes += alive.len() as u64;

@@ -388,7 +388,7 @@ fn rewrite_group(
         let copied = match (stitch, &select, &targets[..]) {
             (Some(footers), _, [target]) => {
                 let local: Vec<String> = inputs.iter().map(|f| f.local_path.to_string_lossy().into_owned()).collect();
-                vec![footers.stitch_and_verify(conn, &local, target)?]
+                vec![footers.stitch_and_verify(&local, target)?]
             }
             (None, Some(select), _) => {
                 copy_in_order(conn, select, &targets, &|select, target| columns.copy_to(select, target))?

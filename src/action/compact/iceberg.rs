@@ -577,7 +577,7 @@ fn rewrite_group(
         let copied = match (stitch, &selected, &local_paths[..]) {
             (Some(footers), _, [target]) => {
                 let inputs: Vec<String> = files.iter().map(|f| strip_file_scheme(f.file_path()).to_string()).collect();
-                vec![footers.stitch_and_verify(conn, &inputs, target)?]
+                vec![footers.stitch_and_verify(&inputs, target)?]
             }
             (None, Some((rows_in_order, _)), _) => {
                 copy_in_order(conn, rows_in_order, &local_paths, &|select, target| {
