@@ -102,6 +102,8 @@ pub fn summary_json(table: &str, report: &CompactionReport) -> Value {
             "reason": p.reason,
             "files_before": p.files_before,
             "files_after": p.files_after(),
+            "method": if p.verdict == Verdict::Compact { report.method(&p.key) } else { None },
+            "method_reason": if p.verdict == Verdict::Compact { report.not_stitched.get(&p.key) } else { None },
         })).collect::<Vec<_>>(),
     })
 }
