@@ -201,6 +201,8 @@ def test_delta_files_are_stitched_and_read_back_identically(con, tmp_path):
     assert d.rows_deltalake(path) == before
     assert d.rows_duckdb(duck, path) == before
     [add] = [a for a in d.commit_actions(path, version_before + 1) if "add" in a]
+    # Named after the codec its chunks keep (deltalake writes Snappy), as Spark names files.
+    assert add["add"]["path"].endswith(".snappy.parquet"), add["add"]["path"]
     footer = pq.ParquetFile(path / add["add"]["path"]).metadata
     assert "stitched" in footer.created_by and footer.num_row_groups >= FILES
     stats = __import__("json").loads(add["add"]["stats"])

@@ -213,7 +213,8 @@ impl<'a> DeltaRewrite<'a> {
         columns.order = order;
         let stitching = Requirements {
             field_ids: columns.is_mapped(),
-            codec: None,
+            // The codec the table asks for, when it names one.
+            codec: table.property("delta.parquet.compression.codec").map(|_| columns.compression),
             leaf_paths: None,
             top_level: Some(columns.data.iter().map(|c| c.name.clone()).collect()),
         };
@@ -355,8 +356,11 @@ fn rewrite_group(
     // the root instead).
     let relative_dir =
         if first_dir.is_absolute() || inputs[0].path.contains("://") { PathBuf::new() } else { first_dir };
+    // Named after the codec its chunks use, as Spark names its files (a stitched file keeps its
+    // inputs' codec).
+    let codec = stitch.and_then(|f| f.codec(&inputs[0].local_path.to_string_lossy())).unwrap_or(columns.compression);
     let relatives: Vec<PathBuf> = (0..outputs.max(1))
-        .map(|_| relative_dir.join(format!("part-00000-{}-c000.{}.parquet", uuid::Uuid::new_v4(), columns.compression)))
+        .map(|_| relative_dir.join(format!("part-00000-{}-c000.{codec}.parquet", uuid::Uuid::new_v4())))
         .collect();
     let local_paths: Vec<PathBuf> = relatives.iter().map(|r| table.root.join(r)).collect();
     if !crate::store::is_remote(&local_paths[0].to_string_lossy())

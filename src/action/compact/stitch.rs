@@ -90,6 +90,14 @@ impl Footers {
         Ok(footer)
     }
 
+    /// The codec of the first column chunk of the local Parquet file `path` (what a file stitched
+    /// from it is named after), if its footer reads.
+    pub(crate) fn codec(&self, path: &str) -> Option<&'static str> {
+        let footer = self.of(path).ok()?;
+        let chunk = footer.row_groups().first()?.columns().first()?.compression();
+        Some(codec_name(chunk))
+    }
+
     /// Why the local Parquet files `inputs` cannot be stitched into one, or `None` when they can:
     /// one schema, no encryption, row groups of a useful size, and `requirements`.
     pub(crate) fn refusal(&self, inputs: &[String], requirements: &Requirements) -> Option<String> {
