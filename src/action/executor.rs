@@ -199,8 +199,9 @@ pub struct Opened<'a> {
 }
 
 /// Compacts `table` with `executor`: plans, routes each planned partition, rewrites the local
-/// ones (one commit), then sends the Spark ones in one `CALL` (per [`PARTITIONS_PER_CALL`]). A dry run routes and explains
-/// but runs nothing. Spark failures are in the result ([`Executed::failure_error`]), not raised.
+/// ones (one commit), then sends the Spark ones in one `CALL` (per [`PARTITIONS_PER_CALL`]). A
+/// dry run routes and explains but runs nothing. Spark failures are in the result
+/// ([`Executed::failure_error`]), not raised.
 pub fn compact_with_executor(
     opened: Opened<'_>,
     options: &CompactionOptions,
@@ -528,7 +529,7 @@ struct Touched {
 
 /// Partitions sent to Spark in one `CALL` (their predicates OR-ed: Spark parses an OR chain
 /// recursively, so a call's predicate is kept to a size its parser takes).
-const PARTITIONS_PER_CALL: usize = 200;
+pub const PARTITIONS_PER_CALL: usize = 200;
 
 /// The predicates, each parenthesized, OR-ed.
 fn either<'a>(predicates: impl Iterator<Item = &'a str>) -> String {
