@@ -212,6 +212,9 @@ impl RowFunction for Compact {
                     ),
                 };
                 let input_files = spark.map_or(p.input_files(), |o| o.files_rewritten);
+                // Spark's partitions are Spark's to write.
+                let (method, method_reason) = if spark.is_some() { (None, None) } else { report.method(&p.key) };
+                let text = |v: Option<&str>| v.map_or(Cell::Null, |v| Cell::Text(v.into()));
                 vec![
                     Cell::Text(p.partition.clone()),
                     Cell::Int(p.spec_id),
@@ -233,16 +236,8 @@ impl RowFunction for Compact {
                     route.map_or(Cell::Null, |r| Cell::Text(r.why.clone())),
                     if p.verdict == Verdict::Compact { Cell::Text(report.layout.label()) } else { Cell::Null },
                     report.warning.clone().map_or(Cell::Null, Cell::Text),
-                    match (spark, p.verdict) {
-                        (None, Verdict::Compact) => report.method(&p.key).map_or(Cell::Null, |m| Cell::Text(m.into())),
-                        _ => Cell::Null,
-                    },
-                    match (spark, p.verdict) {
-                        (None, Verdict::Compact) => {
-                            report.not_stitched.get(&p.key).cloned().map_or(Cell::Null, Cell::Text)
-                        }
-                        _ => Cell::Null,
-                    },
+                    text(method),
+                    text(method_reason),
                 ]
             })
             .collect())

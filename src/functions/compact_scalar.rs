@@ -95,15 +95,15 @@ pub fn summary_json(table: &str, report: &CompactionReport) -> Value {
         "output_size_ratio": report.output_ratio,
         "strategy": report.layout.label(),
         "warning": report.warning,
-        "partitions": report.plans.iter().map(|p| json!({
+        "partitions": report.plans.iter().map(|p| (p, report.method(&p.key))).map(|(p, (method, method_reason))| json!({
             "partition": p.partition,
             "spec_id": p.spec_id,
             "verdict": p.verdict.as_str(),
             "reason": p.reason,
             "files_before": p.files_before,
             "files_after": p.files_after(),
-            "method": if p.verdict == Verdict::Compact { report.method(&p.key) } else { None },
-            "method_reason": if p.verdict == Verdict::Compact { report.not_stitched.get(&p.key) } else { None },
+            "method": method,
+            "method_reason": method_reason,
         })).collect::<Vec<_>>(),
     })
 }

@@ -278,12 +278,13 @@ impl Rewrite for DeltaRewrite<'_> {
         if let Some(f) = inputs.iter().find(|f| f.deletion_vector_rows.is_some()) {
             return Some(format!("'{}' has a deletion vector", f.path));
         }
-        let local: Vec<String> = inputs.iter().map(|f| f.local_path.to_string_lossy().into_owned()).collect();
+        let local = local_inputs(&inputs);
         if let Some(why) = self.footers.refusal(&local, &self.stitching) {
             return Some(why);
         }
-        // Under column mapping every mapped field must be in the file by its id, as a rewrite's.
-        local.iter().find_map(|path| self.columns.check_written_ids(conn, path).err().map(|e| e.to_string()))
+        // Under column mapping every mapped field must be in the file by its id, as a rewrite's;
+        // the inputs share one schema (the refusal checked it), so the first file tells.
+        self.columns.check_written_ids(conn, &local[0]).err().map(|e| e.to_string())
     }
 
     fn rewrite(
@@ -332,6 +333,11 @@ impl Rewrite for DeltaRewrite<'_> {
         }
         Ok(Committed { id: version, location, warning, deletes_removed })
     }
+}
+
+/// The local paths of `inputs`, as stitching reads them.
+fn local_inputs(inputs: &[&LiveFile]) -> Vec<String> {
+    inputs.iter().map(|f| f.local_path.to_string_lossy().into_owned()).collect()
 }
 
 /// Rewrites one group into `outputs` new files (in layout order, [`copy_in_order`]), or with
@@ -384,20 +390,13 @@ fn rewrite_group(
     }
     // Held until the rewrite is done: the query reads its temporary file.
     let deleted = DeletedPositions::of(&table.root, inputs)?;
-    let select = match stitch {
-        Some(_) => None,
-        None => Some(columns.ordered_select(conn, inputs, deleted.as_ref())?),
-    };
     let done = (|| {
-        let copied = match (stitch, &select, &targets[..]) {
-            (Some(footers), _, [target]) => {
-                let local: Vec<String> = inputs.iter().map(|f| f.local_path.to_string_lossy().into_owned()).collect();
-                vec![footers.stitch_and_verify(&local, target)?]
+        let copied = match stitch {
+            Some(footers) => footers.stitch_into(&local_inputs(inputs), &targets)?,
+            None => {
+                let select = columns.ordered_select(conn, inputs, deleted.as_ref())?;
+                copy_in_order(conn, &select, &targets, &|select, target| columns.copy_to(select, target))?
             }
-            (None, Some(select), _) => {
-                copy_in_order(conn, select, &targets, &|select, target| columns.copy_to(select, target))?
-            }
-            _ => return Err(Error::invalid("a stitched rewrite writes one file (this is a bug, please report it)")),
         };
         let rows: u64 = copied.iter().map(|(rows, _)| rows).sum();
         // Every vector's rows were checked to lie within its file's numRecords.

@@ -563,28 +563,23 @@ fn rewrite_group(
     }
     let schema = table.metadata.current_schema();
     let files: Vec<&IcebergDataFile> = inputs.iter().map(|i| i.file).collect();
-    let selected = match stitch {
-        Some(_) => None,
-        None => Some(rewrite_select(conn, table, reads, layout)?),
-    };
-    let options = copy_options(table, reads.lineage);
+    let inputs_local: Vec<String> = files.iter().map(|f| strip_file_scheme(f.file_path()).to_string()).collect();
     let written = (|| {
-        // What the deletes remove, counted by a query of its own before the rewrite.
-        let deleted = match selected.as_ref().and_then(|(_, deleted)| deleted.as_ref()) {
-            None => Deleted::default(),
-            Some((sql, ids)) => Deleted::read(conn, sql, ids)?,
-        };
-        let copied = match (stitch, &selected, &local_paths[..]) {
-            (Some(footers), _, [target]) => {
-                let inputs: Vec<String> = files.iter().map(|f| strip_file_scheme(f.file_path()).to_string()).collect();
-                vec![footers.stitch_and_verify(&inputs, target)?]
-            }
-            (None, Some((rows_in_order, _)), _) => {
-                copy_in_order(conn, rows_in_order, &local_paths, &|select, target| {
+        let (copied, deleted) = match stitch {
+            Some(footers) => (footers.stitch_into(&inputs_local, &local_paths)?, Deleted::default()),
+            None => {
+                let (rows_in_order, deleted_sql) = rewrite_select(conn, table, reads, layout)?;
+                // What the deletes remove, counted by a query of its own before the rewrite.
+                let deleted = match &deleted_sql {
+                    None => Deleted::default(),
+                    Some((sql, ids)) => Deleted::read(conn, sql, ids)?,
+                };
+                let options = copy_options(table, reads.lineage);
+                let copied = copy_in_order(conn, &rows_in_order, &local_paths, &|select, target| {
                     format!("COPY ({select}) TO {} {options}", quote_literal(target))
-                })?
+                })?;
+                (copied, deleted)
             }
-            _ => return Err(Error::invalid("a stitched rewrite writes one file (this is a bug, please report it)")),
         };
         let rows: u64 = copied.iter().map(|(rows, _)| rows).sum();
         let listed: u64 = files.iter().map(|f| f.record_count()).sum();
@@ -602,7 +597,6 @@ fn rewrite_group(
         let stats = local_paths.iter().map(|p| column_stats(conn, p, schema)).collect::<Result<Vec<_>>>()?;
         // Which columns each input lacks (they read as their default, or NULL), where that
         // decides what the check expects: with defaults, or counts missing from the manifests.
-        let inputs_local: Vec<String> = files.iter().map(|f| strip_file_scheme(f.file_path()).to_string()).collect();
         let present = if has_defaults(schema) || !has_column_counts(&files, schema) {
             Some(field_ids_by_file(conn, &inputs_local)?)
         } else {

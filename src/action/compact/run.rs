@@ -45,21 +45,25 @@ pub struct CompactionReport {
 }
 
 impl CompactionReport {
-    /// How partition `key`'s groups are (or would be) written: `stitch` (row groups copied,
-    /// [`crate::action::compact::stitch`]), `re-encode`, or both; `None` when it has none.
-    pub fn method(&self, key: &PartitionKey) -> Option<&'static str> {
+    /// How partition `key`'s groups are (or would be) written — `stitch` (row groups copied,
+    /// [`crate::action::compact::stitch`]), `re-encode`, or both — and, when some are
+    /// re-encoded, why they are not stitched; `(None, None)` when it has no group.
+    pub fn method(&self, key: &PartitionKey) -> (Option<&'static str>, Option<&str>) {
         let mut groups = self.groups.iter().filter(|g| &g.key == key).peekable();
-        groups.peek()?;
+        if groups.peek().is_none() {
+            return (None, None);
+        }
         let (mut stitched, mut encoded) = (false, false);
         for g in groups {
             stitched |= g.stitched;
             encoded |= !g.stitched;
         }
-        Some(match (stitched, encoded) {
+        let method = match (stitched, encoded) {
             (true, false) => "stitch",
             (false, _) => "re-encode",
             (true, true) => "stitch, re-encode",
-        })
+        };
+        (Some(method), self.not_stitched.get(key).filter(|_| encoded).map(String::as_str))
     }
 }
 

@@ -7,8 +7,8 @@
 //! What a rewrite would change besides the bytes' layout must not be asked for: no delete to
 //! apply, no sort, no row lineage to keep (a v3 row id or a Delta tracked row id derives from the
 //! file's position in the table, which a new file changes), so `Footers::refusal` is asked only
-//! where the format allows it. Row groups are kept as they are, so stitching is chosen only when they
-//! are already of a useful size ([`MIN_MEAN_ROW_GROUP_BYTES`]); files of tiny row groups (a
+//! where the format allows it. Row groups are kept as they are, so stitching is chosen only when
+//! they are already of a useful size ([`MIN_MEAN_ROW_GROUP_BYTES`]); files of tiny row groups (a
 //! streaming writer's) are re-encoded into large ones as before.
 //!
 //! The written file is checked like a re-encoded one (rows and per-column counts against the
@@ -30,6 +30,7 @@ use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::properties::WriterProperties;
 use parquet::file::serialized_reader::SerializedPageReader;
 use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::types::SchemaDescriptor;
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -99,7 +100,9 @@ impl Footers {
     }
 
     /// Why the local Parquet files `inputs` cannot be stitched into one, or `None` when they can:
-    /// one schema, no encryption, row groups of a useful size, and `requirements`.
+    /// one schema that meets `requirements`, row groups of a useful size, the required codec,
+    /// consistent chunk offsets. (An encrypted footer does not parse; encrypted pages fail the
+    /// page walk of [`Footers::stitch_into`].)
     pub(crate) fn refusal(&self, inputs: &[String], requirements: &Requirements) -> Option<String> {
         if inputs.len() < 2 {
             return Some("fewer than two files".into());
@@ -116,7 +119,14 @@ impl Footers {
             let metadata = footer.file_metadata();
             let root = metadata.schema_descr().root_schema();
             match schema {
-                None => schema = Some(root.clone()),
+                // The first file's schema is checked against the requirements; every other
+                // file's must equal it.
+                None => {
+                    if let Some(why) = schema_refusal(path, metadata.schema_descr(), requirements) {
+                        return Some(why);
+                    }
+                    schema = Some(root.clone());
+                }
                 Some(ref first) if first != root => return Some(format!("'{path}' has another Parquet schema")),
                 Some(_) => {}
             }
@@ -135,54 +145,33 @@ impl Footers {
                     MIN_MEAN_ROW_GROUP_BYTES >> 20
                 ));
             }
-            if requirements.field_ids
-                && let Some(column) =
-                    metadata.schema_descr().columns().iter().find(|c| !c.self_type().get_basic_info().has_id())
-            {
-                return Some(format!("'{path}' has no field id for column '{}'", column.path()));
-            }
-            let descr = metadata.schema_descr();
-            if let Some(wanted) = &requirements.leaf_paths {
-                let leaves: HashSet<String> = descr.columns().iter().map(|c| c.path().parts().join(", ")).collect();
-                if &leaves != wanted {
-                    return Some(format!("'{path}' has other columns than the table's current schema"));
+            for chunk in groups.iter().flat_map(|g| g.columns()) {
+                if let Some(codec) = requirements.codec
+                    && codec_name(chunk.compression()) != codec
+                {
+                    return Some(format!(
+                        "'{path}' is compressed with {}, the table asks for {codec}",
+                        codec_name(chunk.compression())
+                    ));
                 }
-            }
-            if let Some(wanted) = &requirements.top_level {
-                let top: HashSet<String> = root.get_fields().iter().map(|f| f.name().to_string()).collect();
-                if &top != wanted {
-                    return Some(format!("'{path}' has other columns than the table's current schema"));
-                }
-            }
-            for group in groups {
-                for chunk in group.columns() {
-                    if let Some(codec) = requirements.codec
-                        && codec_name(chunk.compression()) != codec
-                    {
-                        return Some(format!(
-                            "'{path}' is compressed with {}, the table asks for {codec}",
-                            codec_name(chunk.compression())
-                        ));
-                    }
-                    if chunk_range(chunk).is_none() {
-                        return Some(format!(
-                            "'{path}' describes column chunk '{}' inconsistently",
-                            chunk.column_path()
-                        ));
-                    }
+                if !offsets_agree(chunk) {
+                    return Some(format!("'{path}' describes column chunk '{}' inconsistently", chunk.column_path()));
                 }
             }
         }
         None
     }
 
-    /// Writes the row groups of `inputs` (checked by [`Footers::refusal`]), in order, into the new
-    /// local file `target`, column chunks copied byte for byte, and checks every page of it
-    /// ([`verify_pages`]); returns its rows and bytes.
-    pub(crate) fn stitch_and_verify(&self, inputs: &[String], target: &str) -> Result<(u64, u64)> {
+    /// Writes the row groups of `inputs` (checked by [`Footers::refusal`]), in order, into the one
+    /// new local file of `targets`, column chunks copied byte for byte, and checks every page of
+    /// it ([`verify_pages`]); returns its rows and bytes, as [`super::run::copy_in_order`] does.
+    pub(crate) fn stitch_into(&self, inputs: &[String], targets: &[String]) -> Result<Vec<(u64, u64)>> {
+        let [target] = targets else {
+            return Err(Error::invalid("a stitched rewrite writes one file (this is a bug, please report it)"));
+        };
         let (rows, bytes) = self.stitch(inputs, target)?;
         verify_pages(target)?;
-        Ok((rows, bytes))
+        Ok(vec![(rows, bytes)])
     }
 
     /// Writes the row groups of `inputs`, in order, into the new local file `target`, column
@@ -227,14 +216,39 @@ impl Footers {
     }
 }
 
-/// The byte range a column chunk's pages take (from its dictionary page, when it has one, to
-/// the end of its data pages, which is what is copied), or `None` when its offsets contradict
-/// each other (some writers put 0 in the dictionary offset for "none": such files are re-encoded).
-fn chunk_range(chunk: &parquet::file::metadata::ColumnChunkMetaData) -> Option<(u64, u64)> {
+/// Whether a column chunk's offsets agree with each other: its pages (from its dictionary page,
+/// when it has one, to the end of its data pages: what is copied) start past the file's magic
+/// and hold its data page offset. Some writers put 0 in the dictionary offset for "none": such
+/// files are re-encoded.
+fn offsets_agree(chunk: &parquet::file::metadata::ColumnChunkMetaData) -> bool {
     let data = chunk.data_page_offset();
     let start = chunk.dictionary_page_offset().unwrap_or(data);
     let length = chunk.compressed_size();
-    (start >= 4 && data >= start && length > 0 && data < start + length).then_some((start as u64, length as u64))
+    start >= 4 && data >= start && length > 0 && data < start + length
+}
+
+/// Why a file's schema `descr` does not meet `requirements` (field ids, the current schema's
+/// leaf or top-level columns), if it does not.
+fn schema_refusal(path: &str, descr: &SchemaDescriptor, requirements: &Requirements) -> Option<String> {
+    if requirements.field_ids
+        && let Some(column) = descr.columns().iter().find(|c| !c.self_type().get_basic_info().has_id())
+    {
+        return Some(format!("'{path}' has no field id for column '{}'", column.path()));
+    }
+    let other_columns = || Some(format!("'{path}' has other columns than the table's current schema"));
+    if let Some(wanted) = &requirements.leaf_paths {
+        let leaves: HashSet<String> = descr.columns().iter().map(|c| c.path().parts().join(", ")).collect();
+        if &leaves != wanted {
+            return other_columns();
+        }
+    }
+    if let Some(wanted) = &requirements.top_level {
+        let top: HashSet<String> = descr.root_schema().get_fields().iter().map(|f| f.name().to_string()).collect();
+        if &top != wanted {
+            return other_columns();
+        }
+    }
+    None
 }
 
 fn stitch_error(path: &str, e: impl std::fmt::Display) -> Error {
@@ -251,7 +265,7 @@ fn verify_pages(path: &str) -> Result<()> {
     let footer = ParquetMetaDataReader::new().parse_and_finish(file.as_ref()).map_err(|e| stitch_error(path, e))?;
     for group in footer.row_groups() {
         for chunk in group.columns() {
-            if chunk_range(chunk).is_none() {
+            if !offsets_agree(chunk) {
                 return Err(stitch_error(
                     path,
                     format!("column chunk '{}' has inconsistent offsets", chunk.column_path()),
