@@ -121,9 +121,13 @@ pub fn table_profile(table: &Table, thresholds: &Thresholds) -> Result<Vec<Parti
         Table::Iceberg { table, .. } => table,
         Table::Delta(table) => return Ok(profile(&table.model_files(), thresholds)),
     };
+    let mut tally = Tally::new(thresholds);
+    // Without delete manifests: the table's kept tallies (a gate plans on them next).
+    if let Some(tallies) = table.data_tallies(tally.small_limit)? {
+        return Ok(profile_tallies(tallies.iter().map(|(_, t)| t.clone()), thresholds));
+    }
     let (deletes, data): (Vec<_>, Vec<_>) =
         table.current_manifests()?.into_iter().partition(|m| m.content == iceberg::spec::ManifestContentType::Deletes);
-    let mut tally = Tally::new(thresholds);
     for batch in [deletes, data] {
         let referenced = Arc::new(tally.referenced());
         let small_limit = tally.small_limit;
@@ -137,6 +141,19 @@ pub fn table_profile(table: &Table, thresholds: &Thresholds) -> Result<Vec<Parti
 pub fn profile(files: &[DataFile], thresholds: &Thresholds) -> Vec<PartitionProfile> {
     let mut tally = Tally::new(thresholds);
     tally.add(ManifestTally::from_files(files, tally.small_limit, &referenced_paths(files)));
+    tally.finish()
+}
+
+/// The profile `tallies` add up to: one row per partition, as [`profile`]; the tallies must
+/// hold every delete file that applies (a table without delete files needs none).
+pub fn profile_tallies(
+    tallies: impl IntoIterator<Item = ManifestTally>,
+    thresholds: &Thresholds,
+) -> Vec<PartitionProfile> {
+    let mut tally = Tally::new(thresholds);
+    for t in tallies {
+        tally.add(t);
+    }
     tally.finish()
 }
 

@@ -23,7 +23,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::notify::card;
 use crate::notify::slack::{Delivery, RetryPolicy, Webhook, post};
 use crate::plan::compaction::{CompactionOptions, Verdict};
-use crate::profile::{profile, summarize};
+use crate::profile::{summarize, table_profile};
 use crate::report::{LineVerdict, PartitionLine, RunStatus, Scorecard};
 use crate::table::{LocateOptions, PartitionKey, Table, TableFormat};
 
@@ -251,8 +251,8 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     let thresholds = options.compaction.thresholds;
     // Opened once: the profile, the plan, the rewrite and the scans all read this state.
     let table = Table::open(&options.table, &options.locate)?;
-    let before_files = table.live_files()?;
-    let before = profile(&before_files, &thresholds);
+    // Streamed by the lean reader, as the profile is: a million-file table is not held whole.
+    let before = table_profile(&table, &thresholds)?;
     let summary_before = summarize(&before, options.compaction.target_file_size_mb);
 
     // Plan (metadata only), then act on exactly the partitions the plan compacts. A table this
@@ -276,7 +276,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     let planned = match rewritable {
         Ok(()) => compact_with(true, None)?,
         Err(why) => {
-            let mut plans = crate::plan::compaction::plan(&before_files, &options.compaction, 1.0);
+            let mut plans = crate::plan::compaction::plan(&table.live_files()?, &options.compaction, 1.0);
             plans.iter_mut().filter(|p| p.verdict == Verdict::Compact).for_each(|p| p.skip(why.message()));
             Executed {
                 report: CompactionReport {
@@ -334,9 +334,9 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         false => None,
     };
     let after_table = reopened.as_ref().unwrap_or(&table);
-    let after_files = match &reopened {
-        Some(t) => t.live_files()?,
-        None => before_files.clone(),
+    let after = match &reopened {
+        Some(t) => table_profile(t, &thresholds)?,
+        None => before.clone(),
     };
     // The same rows after: the file each sampled group became (none for a group whose every row
     // was deleted). A sampled group the real run did not rewrite as planned leaves the speedup
@@ -425,7 +425,6 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         }
         None => e,
     })?;
-    let after = profile(&after_files, &thresholds);
     let summary_after = summarize(&after, options.compaction.target_file_size_mb);
 
     let mut lines = Vec::new();

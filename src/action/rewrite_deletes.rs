@@ -179,7 +179,12 @@ struct Written {
 
 impl State {
     fn read(table: &IcebergTable, convert_equality_deletes: bool) -> Result<Self> {
-        let manifests = table.load_manifests()?;
+        let listed = table.current_manifests()?;
+        // Without delete manifests there is no delete file to rewrite: nothing is decoded.
+        let manifests = match listed.iter().any(|m| m.content == ManifestContentType::Deletes) {
+            true => table.decode_manifests(listed)?,
+            false => Vec::new(),
+        };
         let (mut files, mut sources) = (Vec::new(), Vec::new());
         for (m, loaded) in manifests.iter().enumerate() {
             let alive = loaded.manifest.entries().iter().enumerate().filter(|(_, e)| e.is_alive()).map(|(i, _)| i);

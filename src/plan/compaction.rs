@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
 use crate::plan::layout::LayoutOptions;
-use crate::profile::{MIB, Thresholds, check_target_file_size_mb, profile};
+use crate::profile::{MIB, PartitionProfile, Thresholds, check_target_file_size_mb, profile};
 use crate::table::{DataFile, FileContent, PartitionKey};
 
 /// Delta's `optimize.maxDeletedRowsRatio`: a file with at least this share of its rows deleted
@@ -297,34 +297,9 @@ pub fn plan_naming_deletes(
     profile(files, &options.thresholds)
         .into_iter()
         .map(|p| {
-            let mut plan = PartitionPlan {
-                partition: p.partition.clone(),
-                spec_id: p.spec_id,
-                key: p.key.clone(),
-                verdict: Verdict::Skipped,
-                reason: String::new(),
-                files_before: p.total_files,
-                small_files_before: p.small_files,
-                groups: Vec::new(),
-                bytes_to_rewrite: 0,
-                delete_files: p.applicable_delete_files,
-                delete_files_removed: 0,
-                files_written: None,
-                small_inputs: 0,
-                rows_purged: 0,
-                files_purged: 0,
-            };
+            let mut plan = unplanned(&p);
             let purge = purge_by_partition.get(&p.key).map(Vec::as_slice).unwrap_or_default();
-            let selected = options.partitions.as_ref().is_none_or(|list| list.iter().any(|l| l == &p.partition));
-            if !selected {
-                plan.reason = "skipped: not in the partitions list".into();
-                return plan;
-            } else if options.excluded.contains(&p.key) {
-                plan.reason = "skipped: rewritten by Spark".into();
-                return plan;
-            } else if !p.requires_compaction && purge.is_empty() {
-                plan.verdict = Verdict::Healthy;
-                plan.reason = format!("healthy: ratio {:.2} < {threshold}", p.fragmentation_ratio);
+            if settle(&p, options, !purge.is_empty(), &mut plan) {
                 return plan;
             } else if options.recent.contains(&p.key) {
                 plan.reason = "skipped: still being written".into();
@@ -402,6 +377,71 @@ pub fn plan_naming_deletes(
             plan
         })
         .collect()
+}
+
+/// [`plan_naming_deletes`] of `files`, and the `settled` partitions — profiled without reading
+/// their files (none is in `files`), none needing compaction and no delete file applying to them
+/// — planned from their figures alone; all in the profile's order (label, then spec and tuple).
+pub fn plan_with_settled(
+    files: &[DataFile],
+    settled: &[PartitionProfile],
+    options: &CompactionOptions,
+    output_ratio: f64,
+    deletes: &str,
+) -> Vec<PartitionPlan> {
+    let mut plans = plan_naming_deletes(files, options, output_ratio, deletes);
+    for p in settled {
+        let mut plan = unplanned(p);
+        if !settle(p, options, false, &mut plan) {
+            // Not reached: a partition is settled only when its profile needs no compaction.
+            plan.reason = "skipped: its files were not read".into();
+        }
+        plans.push(plan);
+    }
+    plans.sort_by(|a, b| (a.partition.as_str(), &a.key).cmp(&(b.partition.as_str(), &b.key)));
+    plans
+}
+
+/// A partition's plan before any verdict: its figures, skipped, nothing to rewrite.
+fn unplanned(p: &PartitionProfile) -> PartitionPlan {
+    PartitionPlan {
+        partition: p.partition.clone(),
+        spec_id: p.spec_id,
+        key: p.key.clone(),
+        verdict: Verdict::Skipped,
+        reason: String::new(),
+        files_before: p.total_files,
+        small_files_before: p.small_files,
+        groups: Vec::new(),
+        bytes_to_rewrite: 0,
+        delete_files: p.applicable_delete_files,
+        delete_files_removed: 0,
+        files_written: None,
+        small_inputs: 0,
+        rows_purged: 0,
+        files_purged: 0,
+    }
+}
+
+/// Decides `plan` where the partition's figures suffice — not in the `partitions` list,
+/// rewritten by Spark, or healthy (`purges`: some file of it is degraded by its deleted rows) —
+/// and says whether it did.
+fn settle(p: &PartitionProfile, options: &CompactionOptions, purges: bool, plan: &mut PartitionPlan) -> bool {
+    let selected = options.partitions.as_ref().is_none_or(|list| list.iter().any(|l| l == &p.partition));
+    if !selected {
+        plan.reason = "skipped: not in the partitions list".into();
+    } else if options.excluded.contains(&p.key) {
+        plan.reason = "skipped: rewritten by Spark".into();
+    } else if !p.requires_compaction && !purges {
+        plan.verdict = Verdict::Healthy;
+        plan.reason = format!(
+            "healthy: ratio {:.2} < {}",
+            p.fragmentation_ratio, options.thresholds.fragmentation_ratio_threshold
+        );
+    } else {
+        return false;
+    }
+    true
 }
 
 /// Balanced bin-packing: `round(total / target)` groups (at least one), filled largest file

@@ -468,3 +468,52 @@ def test_manifests_left_without_live_files_are_not_carried_forward(con, iceberg_
     for m in manifests:
         assert m["added_data_files_count"] + m["existing_data_files_count"] > 0 or m["added_snapshot_id"] == current, m
     assert pyiceberg_rows(table) == before == duckdb_rows(iceberg_con, table.metadata_location)
+
+
+def _manifest_partitions(table) -> dict[str, set]:
+    """Each manifest of the current snapshot (by path) with the partitions of its live entries."""
+    return {
+        m.manifest_path: {e.data_file.partition[0] for e in m.fetch_manifest_entry(table.io, discard_deleted=True)}
+        for m in table.current_snapshot().manifests(table.io)
+    }
+
+
+def test_manifests_of_healthy_partitions_are_named_as_they_are(con, iceberg_con, catalog):
+    """The plan decodes only the manifests holding a partition that needs compaction (a table of
+    a million files holds the degraded partitions' files, not every file): every other manifest
+    is named by the new snapshot as it was, a healthy partition whose files are spread over a
+    decoded and a carried manifest is still judged on all of them, and the snapshot's totals
+    still count every file of the table, as pyiceberg lists them."""
+    table = c.build_identity_date(catalog)  # 10-01 and 10-02: 12 small appends; 10-03: one big file
+    day = lambda d: (d - dt.date(1970, 1, 1)).days  # noqa: E731
+    # One manifest holding a small file of degraded 10-01 and a big one of healthy 10-03.
+    table.append(pa.concat_tables([c._date_rows(range(500, 505), dt.date(2026, 10, 1)),
+                                   c._date_rows(range(40_000, 60_000), dt.date(2026, 10, 3))]))
+    table = table.refresh()
+    sizes = {r["file_path"]: r["file_size_in_bytes"] for r in table.inspect.files().to_pylist()}
+    big = min(s for s in sizes.values() if s > 100_000)
+    assert max(s for s in sizes.values() if s < 100_000) < 20_000 < big
+    held = _manifest_partitions(table)
+    healthy_only = {path for path, parts in held.items() if parts == {day(dt.date(2026, 10, 3))}}
+    decoded = set(held) - healthy_only
+    assert len(healthy_only) == 1 and any(day(dt.date(2026, 10, 3)) in held[p] for p in decoded), held
+    before = pyiceberg_rows(table)
+    result = compact(con, f"{c.NAMESPACE}.by_date", catalog_uri=catalog.test_uri, small_file_threshold_mb=0.02,
+                     target_file_size_mb=8.0)
+    verdicts = {r["partition"]: (r["verdict"], r["files_before"]) for r in result}
+    assert len(result) == len(verdicts) and verdicts == {
+        "partition_date=2026-10-01": ("compacted", 7),
+        "partition_date=2026-10-02": ("compacted", 6),
+        "partition_date=2026-10-03": ("healthy", 2),
+    }, result
+    table = table.refresh()
+    after = _manifest_partitions(table)
+    # The healthy partition's own manifest is named as it was; every manifest that held a file of
+    # a compacted partition was rewritten.
+    assert healthy_only <= set(after) and not decoded & set(after), (held, after)
+    files = [r for r in table.inspect.files().to_pylist() if r["content"] == 0]
+    summary = table.current_snapshot().summary
+    assert int(summary["total-data-files"]) == len(files) == 4
+    assert int(summary["total-records"]) == sum(r["record_count"] for r in files)
+    assert int(summary["total-files-size"]) == sum(r["file_size_in_bytes"] for r in files)
+    assert pyiceberg_rows(table) == before == duckdb_rows(iceberg_con, table.metadata_location)

@@ -16,8 +16,8 @@ use crate::runtime;
 use crate::store::{location_key, strip_file_scheme};
 use crate::table::iceberg::commit::{CommitOutcome, commit_table, relocate, snapshot_landed};
 use crate::table::iceberg::{
-    IcebergTable, LoadedManifest, manifest_writer, new_snapshot_id, rewrite_manifest_dropping, with_counts,
-    with_main_snapshot, write_manifest_list,
+    CarriedManifest, IcebergTable, LoadedManifest, manifest_writer, new_snapshot_id, rewrite_manifest_dropping,
+    with_counts, with_main_snapshot, write_manifest_list,
 };
 use crate::table::{self, DataFile, FileContent, Located, PartitionKey};
 
@@ -29,6 +29,9 @@ pub(super) struct Base {
     pub(super) located: Located,
     pub(super) table: IcebergTable,
     pub(super) manifests: Vec<LoadedManifest>,
+    /// Manifests named as they are, undecoded: none holds a file the commit replaces, and the
+    /// table has no delete file (so no delete can be left dangling by the commit).
+    pub(super) carried: Vec<CarriedManifest>,
     /// A sort order the commit adds, which the new files name ([`IcebergLayout::add`]).
     pub(super) add_order: Option<::iceberg::spec::SortOrder>,
 }
@@ -49,6 +52,11 @@ pub(super) fn commit_with_retries<'c>(
     // and list are flushed before its commit).
     sync_files(written.iter().filter(|w| w.data_file.is_some()).map(|w| w.local_path.as_str()))?;
     pause_for_tests();
+    if !candidates.is_empty() && !base.carried.is_empty() {
+        // Which delete files dangle is judged on every live file: decode them all.
+        let manifests = base.table.load_manifests()?;
+        base = Base { manifests, carried: Vec::new(), ..base };
+    }
     for _attempt in 0..MAX_COMMIT_ATTEMPTS {
         interrupt::check("nothing was committed")?;
         let head: Vec<DataFile> = base.manifests.iter().flat_map(|m| base.table.model_files(m)).collect();
@@ -75,7 +83,7 @@ pub(super) fn commit_with_retries<'c>(
                 let located = relocate(&base.located)?;
                 let table = IcebergTable::load(&located.metadata_location)?;
                 let manifests = table.load_manifests()?;
-                base = Base { located, table, manifests, add_order: base.add_order };
+                base = Base { located, table, manifests, carried: Vec::new(), add_order: base.add_order };
                 check_rebase(&base, starting_sequence_number, &replaced)?;
             }
             Err(e) => {
@@ -243,6 +251,12 @@ fn build_snapshot(
             })
             .await?;
             new_manifests.push(file);
+        }
+        for carried in base.carried.iter().filter(|c| c.has_live_entries()) {
+            total_files += carried.files;
+            total_records += carried.records;
+            total_bytes += carried.bytes;
+            new_manifests.push(carried.file.clone());
         }
         if found != replaced.len() || removed_deletes_found != removing.len() {
             return Err(Error::new(

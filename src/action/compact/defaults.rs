@@ -16,7 +16,7 @@
 //! added keep their partition columns in the directory names only). Such partitions are skipped
 //! ([`skip_missing_identity_columns`]).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use ::iceberg::spec::{
     DataFile, Literal, NestedField, PrimitiveLiteral, PrimitiveType, Schema, TableMetadata, Transform, Type,
@@ -131,9 +131,10 @@ pub fn field_ids_by_file(conn: &Nested, inputs: &[String]) -> Result<Vec<HashSet
         quote_list(inputs)
     ))?;
     let mut out = vec![HashSet::new(); inputs.len()];
+    let index: HashMap<&str, usize> = inputs.iter().enumerate().map(|(k, i)| (i.as_str(), k)).collect();
     for row in &result.rows {
         let (Some(file), Some(ids)) = (row[0].text(), row[1].text()) else { continue };
-        let Some(k) = inputs.iter().position(|i| i == file) else { continue };
+        let Some(&k) = index.get(file) else { continue };
         out[k] = ids
             .trim_matches(|c| c == '[' || c == ']')
             .split(',')

@@ -7,8 +7,8 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use ::iceberg::spec::{
-    DataContentType, DataFile as IcebergDataFile, DataFileBuilder, DataFileFormat, FormatVersion, PrimitiveType,
-    Schema, Transform, Type,
+    DataContentType, DataFile as IcebergDataFile, DataFileBuilder, DataFileFormat, FormatVersion, ManifestContentType,
+    ManifestFile, PrimitiveType, Schema, Transform, Type,
 };
 
 use super::commit::{Base, Candidate, Written, commit_with_retries};
@@ -26,10 +26,12 @@ use crate::duck::{Nested, quote_ident, quote_list, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::plan::compaction::{PartitionPlan, Verdict};
 use crate::plan::layout::{Layout, LayoutOptions, is_recent};
+use crate::profile::{PartitionProfile, Thresholds, profile_tallies};
 use crate::store::{location_key, strip_file_scheme};
 use crate::table::iceberg::commit::require_exclusive;
 use crate::table::iceberg::deletion_vector::is_deletion_vector;
-use crate::table::iceberg::{IcebergTable, LoadedManifest};
+use crate::table::iceberg::{CarriedManifest, IcebergTable, LoadedManifest};
+use crate::table::summary::PartitionTally;
 use crate::table::{self, DataFile, FileContent, Located, PartitionKey};
 
 /// An Iceberg table's part in a compaction: the current snapshot's live files, rewritten by
@@ -39,6 +41,10 @@ pub(super) struct IcebergRewrite<'a> {
     located: &'a Located,
     table: &'a IcebergTable,
     manifests: Vec<LoadedManifest>,
+    /// Manifests left undecoded: they hold files only of [`IcebergRewrite::settled`] partitions.
+    carried: Vec<CarriedManifest>,
+    /// Partitions profiled by the lean reader alone, needing no compaction ([`focus`]).
+    settled: Vec<PartitionProfile>,
     files: Vec<DataFile>,
     /// For each model file: its manifest and entry.
     sources: Vec<(usize, usize)>,
@@ -62,18 +68,34 @@ pub(super) struct IcebergRewrite<'a> {
 }
 
 impl<'a> IcebergRewrite<'a> {
-    pub(super) fn new(located: &'a Located, table: &'a IcebergTable, layout: &LayoutOptions) -> Result<Self> {
+    /// The rewrite of `table`'s current snapshot. With `focus` (the profile's thresholds) only
+    /// the manifests holding files of partitions that may need compaction are decoded
+    /// ([`focus`]); without, every one.
+    pub(super) fn new(
+        located: &'a Located,
+        table: &'a IcebergTable,
+        layout: &LayoutOptions,
+        focus: Option<&Thresholds>,
+    ) -> Result<Self> {
         let layout = iceberg_layout(layout, &table.metadata)?;
-        let manifests = table.load_manifests()?;
+        let Focus { manifests, carried, settled } = match focus {
+            Some(thresholds) => self::focus(table, thresholds)?,
+            None => Focus { manifests: table.load_manifests()?, carried: Vec::new(), settled: Vec::new() },
+        };
+        let unread: HashSet<&PartitionKey> = settled.iter().map(|p| &p.key).collect();
         let (mut files, mut sources) = (Vec::new(), Vec::new());
         for (m, loaded) in manifests.iter().enumerate() {
             let model = table.model_files(loaded);
             let alive = loaded.manifest.entries().iter().enumerate().filter(|(_, e)| e.is_alive()).map(|(i, _)| i);
             for (file, entry) in model.into_iter().zip(alive) {
-                files.push(file);
-                sources.push((m, entry));
+                // A settled partition's files in a decoded manifest are not all its files.
+                if !unread.contains(&file.key) {
+                    files.push(file);
+                    sources.push((m, entry));
+                }
             }
         }
+        drop(unread);
         let starting_sequence_number = table.metadata.current_snapshot().map_or(0, |s| s.sequence_number());
         let delete_files: Vec<usize> = (0..files.len()).filter(|&i| files[i].content != FileContent::Data).collect();
         require_one_vector_per_file(&manifests, &sources, &delete_files)?;
@@ -81,6 +103,8 @@ impl<'a> IcebergRewrite<'a> {
             located,
             table,
             manifests,
+            carried,
+            settled,
             files,
             sources,
             starting_sequence_number,
@@ -283,6 +307,10 @@ impl Rewrite for IcebergRewrite<'_> {
         &self.files
     }
 
+    fn settled(&self) -> &[PartitionProfile] {
+        &self.settled
+    }
+
     fn layout(&self) -> Layout {
         self.layout.layout.clone()
     }
@@ -372,6 +400,7 @@ impl Rewrite for IcebergRewrite<'_> {
             located: self.located.clone(),
             table: self.table.clone(),
             manifests: self.manifests.clone(),
+            carried: self.carried.clone(),
             add_order: self.layout.add.clone(),
         };
         let replaced: HashSet<&str> = written.iter().flat_map(|w| w.replaces.iter().map(String::as_str)).collect();
@@ -387,6 +416,52 @@ impl Rewrite for IcebergRewrite<'_> {
     }
 }
 
+/// The current snapshot's manifests as a focused rewrite reads them ([`focus`]).
+struct Focus {
+    /// Decoded, in manifest-list order.
+    manifests: Vec<LoadedManifest>,
+    carried: Vec<CarriedManifest>,
+    settled: Vec<PartitionProfile>,
+}
+
+/// The manifests of `table`'s current snapshot, decoded only where a partition that may need
+/// compaction has files: every manifest is first tallied by the lean reader (as the profile
+/// is), the tallies give each partition's profile under `thresholds`, and a manifest holding
+/// none of the partitions that need compaction is carried undecoded — those partitions are
+/// settled from their figures. A table of a million files then holds the degraded partitions'
+/// files, not every file. Every manifest is decoded (nothing carried or settled) when the table
+/// has delete files (a delete applies across manifests, and a rewrite may remove it) or a
+/// manifest-list entry lacks its counts (v1: a carried entry must have them).
+fn focus(table: &IcebergTable, thresholds: &Thresholds) -> Result<Focus> {
+    let counted = |m: &ManifestFile| {
+        m.added_files_count.is_some()
+            && m.existing_files_count.is_some()
+            && m.deleted_files_count.is_some()
+            && m.added_rows_count.is_some()
+            && m.existing_rows_count.is_some()
+            && m.deleted_rows_count.is_some()
+    };
+    let tallies = match table.data_tallies(thresholds.small_file_threshold_bytes())? {
+        Some(tallies) if tallies.iter().all(|(m, _)| counted(m)) => tallies,
+        _ => return Ok(Focus { manifests: table.load_manifests()?, carried: Vec::new(), settled: Vec::new() }),
+    };
+    let profiles = profile_tallies(tallies.iter().map(|(_, t)| t.clone()), thresholds);
+    let (wanted, settled): (Vec<PartitionProfile>, Vec<PartitionProfile>) =
+        profiles.into_iter().partition(|p| p.requires_compaction);
+    let wanted: HashSet<&PartitionKey> = wanted.iter().map(|p| &p.key).collect();
+    let (mut decode, mut carried) = (Vec::new(), Vec::new());
+    for (file, tally) in tallies.iter() {
+        if tally.partitions.iter().any(|p| wanted.contains(&p.key)) || !tally.deletes.is_empty() {
+            decode.push(file.clone());
+        } else {
+            let sum = |f: fn(&PartitionTally) -> u64| tally.partitions.iter().map(f).sum::<u64>();
+            let (files, records, bytes) = (sum(|p| p.files), sum(|p| p.records), sum(|p| p.bytes));
+            carried.push(CarriedManifest { file: file.clone(), files, records, bytes });
+        }
+    }
+    Ok(Focus { manifests: table.decode_manifests(decode)?, carried, settled })
+}
+
 /// The `SELECT` of the live data files `paths` of `table` with the delete files that apply to
 /// them applied ([`DeleteSet`]), as the current schema's columns; `None` when no delete applies.
 /// What the gate's measured scan reads, so that it reads the rows a reader of the table sees;
@@ -397,7 +472,11 @@ pub(crate) fn merge_on_read_select(
     table: &IcebergTable,
     paths: &[String],
 ) -> Result<Option<(String, Option<DeletedPositions>)>> {
-    let rewrite = IcebergRewrite::new(located, table, &LayoutOptions::default())?;
+    // Without delete manifests no delete applies: the manifests need no decoding.
+    if !table.current_manifests()?.iter().any(|m| m.content == ManifestContentType::Deletes) {
+        return Ok(None);
+    }
+    let rewrite = IcebergRewrite::new(located, table, &LayoutOptions::default(), None)?;
     let wanted: HashSet<&str> = paths.iter().map(String::as_str).collect();
     let group: Vec<usize> = (0..rewrite.files.len())
         .filter(|&i| rewrite.files[i].content == FileContent::Data && wanted.contains(rewrite.files[i].path.as_str()))

@@ -67,7 +67,8 @@ pub fn compact(
     match table {
         Table::Iceberg { located, table } => {
             table.require_rewritable()?;
-            run(&IcebergRewrite::new(located, table, &options.layout)?, options, dry_run, host, known_ratio)
+            let rewrite = IcebergRewrite::new(located, table, &options.layout, Some(&options.thresholds))?;
+            run(&rewrite, options, dry_run, host, known_ratio)
         }
         Table::Delta(table) => {
             let rewrite = crate::action::compact::delta::DeltaRewrite::new(table, options)?;

@@ -11,8 +11,9 @@ use crate::action::layout::OrderedRows;
 use crate::duck::{HostDb, Nested, quote_ident};
 use crate::error::{ErrorKind, Result};
 use crate::interrupt;
-use crate::plan::compaction::{CompactionOptions, PartitionPlan, Verdict, plan_naming_deletes};
+use crate::plan::compaction::{CompactionOptions, PartitionPlan, Verdict, plan_with_settled};
 use crate::plan::layout::Layout;
+use crate::profile::PartitionProfile;
 use crate::table::{DataFile, PartitionKey};
 
 /// What a compaction did (or, dry, would do).
@@ -112,8 +113,15 @@ pub(crate) trait Rewrite {
     const PURGES: bool = false;
     /// The `delete_ratio_threshold` when the user gives none.
     const DEFAULT_DELETE_RATIO: f64 = crate::plan::compaction::DELTA_DELETE_RATIO_THRESHOLD;
-    /// The live files, in the model the planner takes.
+    /// The live files, in the model the planner takes (of every partition not
+    /// [`Rewrite::settled`]).
     fn files(&self) -> &[DataFile];
+    /// Partitions profiled without their files, each needing no compaction, planned from their
+    /// figures alone (an Iceberg table of a million files reads only the files of the partitions
+    /// that may need it).
+    fn settled(&self) -> &[PartitionProfile] {
+        &[]
+    }
     /// The layout the rewrite writes.
     fn layout(&self) -> Layout;
     /// The partitions whose time range ends after `now - window` (µs since the epoch), which
@@ -184,7 +192,7 @@ pub(crate) fn run<R: Rewrite>(
         adjusted.recent.extend(rewrite.recent(chrono::Utc::now().timestamp_micros(), window));
     }
     let options = &adjusted;
-    let first_plan = plan_naming_deletes(files, options, 1.0, R::DELETES);
+    let first_plan = plan_with_settled(files, rewrite.settled(), options, 1.0, R::DELETES);
     let mut report = CompactionReport {
         plans: first_plan,
         snapshot_id: None,
@@ -234,7 +242,7 @@ pub(crate) fn run<R: Rewrite>(
     if let Some(r) = ratio
         && (r - 1.0).abs() > 0.1
     {
-        let replanned = plan_naming_deletes(files, options, r, R::DELETES);
+        let replanned = plan_with_settled(files, rewrite.settled(), options, r, R::DELETES);
         if replanned.len() == report.plans.len() && replanned.iter().zip(&report.plans).all(|(a, b)| a.key == b.key) {
             for (i, plan) in replanned.into_iter().enumerate() {
                 if !stitched[i] {
@@ -387,10 +395,15 @@ pub(crate) fn copy_in_order(
 
 /// Input bytes rewritten to `/dev/null` to measure how the rewrite changes sizes.
 const CALIBRATION_SAMPLE_BYTES: u64 = 16 * 1024 * 1024;
+/// At most this many files in the sample: 16 MiB of 2 KiB files would be 8,000 files, whose
+/// reading (footers, a scan each) costs seconds and hundreds of MiB to measure what a few hundred
+/// show as well.
+const CALIBRATION_SAMPLE_FILES: usize = 256;
 
 /// Output bytes per input byte of a rewrite, measured by rewriting a sample of the files the
 /// plan compacts and re-encodes (`stitched[i]`: plan `i` is stitched instead; up to
-/// [`CALIBRATION_SAMPLE_BYTES`] from the largest such partition) to `/dev/null`:
+/// [`CALIBRATION_SAMPLE_BYTES`] in at most [`CALIBRATION_SAMPLE_FILES`] files from the largest
+/// such partition) to `/dev/null`:
 /// a change of codec (Snappy in, zstd out) or many per-file footers make outputs much smaller
 /// than their inputs, and planning on input bytes alone would miss the target by as much.
 /// `size_of` gives a planned file's size, `copy_to` the format's COPY of some planned files to a
@@ -416,6 +429,9 @@ fn measured_output_ratio(
     let mut sample: Vec<usize> = Vec::new();
     let mut sample_bytes = 0u64;
     for i in members {
+        if sample.len() == CALIBRATION_SAMPLE_FILES {
+            break;
+        }
         let size = size_of(i);
         if !sample.is_empty() && sample_bytes + size > CALIBRATION_SAMPLE_BYTES {
             continue;

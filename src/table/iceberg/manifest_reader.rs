@@ -528,6 +528,7 @@ mod tests {
             file_io: FileIO::new_with_fs(),
             stand_ins: Default::default(),
             lost_defaults: Default::default(),
+            tallies: Default::default(),
         };
         let full = ManifestTally::from_files(&table.model_files(&loaded), SMALL, &referenced);
         let sort = |mut t: ManifestTally| {

@@ -47,6 +47,22 @@ pub struct IcebergTable {
     /// metadata lost (`lost_defaults`): no commit may write the metadata without them, and no
     /// rewrite may write NULL where readers see them.
     pub lost_defaults: Arc<Vec<String>>,
+    /// The current snapshot's manifests tallied by the lean reader at one small-file threshold
+    /// ([`IcebergTable::data_tallies`]), kept for the next caller (the gate profiles, then plans
+    /// twice, on one state).
+    pub tallies: Arc<std::sync::Mutex<Option<Tallies>>>,
+}
+
+/// Each manifest-list entry of a snapshot with its tally, in manifest-list order.
+pub type TalliedManifests = Arc<Vec<(ManifestFile, ManifestTally)>>;
+
+/// [`TalliedManifests`] at a small-file threshold.
+#[derive(Debug)]
+pub struct Tallies {
+    /// The small-file threshold in bytes they were counted with.
+    pub small_limit: f64,
+    /// Each manifest-list entry with its tally.
+    pub manifests: TalliedManifests,
 }
 
 impl IcebergTable {
@@ -68,7 +84,35 @@ impl IcebergTable {
             file_io,
             stand_ins: Arc::new(stand_ins),
             lost_defaults: Arc::new(lost_defaults),
+            tallies: Default::default(),
         })
+    }
+
+    /// For a current snapshot without delete manifests: each manifest with its tally (by the
+    /// lean reader, [`IcebergTable::summarize_each`]) at the small-file threshold `small_limit`
+    /// (bytes), in manifest-list order; counted once per threshold and kept. `None` when the
+    /// snapshot has delete manifests (their tallies depend on the order manifests are read in).
+    pub fn data_tallies(&self, small_limit: f64) -> Result<Option<TalliedManifests>> {
+        if let Ok(kept) = self.tallies.lock()
+            && let Some(kept) = kept.as_ref()
+            && kept.small_limit == small_limit
+        {
+            return Ok(Some(kept.manifests.clone()));
+        }
+        let listed = self.current_manifests()?;
+        if listed.iter().any(|m| m.content == iceberg::spec::ManifestContentType::Deletes) {
+            return Ok(None);
+        }
+        let order: std::collections::HashMap<String, usize> =
+            listed.iter().enumerate().map(|(i, m)| (m.manifest_path.clone(), i)).collect();
+        let mut tallies: Vec<(ManifestFile, ManifestTally)> = Vec::with_capacity(listed.len());
+        self.summarize_each(listed, small_limit, Default::default(), &mut |file, tally| tallies.push((file, tally)))?;
+        tallies.sort_by_key(|(file, _)| order[&file.manifest_path]);
+        let tallies = Arc::new(tallies);
+        if let Ok(mut kept) = self.tallies.lock() {
+            *kept = Some(Tallies { small_limit, manifests: tallies.clone() });
+        }
+        Ok(Some(tallies))
     }
 
     /// `metadata` as the JSON of a new metadata file: every column type a stand-in held is put
@@ -189,7 +233,11 @@ impl IcebergTable {
     /// Every manifest of the current snapshot, decoded (entries inherit sequence numbers and
     /// snapshot ids from the manifest list), in manifest-list order.
     pub fn load_manifests(&self) -> Result<Vec<LoadedManifest>> {
-        let manifests = self.current_manifests()?;
+        self.decode_manifests(self.current_manifests()?)
+    }
+
+    /// `manifests` (of the current snapshot) decoded, in the order given.
+    pub fn decode_manifests(&self, manifests: Vec<ManifestFile>) -> Result<Vec<LoadedManifest>> {
         runtime::block_on(async move {
             let mut handles = Vec::with_capacity(manifests.len());
             for file in manifests {
@@ -241,6 +289,18 @@ impl IcebergTable {
         referenced: Arc<HashSet<PathBuf>>,
         add: &mut dyn FnMut(ManifestTally),
     ) -> Result<()> {
+        self.summarize_each(manifests, small_limit, referenced, &mut |_, tally| add(tally))
+    }
+
+    /// [`IcebergTable::summarize_manifests`], handing each tally to `add` with its manifest's
+    /// list entry.
+    pub fn summarize_each(
+        &self,
+        manifests: Vec<ManifestFile>,
+        small_limit: f64,
+        referenced: Arc<HashSet<PathBuf>>,
+        add: &mut dyn FnMut(ManifestFile, ManifestTally),
+    ) -> Result<()> {
         let views = Arc::new(Views::default());
         runtime::block_on(async {
             let mut results = futures::stream::iter(manifests)
@@ -250,7 +310,9 @@ impl IcebergTable {
                     async move {
                         runtime::spawn(async move {
                             let bytes = manifest::fetch(&file_io, &file).await?;
-                            tally_manifest(&bytes, &metadata, file, &views, small_limit, &referenced)
+                            let tally =
+                                tally_manifest(&bytes, &metadata, file.clone(), &views, small_limit, &referenced)?;
+                            Ok::<_, Error>((file, tally))
                         })?
                         .await
                         .map_err(|e| Error::new(ErrorKind::Io, format!("manifest reader failed: {e}")))?
@@ -258,7 +320,8 @@ impl IcebergTable {
                 })
                 .buffer_unordered(MANIFEST_CONCURRENCY);
             while let Some(result) = results.next().await {
-                add(result?);
+                let (file, tally) = result?;
+                add(file, tally);
             }
             Ok::<(), Error>(())
         })?
@@ -514,6 +577,29 @@ pub fn with_counts(loaded: &LoadedManifest) -> ManifestFile {
     file.deleted_files_count = file.deleted_files_count.or(Some(deleted.0));
     file.deleted_rows_count = file.deleted_rows_count.or(Some(deleted.1));
     file
+}
+
+/// A manifest of the current snapshot a new snapshot names as it is, without decoding it: its
+/// list entry (with every file and row count) and what its live entries, all data files, add up
+/// to (by the lean reader).
+#[derive(Debug, Clone)]
+pub struct CarriedManifest {
+    /// The manifest-list entry.
+    pub file: ManifestFile,
+    /// Live data files.
+    pub files: u64,
+    /// Their rows.
+    pub records: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+impl CarriedManifest {
+    /// Whether the manifest has a live entry (added or existing): one without is not carried
+    /// into a new snapshot, as with a decoded one.
+    pub fn has_live_entries(&self) -> bool {
+        self.file.added_files_count.unwrap_or(0) + self.file.existing_files_count.unwrap_or(0) > 0
+    }
 }
 
 /// A manifest-list entry with its decoded manifest.
