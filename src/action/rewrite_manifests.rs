@@ -82,8 +82,9 @@ pub struct ManifestGroup {
     pub bytes_after: u64,
     /// `merge` or `keep`, and why.
     pub reason: String,
-    /// Indices (into the loaded manifests) merged.
-    merged: Vec<usize>,
+    /// Indices (into the manifest list) merged, in bins of consecutive small manifests: one
+    /// manifest written per bin.
+    merged: Vec<Vec<usize>>,
 }
 
 impl ManifestGroup {
@@ -150,8 +151,10 @@ fn min_manifests(table: &IcebergTable, rule: ManifestsToMerge) -> u64 {
 }
 
 /// Plans which manifests merge: per content and spec, the small ones, when there are two or more.
+/// `live`: each manifest's live entries.
 fn plan(
-    manifests: &[LoadedManifest],
+    manifests: &[ManifestFile],
+    live: &[u64],
     target_bytes: u64,
     min_small_share: Option<f64>,
     min_manifests: u64,
@@ -159,17 +162,16 @@ fn plan(
     let small_below = target_bytes as f64 * SMALL_SHARE;
     let mut groups: BTreeMap<(u8, i32), Vec<usize>> = BTreeMap::new();
     for (i, m) in manifests.iter().enumerate() {
-        let content = u8::from(m.file.content == ManifestContentType::Deletes);
-        groups.entry((content, m.file.partition_spec_id)).or_default().push(i);
+        let content = u8::from(m.content == ManifestContentType::Deletes);
+        groups.entry((content, m.partition_spec_id)).or_default().push(i);
     }
     groups
         .into_iter()
         .map(|((content, spec_id), members)| {
             let small: Vec<usize> =
-                members.iter().copied().filter(|&i| (manifests[i].file.manifest_length as f64) < small_below).collect();
-            let live = |i: usize| manifests[i].manifest.entries().iter().filter(|e| e.is_alive()).count() as u64;
-            let bytes_before: u64 = small.iter().map(|&i| manifests[i].file.manifest_length as u64).sum();
-            let entries: u64 = small.iter().map(|&i| live(i)).sum();
+                members.iter().copied().filter(|&i| (manifests[i].manifest_length as f64) < small_below).collect();
+            let bytes_before: u64 = small.iter().map(|&i| manifests[i].manifest_length as u64).sum();
+            let entries: u64 = small.iter().map(|&i| live[i]).sum();
             let mut group = ManifestGroup {
                 content: if content == 1 { "deletes" } else { "data" },
                 spec_id,
@@ -206,24 +208,73 @@ fn plan(
                 );
                 return group;
             }
-            let outputs = outputs_for(bytes_before, target_bytes);
-            group.manifests_after = members.len() as u64 - small.len() as u64 + outputs as u64;
+            let bins = bins(&small, |i| manifests[i].manifest_length as u64, target_bytes);
+            group.manifests_after = members.len() as u64 - small.len() as u64 + bins.len() as u64;
             group.entries_rewritten = entries;
             group.bytes_before = bytes_before;
             group.bytes_after = bytes_before;
             group.reason = format!(
-                "merge: {} small manifests ({entries} live entries) -> {outputs}, clustered by partition",
-                small.len()
+                "merge: {} small manifests ({entries} live entries) -> {}, clustered by partition",
+                small.len(),
+                bins.len()
             );
-            group.merged = small;
+            group.merged = bins;
             group
         })
         .collect()
 }
 
-/// How many manifests `bytes` of small manifests become at `target` (at least one).
-fn outputs_for(bytes: u64, target: u64) -> usize {
-    (bytes.div_ceil(target.max(1)) as usize).max(1)
+/// `small` (two or more manifests) in bins of consecutive manifests of at most `target` bytes
+/// together (a manifest alone at the end joins the bin before it): one manifest is written per
+/// bin, holding only that bin's entries, so a merge holds one bin's entries at a time however
+/// many it merges. Manifests listed in partition order (as appends by time leave them) give
+/// bins of neighbouring partitions.
+fn bins(small: &[usize], bytes: impl Fn(usize) -> u64, target: u64) -> Vec<Vec<usize>> {
+    let mut bins: Vec<Vec<usize>> = Vec::new();
+    let mut filled = 0u64;
+    for &i in small {
+        match bins.last_mut() {
+            Some(bin) if filled + bytes(i) <= target => bin.push(i),
+            _ => {
+                bins.push(vec![i]);
+                filled = 0;
+            }
+        }
+        filled += bytes(i);
+    }
+    if bins.len() > 1
+        && let Some(last) = bins.pop_if(|b| b.len() == 1)
+        && let Some(before) = bins.last_mut()
+    {
+        before.extend(last);
+    }
+    bins
+}
+
+/// Each manifest's live (added or existing) entries: from the manifest list's counts, decoding
+/// only a manifest whose list entry lacks them (format v1 lists may).
+fn live_entries(table: &IcebergTable, manifests: &[ManifestFile]) -> Result<Vec<u64>> {
+    let counted = |m: &ManifestFile| Some(m.added_files_count? as u64 + m.existing_files_count? as u64);
+    let uncounted: Vec<ManifestFile> = manifests.iter().filter(|m| counted(m).is_none()).cloned().collect();
+    let decoded: HashMap<String, u64> = table
+        .decode_manifests(uncounted)?
+        .iter()
+        .map(|m| (m.file.manifest_path.clone(), m.manifest.entries().iter().filter(|e| e.is_alive()).count() as u64))
+        .collect();
+    Ok(manifests.iter().map(|m| counted(m).unwrap_or_else(|| decoded[&m.manifest_path])).collect())
+}
+
+/// The list entry of `file` with every count ([`crate::table::iceberg::with_counts`]): as it is
+/// when the list gives them, else counted from its decoded entries.
+fn with_all_counts(table: &IcebergTable, file: &ManifestFile) -> Result<ManifestFile> {
+    let counted =
+        [file.added_files_count, file.existing_files_count, file.deleted_files_count].iter().all(Option::is_some)
+            && [file.added_rows_count, file.existing_rows_count, file.deleted_rows_count].iter().all(Option::is_some);
+    if counted {
+        return Ok(file.clone());
+    }
+    let decoded = table.decode_manifests(vec![file.clone()])?;
+    Ok(crate::table::iceberg::with_counts(&decoded[0]))
 }
 
 /// Plans, and unless `dry_run` rewrites and commits, the current snapshot's small manifests.
@@ -234,11 +285,12 @@ pub fn rewrite_manifests(located: &Located, options: &RewriteManifestsOptions) -
     let mut located = located.clone();
     for _attempt in 0..MAX_COMMIT_ATTEMPTS {
         let table = IcebergTable::load(&located.metadata_location)?;
-        let manifests = table.load_manifests()?;
+        let manifests = table.current_manifests()?;
         let target_bytes = options.target_bytes.unwrap_or_else(|| table_target_bytes(&table));
         let mut report = RewriteManifestsReport {
             groups: plan(
                 &manifests,
+                &live_entries(&table, &manifests)?,
                 target_bytes,
                 options.min_small_share,
                 min_manifests(&table, options.min_manifests),
@@ -293,117 +345,126 @@ fn entry_key(file: &IcebergDataFile, seq: Option<i64>, file_seq: Option<i64>) ->
     )
 }
 
+/// Writes the live entries of the manifests of one bin into one manifest, clustered by
+/// partition tuple (then path, for a stable order), and reads it back: it must list exactly
+/// those entries. Returns the manifest's list entry and how many entries it holds; the file is
+/// recorded in `scratch`.
+async fn merge_bin(
+    table: &IcebergTable,
+    bin: Vec<LoadedManifest>,
+    snapshot_id: i64,
+    schema: &iceberg::spec::SchemaRef,
+    spec: &PartitionSpec,
+    content: ManifestContentType,
+    scratch: &mut Vec<String>,
+) -> Result<(ManifestFile, u64)> {
+    let version = table.metadata.format_version();
+    let file_io = &table.file_io;
+    let mut entries = Vec::new();
+    for m in &bin {
+        for e in m.manifest.entries().iter().filter(|e| e.is_alive()) {
+            entries.push((e, e.snapshot_id().unwrap_or(m.file.added_snapshot_id)));
+        }
+    }
+    entries.sort_by(|(a, _), (b, _)| {
+        crate::table::iceberg::partition::canonical(a.data_file().partition())
+            .cmp(&crate::table::iceberg::partition::canonical(b.data_file().partition()))
+            .then_with(|| a.file_path().cmp(b.file_path()))
+    });
+    let path = format!("{}/{}-m0.avro", table.metadata_dir(), uuid::Uuid::new_v4());
+    scratch.push(path.clone());
+    let mut writer = manifest_writer(file_io, &path, snapshot_id, schema.clone(), spec.clone(), version, content)?;
+    let mut expected: Vec<EntryKey> = Vec::with_capacity(entries.len());
+    for (e, added_by) in &entries {
+        let seq = e.sequence_number();
+        let file_seq = e.file_sequence_number.or(seq);
+        expected.push(entry_key(e.data_file(), seq, file_seq));
+        writer.add_existing_file(e.data_file().clone(), *added_by, seq.unwrap_or(0), file_seq)?;
+    }
+    let file = writer.write_manifest_file().await?;
+    // The bin's entries are let go before the manifest written is read back.
+    drop(entries);
+    drop(bin);
+    // Read back what was written: exactly the live entries of the manifests it replaces.
+    let mut read_back: Vec<EntryKey> = Vec::with_capacity(expected.len());
+    for e in file.load_manifest(file_io).await?.entries() {
+        if e.status() != iceberg::spec::ManifestStatus::Existing {
+            return Err(Error::new(
+                ErrorKind::CorruptMetadata,
+                format!(
+                    "a merged manifest has an entry that is not EXISTING ({:?}); nothing was committed",
+                    e.status()
+                ),
+            ));
+        }
+        read_back.push(entry_key(e.data_file(), e.sequence_number(), e.file_sequence_number));
+    }
+    let (mut want, mut got) = (expected, read_back);
+    if version == FormatVersion::V1 {
+        // v1 manifests carry no sequence numbers.
+        for k in want.iter_mut().chain(got.iter_mut()) {
+            (k.2, k.3) = (None, None);
+        }
+    }
+    want.sort();
+    got.sort();
+    if want != got {
+        return Err(Error::new(
+            ErrorKind::CorruptMetadata,
+            "the merged manifests do not list exactly the entries of the manifests they replace; nothing was \
+             committed (this is a bug, please report it)",
+        ));
+    }
+    Ok((file, want.len() as u64))
+}
+
 /// Writes the merged manifests and the manifest list; returns the new metadata, the snapshot id,
 /// and per group the bytes written. Files written are recorded in `scratch`.
 fn build(
     table: &IcebergTable,
-    manifests: &[LoadedManifest],
+    manifests: &[ManifestFile],
     report: &mut RewriteManifestsReport,
     scratch: &mut Vec<String>,
 ) -> Result<(iceberg::spec::TableMetadata, i64, Vec<u64>)> {
     let metadata = &table.metadata;
-    let version = metadata.format_version();
-    let file_io = &table.file_io;
     let snapshot_id = new_snapshot_id();
-    let metadata_dir = table.metadata_dir();
-    let target_bytes = report.target_bytes;
+    let merged_ids: std::collections::HashSet<usize> =
+        report.groups.iter().flat_map(|g| g.merged.iter().flatten().copied()).collect();
+    let mut kept: Vec<ManifestFile> = Vec::new();
+    for (i, m) in manifests.iter().enumerate() {
+        if !merged_ids.contains(&i) {
+            kept.push(with_all_counts(table, m)?);
+        }
+    }
+    let mut created: Vec<ManifestFile> = Vec::new();
+    let mut bytes_per_group = Vec::new();
+    let (mut replaced_count, mut entries_total) = (0usize, 0u64);
+    for group in &report.groups {
+        if group.merged.is_empty() {
+            bytes_per_group.push(0);
+            continue;
+        }
+        // The spec as the manifests carry it; the schema the newest merged manifest was written
+        // with (its partition type is the one every entry's tuple has).
+        let newest = group.merged.iter().flatten().copied().max_by_key(|&i| manifests[i].added_snapshot_id);
+        let newest = table.decode_manifests(vec![manifests[newest.expect("a merged group has manifests")].clone()])?;
+        let spec: PartitionSpec = newest[0].manifest.metadata().partition_spec().clone();
+        let schema = newest[0].manifest.metadata().schema().clone();
+        drop(newest);
+        let mut written_bytes = 0u64;
+        for bin in &group.merged {
+            replaced_count += bin.len();
+            let decoded = table.decode_manifests(bin.iter().map(|&i| manifests[i].clone()).collect())?;
+            let content = decoded[0].file.content;
+            let (file, entries) =
+                runtime::block_on(merge_bin(table, decoded, snapshot_id, &schema, &spec, content, scratch))??;
+            entries_total += entries;
+            written_bytes += file.manifest_length as u64;
+            created.push(file);
+        }
+        bytes_per_group.push(written_bytes);
+    }
     runtime::block_on(async {
-        let mut kept: Vec<ManifestFile> = Vec::new();
-        let merged_ids: std::collections::HashSet<usize> =
-            report.groups.iter().flat_map(|g| g.merged.iter().copied()).collect();
-        for (i, m) in manifests.iter().enumerate() {
-            if !merged_ids.contains(&i) {
-                kept.push(crate::table::iceberg::with_counts(m));
-            }
-        }
-        let mut created: Vec<ManifestFile> = Vec::new();
-        let mut bytes_per_group = Vec::new();
-        let (mut replaced_count, mut entries_total) = (0usize, 0u64);
-        for group in &report.groups {
-            if group.merged.is_empty() {
-                bytes_per_group.push(0);
-                continue;
-            }
-            replaced_count += group.merged.len();
-            // Live entries, clustered by partition tuple (then path, for a stable order).
-            let mut entries = Vec::new();
-            for &i in &group.merged {
-                let m = &manifests[i];
-                for e in m.manifest.entries().iter().filter(|e| e.is_alive()) {
-                    let added_by = e.snapshot_id().unwrap_or(m.file.added_snapshot_id);
-                    entries.push((e.clone(), added_by));
-                }
-            }
-            entries.sort_by(|(a, _), (b, _)| {
-                crate::table::iceberg::partition::canonical(a.data_file().partition())
-                    .cmp(&crate::table::iceberg::partition::canonical(b.data_file().partition()))
-                    .then_with(|| a.file_path().cmp(b.file_path()))
-            });
-            entries_total += entries.len() as u64;
-            let outputs = outputs_for(group.bytes_before, target_bytes);
-            let per_output = entries.len().div_ceil(outputs).max(1);
-            // The spec as the manifests carry it; the schema the newest merged manifest was
-            // written with (its partition type is the one every entry's tuple has).
-            let newest = group.merged.iter().copied().max_by_key(|&i| manifests[i].file.added_snapshot_id);
-            let source = &manifests[newest.expect("a merged group has manifests")].manifest;
-            let spec: PartitionSpec = source.metadata().partition_spec().clone();
-            let schema = source.metadata().schema().clone();
-            let content = manifests[group.merged[0]].file.content;
-            let mut written_bytes = 0u64;
-            let mut expected: Vec<EntryKey> = Vec::new();
-            let mut written: Vec<ManifestFile> = Vec::new();
-            for chunk in entries.chunks(per_output) {
-                let path = format!("{metadata_dir}/{}-m0.avro", uuid::Uuid::new_v4());
-                scratch.push(path.clone());
-                let mut writer =
-                    manifest_writer(file_io, &path, snapshot_id, schema.clone(), spec.clone(), version, content)?;
-                for (e, added_by) in chunk {
-                    let seq = e.sequence_number();
-                    let file_seq = e.file_sequence_number.or(seq);
-                    expected.push(entry_key(e.data_file(), seq, file_seq));
-                    writer.add_existing_file(e.data_file().clone(), *added_by, seq.unwrap_or(0), file_seq)?;
-                }
-                let file = writer.write_manifest_file().await?;
-                written_bytes += file.manifest_length as u64;
-                written.push(file);
-            }
-            // Read back what was written: exactly the live entries of the manifests it replaces.
-            let mut read_back: Vec<EntryKey> = Vec::new();
-            for file in &written {
-                let manifest = file.load_manifest(file_io).await?;
-                for e in manifest.entries() {
-                    if e.status() != iceberg::spec::ManifestStatus::Existing {
-                        return Err(Error::new(
-                            ErrorKind::CorruptMetadata,
-                            format!(
-                                "a merged manifest has an entry that is not EXISTING ({:?}); nothing was committed",
-                                e.status()
-                            ),
-                        ));
-                    }
-                    read_back.push(entry_key(e.data_file(), e.sequence_number(), e.file_sequence_number));
-                }
-            }
-            let (mut want, mut got) = (expected, read_back);
-            if version == FormatVersion::V1 {
-                // v1 manifests carry no sequence numbers.
-                for k in want.iter_mut().chain(got.iter_mut()) {
-                    (k.2, k.3) = (None, None);
-                }
-            }
-            want.sort();
-            got.sort();
-            if want != got {
-                return Err(Error::new(
-                    ErrorKind::CorruptMetadata,
-                    "the merged manifests do not list exactly the entries of the manifests they replace; nothing was \
-                     committed (this is a bug, please report it)",
-                ));
-            }
-            bytes_per_group.push(written_bytes);
-            created.extend(written);
-        }
-
         let (created_count, kept_count) = (created.len(), kept.len());
         let list_path = write_manifest_list(table, snapshot_id, created.into_iter().chain(kept), scratch).await?;
 
@@ -437,10 +498,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn outputs_round_up_to_the_target() {
-        assert_eq!(outputs_for(0, 100), 1);
-        assert_eq!(outputs_for(100, 100), 1);
-        assert_eq!(outputs_for(101, 100), 2);
-        assert_eq!(outputs_for(5, 0), 5);
+    fn bins_fill_to_the_target_in_list_order_and_never_leave_one_manifest_alone() {
+        let sizes = [40u64, 40, 30, 50, 60, 10, 100];
+        let bytes = |i: usize| sizes[i];
+        let all: Vec<usize> = (0..sizes.len()).collect();
+        // 40+40 (+30 would pass 100) | 30+50 | 60+10 | 100, which joins the bin before it.
+        assert_eq!(bins(&all, bytes, 100), vec![vec![0, 1], vec![2, 3], vec![4, 5, 6]]);
+        assert_eq!(bins(&[0, 1, 2, 3], bytes, 100), vec![vec![0, 1], vec![2, 3]]);
+        assert_eq!(bins(&[0, 1], bytes, 10), vec![vec![0, 1]]);
+        assert_eq!(bins(&[0, 1, 2], bytes, 1000), vec![vec![0, 1, 2]]);
     }
 }

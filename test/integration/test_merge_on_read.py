@@ -253,3 +253,27 @@ def test_gate_merges_bloated_manifests(con, iceberg_con, catalog):
     assert table.metadata.current_snapshot().snapshot_id == rows[0]["manifest_snapshot_id"]
     assert len(table.current_snapshot().manifests(table.io)) == 1
     assert duckdb_rows(iceberg_con, table.metadata_location) == before
+
+
+def test_manifest_rewrite_writes_one_manifest_per_bin_of_the_target(con, iceberg_con, catalog):
+    """Small manifests merge in bins of about the target (one manifest written per bin, so a merge
+    of a million entries holds one bin at a time): below a target a few manifests large, the 13
+    manifests become several, none over the target by more than one input manifest, each
+    clustered by partition, with every entry's sequence numbers and adding snapshot kept."""
+    table = c.build_identity_date(catalog)
+    before_entries = entries(table)
+    before = duckdb_rows(iceberg_con, table.metadata_location)
+    lengths = [m.manifest_length for m in table.current_snapshot().manifests(table.io)]
+    target = 3 * max(lengths)
+    result = rewrite_manifests(con, f"{c.NAMESPACE}.by_date", catalog_uri=catalog.test_uri,
+                               target_manifest_size_mb=target / 1024 / 1024)
+    assert [(r["content"], r["action"], r["manifests_before"]) for r in result] == [("data", "merged", 13)], result
+    table = catalog.load_table(f"{c.NAMESPACE}.by_date")
+    written = table.current_snapshot().manifests(table.io)
+    assert 1 < len(written) == result[0]["manifests_after"] < 13, (len(written), result)
+    for m in written:
+        assert m.manifest_length <= target + max(lengths), (m.manifest_length, target)
+        days = [e.data_file.partition[0] for e in m.fetch_manifest_entry(table.io, discard_deleted=True)]
+        assert days == sorted(days), days
+    assert entries(table) == before_entries
+    assert duckdb_rows(iceberg_con, table.metadata_location) == before
