@@ -143,6 +143,7 @@ bench: venv spark servers release .venv-zamboni/.installed .venv-spark400/.insta
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_compact.py --repeat 2
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_compact.py --methods lakehouse,floor --repeat 10 --output bench/results/compact_floor.md
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_stitch.py --repeat 10
+	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_gate_scale.py
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_expire.py
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_object_storage.py
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_serve.py

@@ -47,50 +47,19 @@ def vm(key: str) -> float:
 
 
 def build(root: Path, files: int, manifests: int) -> str:
-    from pyiceberg.catalog.sql import SqlCatalog
-    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat, ManifestEntry, ManifestEntryStatus, ManifestWriterV2
-    from pyiceberg.partitioning import PartitionField, PartitionSpec
-    from pyiceberg.schema import Schema
-    from pyiceberg.table.update.snapshot import _FastAppendFiles
-    from pyiceberg.table.snapshots import Operation
-    from pyiceberg.transforms import IdentityTransform
-    from pyiceberg.typedef import Record
-    from pyiceberg.types import IntegerType, LongType, NestedField, StringType
+    import benchlib
 
-    root.mkdir(parents=True, exist_ok=True)
-    catalog = SqlCatalog("default", uri=f"sqlite:///{root}/catalog.db", warehouse=f"file://{root}")
-    catalog.create_namespace("scale")
-    schema = Schema(NestedField(1, "id", LongType()), NestedField(2, "d", IntegerType()), NestedField(3, "s", StringType()))
-    spec = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="d"))
-    table = catalog.create_table("scale.t", schema=schema, partition_spec=spec, properties={"format-version": "2"})
     per_manifest = files // manifests
     rng = random.Random(7)
-    location = table.location()
 
-    class ManyManifests(_FastAppendFiles):
-        def _manifests(self) -> list:
-            out = []
-            n = 0
-            for m in range(manifests):
-                with ManifestWriterV2(spec, self.schema(), self.new_manifest_output(), self._snapshot_id, self._compression) as w:
-                    for _ in range(per_manifest):
-                        d = n % 100
-                        size = rng.choice((1, 2, 8, 32, 256)) * 1024 * 1024
-                        w.add(ManifestEntry.from_args(
-                            status=ManifestEntryStatus.ADDED, snapshot_id=self._snapshot_id, sequence_number=None,
-                            file_sequence_number=None,
-                            data_file=DataFile.from_args(
-                                content=DataFileContent.DATA, file_path=f"{location}/data/d={d}/{m}-{n}.parquet",
-                                file_format=FileFormat.PARQUET, partition=Record(d), record_count=1000,
-                                file_size_in_bytes=size, spec_id=0),
-                        ))
-                        n += 1
-                out.append(w.to_manifest_file())
-            return out
+    def entries(location: str, m: int):
+        for k in range(per_manifest):
+            n = m * per_manifest + k
+            d = n % 100
+            size = rng.choice((1, 2, 8, 32, 256)) * 1024 * 1024
+            yield f"{location}/data/d={d}/{m}-{n}.parquet", d, 1000, size
 
-    with table.transaction() as tx:
-        ManyManifests(operation=Operation.APPEND, transaction=tx, io=table.io).commit()
-    return catalog.load_table("scale.t").metadata_location
+    return benchlib.scale_table(root, manifests, entries)
 
 
 def child(method: str, metadata: str, root: Path, extension: str) -> dict:

@@ -186,6 +186,51 @@ def register_files(catalog: Any, namespace: str, name: str, schema: Any, partiti
     return catalog.load_table(f"{namespace}.{name}")
 
 
+def scale_table(root: Path, manifests: int, entries: Callable[[str, int], Iterable[tuple[str, int, int, int]]]) -> str:
+    """A table ``scale.t`` (id long, d int, s string; identity on ``d``, format v2) in a sqlite
+    catalog under ``root``, with one pyiceberg fast append whose producer writes ``manifests``
+    manifests: manifest ``m`` holds the data files ``entries(location, m)`` gives as (path, d,
+    record count, size in bytes). Only the metadata is written (a file that should exist is the
+    caller's to write). Returns the metadata location."""
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat, ManifestEntry, ManifestEntryStatus, ManifestWriterV2
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.table.snapshots import Operation
+    from pyiceberg.table.update.snapshot import _FastAppendFiles
+    from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.typedef import Record
+    from pyiceberg.types import IntegerType, LongType, NestedField, StringType
+
+    root.mkdir(parents=True, exist_ok=True)
+    catalog = sql_catalog("default", root, root)
+    catalog.create_namespace("scale")
+    schema = Schema(NestedField(1, "id", LongType()), NestedField(2, "d", IntegerType()), NestedField(3, "s", StringType()))
+    spec = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="d"))
+    table = catalog.create_table("scale.t", schema=schema, partition_spec=spec, properties={"format-version": "2"})
+    location = table.location()
+
+    class ManyManifests(_FastAppendFiles):
+        def _manifests(self) -> list:
+            out = []
+            for m in range(manifests):
+                with ManifestWriterV2(spec, self.schema(), self.new_manifest_output(), self._snapshot_id,
+                                      self._compression) as writer:
+                    for path, d, rows, size in entries(location, m):
+                        writer.add(ManifestEntry.from_args(
+                            status=ManifestEntryStatus.ADDED, snapshot_id=self._snapshot_id, sequence_number=None,
+                            file_sequence_number=None,
+                            data_file=DataFile.from_args(content=DataFileContent.DATA, file_path=path,
+                                                         file_format=FileFormat.PARQUET, partition=Record(d),
+                                                         record_count=rows, file_size_in_bytes=size, spec_id=0),
+                        ))
+                out.append(writer.to_manifest_file())
+            return out
+
+    with table.transaction() as tx:
+        ManyManifests(operation=Operation.APPEND, transaction=tx, io=table.io).commit()
+    return catalog.load_table("scale.t").metadata_location
+
+
 def iceberg_files(table: Any, partition: str) -> list[dict[str, Any]]:
     """The table's live data files: path, size, rows, and the ``partition`` field's value as text."""
     out = []
