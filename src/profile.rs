@@ -117,21 +117,36 @@ impl PartitionProfile {
 /// manifests first (the data files their position deletes name must be known before the data
 /// manifests stream by); Delta's live files are counted at once.
 pub fn table_profile(table: &Table, thresholds: &Thresholds) -> Result<Vec<PartitionProfile>> {
+    profile_keeping(table, thresholds, false)
+}
+
+/// [`table_profile`] for a caller that plans compaction of the same state next (the gate): an
+/// Iceberg table without delete manifests keeps each manifest's tally
+/// ([`crate::table::iceberg::IcebergTable::data_tallies`]), so the plan reads no manifest again
+/// (a tally per manifest and partition is held meanwhile, not a running total).
+pub fn table_profile_for_planning(table: &Table, thresholds: &Thresholds) -> Result<Vec<PartitionProfile>> {
+    profile_keeping(table, thresholds, true)
+}
+
+fn profile_keeping(table: &Table, thresholds: &Thresholds, keep: bool) -> Result<Vec<PartitionProfile>> {
     let table = match table {
         Table::Iceberg { table, .. } => table,
         Table::Delta(table) => return Ok(profile(&table.model_files(), thresholds)),
     };
     let mut tally = Tally::new(thresholds);
-    // Without delete manifests: the table's kept tallies (a gate plans on them next).
-    if let Some(tallies) = table.data_tallies(tally.small_limit)? {
-        return Ok(profile_tallies(tallies.iter().map(|(_, t)| t.clone()), thresholds));
+    let kept = match keep {
+        true => table.data_tallies(tally.small_limit)?,
+        false => table.kept_tallies(tally.small_limit),
+    };
+    if let Some(tallies) = kept {
+        return Ok(profile_tallies(tallies.iter().map(|(_, t)| t), thresholds));
     }
     let (deletes, data): (Vec<_>, Vec<_>) =
         table.current_manifests()?.into_iter().partition(|m| m.content == iceberg::spec::ManifestContentType::Deletes);
     for batch in [deletes, data] {
         let referenced = Arc::new(tally.referenced());
         let small_limit = tally.small_limit;
-        table.summarize_manifests(batch, small_limit, referenced, &mut |manifest| tally.add(manifest))?;
+        table.summarize_manifests(batch, small_limit, referenced, &mut |manifest| tally.add(&manifest))?;
     }
     Ok(tally.finish())
 }
@@ -140,14 +155,14 @@ pub fn table_profile(table: &Table, thresholds: &Thresholds) -> Result<Vec<Parti
 /// then spec, then tuple.
 pub fn profile(files: &[DataFile], thresholds: &Thresholds) -> Vec<PartitionProfile> {
     let mut tally = Tally::new(thresholds);
-    tally.add(ManifestTally::from_files(files, tally.small_limit, &referenced_paths(files)));
+    tally.add(&ManifestTally::from_files(files, tally.small_limit, &referenced_paths(files)));
     tally.finish()
 }
 
 /// The profile `tallies` add up to: one row per partition, as [`profile`]; the tallies must
 /// hold every delete file that applies (a table without delete files needs none).
-pub fn profile_tallies(
-    tallies: impl IntoIterator<Item = ManifestTally>,
+pub fn profile_tallies<'t>(
+    tallies: impl IntoIterator<Item = &'t ManifestTally>,
     thresholds: &Thresholds,
 ) -> Vec<PartitionProfile> {
     let mut tally = Tally::new(thresholds);
@@ -189,18 +204,18 @@ impl Tally {
     }
 
     /// Adds what a manifest contributes.
-    fn add(&mut self, tally: ManifestTally) {
-        for p in tally.partitions {
+    fn add(&mut self, tally: &ManifestTally) {
+        for p in &tally.partitions {
             match self.partitions.entry((p.partition.clone(), p.key.clone())) {
-                Entry::Occupied(mut existing) => existing.get_mut().merge(&p),
+                Entry::Occupied(mut existing) => existing.get_mut().merge(p),
                 Entry::Vacant(slot) => {
-                    slot.insert(p);
+                    slot.insert(p.clone());
                 }
             }
         }
-        self.deletes.extend(tally.deletes);
-        for (path, key, seq) in tally.named {
-            self.named.insert(path, (key, seq));
+        self.deletes.extend(tally.deletes.iter().cloned());
+        for (path, key, seq) in &tally.named {
+            self.named.insert(path.clone(), (key.clone(), *seq));
         }
     }
 

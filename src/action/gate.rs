@@ -23,7 +23,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::notify::card;
 use crate::notify::slack::{Delivery, RetryPolicy, Webhook, post};
 use crate::plan::compaction::{CompactionOptions, Verdict};
-use crate::profile::{summarize, table_profile};
+use crate::profile::{summarize, table_profile, table_profile_for_planning};
 use crate::report::{LineVerdict, PartitionLine, RunStatus, Scorecard};
 use crate::table::{LocateOptions, PartitionKey, Table, TableFormat};
 
@@ -252,7 +252,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     // Opened once: the profile, the plan, the rewrite and the scans all read this state.
     let table = Table::open(&options.table, &options.locate)?;
     // Streamed by the lean reader, as the profile is: a million-file table is not held whole.
-    let before = table_profile(&table, &thresholds)?;
+    let before = table_profile_for_planning(&table, &thresholds)?;
     let summary_before = summarize(&before, options.compaction.target_file_size_mb);
 
     // Plan (metadata only), then act on exactly the partitions the plan compacts. A table this

@@ -445,7 +445,7 @@ fn focus(table: &IcebergTable, thresholds: &Thresholds) -> Result<Focus> {
         Some(tallies) if tallies.iter().all(|(m, _)| counted(m)) => tallies,
         _ => return Ok(Focus { manifests: table.load_manifests()?, carried: Vec::new(), settled: Vec::new() }),
     };
-    let profiles = profile_tallies(tallies.iter().map(|(_, t)| t.clone()), thresholds);
+    let profiles = profile_tallies(tallies.iter().map(|(_, t)| t), thresholds);
     let (wanted, settled): (Vec<PartitionProfile>, Vec<PartitionProfile>) =
         profiles.into_iter().partition(|p| p.requires_compaction);
     let wanted: HashSet<&PartitionKey> = wanted.iter().map(|p| &p.key).collect();

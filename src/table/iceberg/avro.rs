@@ -282,6 +282,11 @@ impl<'a> Container<'a> {
     /// a block is malformed, its codec unknown, or `each` returns `None`.
     pub fn for_each_block(&mut self, mut each: impl FnMut(usize, &[u8]) -> Option<()>) -> Option<()> {
         let c = &mut self.rest;
+        // One inflater and one output buffer for every block of the file: a manifest has a block
+        // per few entries, and setting up an inflater (its zeroed window) per block cost more
+        // than the inflating.
+        let mut inflater: Option<flate2::Decompress> = None;
+        let mut out = Vec::new();
         while c.pos < c.data.len() {
             let count = usize::try_from(c.long()?).ok()?;
             let size = usize::try_from(c.long()?).ok()?;
@@ -291,6 +296,11 @@ impl<'a> Container<'a> {
             }
             match self.codec.as_str() {
                 "" | "null" => each(count, block)?,
+                "deflate" => {
+                    let inflater = inflater.get_or_insert_with(|| flate2::Decompress::new(false));
+                    inflate(inflater, block, &mut out)?;
+                    each(count, &out)?
+                }
                 codec => each(count, &decompress(codec, block)?)?,
             }
         }
@@ -298,14 +308,28 @@ impl<'a> Container<'a> {
     }
 }
 
-fn decompress(codec: &str, block: &[u8]) -> Option<Vec<u8>> {
-    use std::io::Read;
-    match codec {
-        "deflate" => {
-            let mut out = Vec::with_capacity(block.len() * 4);
-            flate2::read::DeflateDecoder::new(block).read_to_end(&mut out).ok()?;
-            Some(out)
+/// Inflates the raw deflate stream `block` into `out` (emptied first) with `inflater` (reset
+/// first); `None` when the stream is malformed or ends early.
+fn inflate(inflater: &mut flate2::Decompress, block: &[u8], out: &mut Vec<u8>) -> Option<()> {
+    use flate2::{FlushDecompress, Status};
+    inflater.reset(false);
+    out.clear();
+    out.reserve(block.len() * 4);
+    loop {
+        let read = usize::try_from(inflater.total_in()).ok()?;
+        let written = out.len();
+        match inflater.decompress_vec(block.get(read..)?, out, FlushDecompress::Finish).ok()? {
+            Status::StreamEnd => return Some(()),
+            // Out of room: grow and go on; no progress with room to spare: a truncated stream.
+            _ if out.len() == out.capacity() => out.reserve(out.capacity().max(4096)),
+            _ if out.len() == written && usize::try_from(inflater.total_in()).ok()? == read => return None,
+            _ => {}
         }
+    }
+}
+
+fn decompress(codec: &str, block: &[u8]) -> Option<Vec<u8>> {
+    match codec {
         "snappy" => {
             // Snappy blocks end with the CRC32 of the uncompressed data (big-endian).
             let (data, crc) = block.split_at(block.len().checked_sub(4)?);
@@ -314,5 +338,36 @@ fn decompress(codec: &str, block: &[u8]) -> Option<Vec<u8>> {
         }
         "zstandard" => zstd::stream::decode_all(block).ok(),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn deflated(data: &[u8]) -> Vec<u8> {
+        let mut encoder = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(data).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    /// One inflater serves block after block (reset between them), whatever their sizes; a
+    /// truncated block is refused, and the inflater still serves the next one.
+    #[test]
+    fn one_inflater_inflates_every_block_and_refuses_a_truncated_one() {
+        let blocks: Vec<Vec<u8>> =
+            vec![b"manifest entries ".repeat(2000), Vec::new(), (0..=255u8).cycle().take(70_000).collect()];
+        let mut inflater = flate2::Decompress::new(false);
+        let mut out = Vec::new();
+        for block in &blocks {
+            inflate(&mut inflater, &deflated(block), &mut out).unwrap();
+            assert_eq!(&out, block);
+        }
+        let whole = deflated(&blocks[2]);
+        assert!(inflate(&mut inflater, &whole[..whole.len() / 2], &mut out).is_none());
+        inflate(&mut inflater, &deflated(&blocks[0]), &mut out).unwrap();
+        assert_eq!(out, blocks[0]);
     }
 }

@@ -88,16 +88,19 @@ impl IcebergTable {
         })
     }
 
+    /// The tallies [`IcebergTable::data_tallies`] kept at `small_limit`, if it did.
+    pub fn kept_tallies(&self, small_limit: f64) -> Option<TalliedManifests> {
+        let kept = self.tallies.lock().ok()?;
+        kept.as_ref().filter(|k| k.small_limit == small_limit).map(|k| k.manifests.clone())
+    }
+
     /// For a current snapshot without delete manifests: each manifest with its tally (by the
     /// lean reader, [`IcebergTable::summarize_each`]) at the small-file threshold `small_limit`
     /// (bytes), in manifest-list order; counted once per threshold and kept. `None` when the
     /// snapshot has delete manifests (their tallies depend on the order manifests are read in).
     pub fn data_tallies(&self, small_limit: f64) -> Result<Option<TalliedManifests>> {
-        if let Ok(kept) = self.tallies.lock()
-            && let Some(kept) = kept.as_ref()
-            && kept.small_limit == small_limit
-        {
-            return Ok(Some(kept.manifests.clone()));
+        if let Some(kept) = self.kept_tallies(small_limit) {
+            return Ok(Some(kept));
         }
         let listed = self.current_manifests()?;
         if listed.iter().any(|m| m.content == iceberg::spec::ManifestContentType::Deletes) {
