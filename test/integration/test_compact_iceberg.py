@@ -511,6 +511,17 @@ def test_manifests_of_healthy_partitions_are_named_as_they_are(con, iceberg_con,
     # The healthy partition's own manifest is named as it was; every manifest that held a file of
     # a compacted partition was rewritten.
     assert healthy_only <= set(after) and not decoded & set(after), (held, after)
+    # The snapshot's own manifests: its new file's, the mixed one rewritten, and one listing
+    # DELETED the files of the twelve manifests it emptied (not one manifest each): every
+    # replaced file exactly once.
+    current = table.current_snapshot().snapshot_id
+    own = [m for m in table.current_snapshot().manifests(table.io) if m.added_snapshot_id == current]
+    assert len(own) == 3, [(m.manifest_path, m.added_files_count, m.existing_files_count, m.deleted_files_count)
+                           for m in own]
+    deleted = [e.data_file.file_path for m in own for e in m.fetch_manifest_entry(table.io, discard_deleted=False)
+               if e.status.name == "DELETED"]
+    replaced = {p for p, size in sizes.items() if size < 20_000 and "partition_date=2026-10-03" not in p}
+    assert sorted(deleted) == sorted(replaced) and len(deleted) == 13, (deleted, replaced)
     files = [r for r in table.inspect.files().to_pylist() if r["content"] == 0]
     summary = table.current_snapshot().summary
     assert int(summary["total-data-files"]) == len(files) == 4

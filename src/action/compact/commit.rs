@@ -2,7 +2,7 @@
 //! new ones ADDED with the starting sequence number, dangling delete files removed), retried on a
 //! moved head while the rewrite is still valid there (`commit_with_retries`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use ::iceberg::spec::{
     DataContentType, DataFile as IcebergDataFile, ManifestContentType, ManifestFile, Operation, Summary, TableMetadata,
@@ -17,7 +17,7 @@ use crate::store::{location_key, strip_file_scheme};
 use crate::table::iceberg::commit::{CommitOutcome, commit_table, relocate, snapshot_landed};
 use crate::table::iceberg::{
     CarriedManifest, IcebergTable, LoadedManifest, manifest_writer, new_snapshot_id, rewrite_manifest_dropping,
-    with_counts, with_main_snapshot, write_manifest_list,
+    with_counts, with_main_snapshot, write_deleted_entries, write_manifest_list,
 };
 use crate::table::{self, DataFile, FileContent, Located, PartitionKey};
 
@@ -190,6 +190,9 @@ fn build_snapshot(
         // Carry over or rewrite the existing manifests.
         let removes =
             |e: &::iceberg::spec::ManifestEntry| removing.contains(&(e.file_path(), e.data_file().content_offset()));
+        // Data manifests every live file of which is replaced, per partition spec: their entries
+        // go DELETED into one manifest per spec, not one manifest each.
+        let mut emptied: BTreeMap<i32, Vec<&LoadedManifest>> = BTreeMap::new();
         for loaded in manifests {
             let alive: Vec<_> = loaded.manifest.entries().iter().filter(|e| e.is_alive()).collect();
             // A manifest left with no live entry by an earlier snapshot (only the files that
@@ -234,6 +237,16 @@ fn build_snapshot(
                 new_manifests.push(with_counts(loaded));
                 continue;
             }
+            if alive.iter().all(|e| replaced.contains(e.file_path())) {
+                for e in &alive {
+                    found += 1;
+                    deleted_files += 1;
+                    deleted_records += e.record_count();
+                    removed_bytes += e.file_size_in_bytes();
+                }
+                emptied.entry(loaded.file.partition_spec_id).or_default().push(loaded);
+                continue;
+            }
             let path = new_manifest_path("m0");
             scratch.push(path.clone());
             let drops = |e: &::iceberg::spec::ManifestEntry| replaced.contains(e.file_path());
@@ -251,6 +264,11 @@ fn build_snapshot(
             })
             .await?;
             new_manifests.push(file);
+        }
+        for group in emptied.values() {
+            let path = new_manifest_path("m0");
+            scratch.push(path.clone());
+            new_manifests.push(write_deleted_entries(file_io, &path, snapshot_id, version, group).await?);
         }
         for carried in base.carried.iter().filter(|c| c.has_live_entries()) {
             total_files += carried.files;

@@ -718,6 +718,39 @@ pub async fn rewrite_manifest_dropping(
     Ok(writer.write_manifest_file().await?)
 }
 
+/// Writes one manifest at `path` for snapshot `snapshot_id` listing every live entry of
+/// `emptied` (data manifests of one partition spec, each of whose files the snapshot removes) as
+/// DELETED, with its sequence numbers: the snapshot's record of the files it removed (Java's
+/// expiry reads it to delete them), one manifest however many it empties. Written with the spec
+/// and schema of the newest of them.
+pub async fn write_deleted_entries(
+    file_io: &FileIO,
+    path: &str,
+    snapshot_id: i64,
+    version: FormatVersion,
+    emptied: &[&LoadedManifest],
+) -> Result<ManifestFile> {
+    let newest = emptied
+        .iter()
+        .max_by_key(|m| m.file.added_snapshot_id)
+        .ok_or_else(|| Error::new(ErrorKind::Io, "no manifest to write the deleted entries of"))?;
+    let metadata = newest.manifest.metadata();
+    let mut writer = manifest_writer(
+        file_io,
+        path,
+        snapshot_id,
+        metadata.schema().clone(),
+        metadata.partition_spec().clone(),
+        version,
+        newest.file.content,
+    )?;
+    for e in emptied.iter().flat_map(|m| m.manifest.entries().iter().filter(|e| e.is_alive())) {
+        let seq = e.sequence_number().unwrap_or(0);
+        writer.add_delete_file(e.data_file().clone(), seq, e.file_sequence_number.or(Some(seq)))?;
+    }
+    Ok(writer.write_manifest_file().await?)
+}
+
 /// Writes the manifest list of `table`'s next snapshot `snapshot_id` (after the current one, at
 /// the next sequence number) naming `manifests`, beside the current metadata file; its path is
 /// recorded in `scratch` before anything is written.
