@@ -360,31 +360,33 @@ async fn merge_bin(
 ) -> Result<(ManifestFile, u64)> {
     let version = table.metadata.format_version();
     let file_io = &table.file_io;
-    let mut entries = Vec::new();
-    for m in &bin {
-        for e in m.manifest.entries().iter().filter(|e| e.is_alive()) {
-            entries.push((e, e.snapshot_id().unwrap_or(m.file.added_snapshot_id)));
+    // The entries taken out of the decoded manifests (no copy), clustered by partition tuple,
+    // then path; each is moved into the writer.
+    let mut entries: Vec<(iceberg::spec::ManifestEntry, i64)> = Vec::new();
+    for m in bin {
+        let added = m.file.added_snapshot_id;
+        for e in m.manifest.into_parts().0 {
+            let e = std::sync::Arc::try_unwrap(e).unwrap_or_else(|shared| (*shared).clone());
+            if e.is_alive() {
+                let added_by = e.snapshot_id().unwrap_or(added);
+                entries.push((e, added_by));
+            }
         }
     }
-    entries.sort_by(|(a, _), (b, _)| {
-        crate::table::iceberg::partition::canonical(a.data_file().partition())
-            .cmp(&crate::table::iceberg::partition::canonical(b.data_file().partition()))
-            .then_with(|| a.file_path().cmp(b.file_path()))
+    entries.sort_by_cached_key(|(e, _)| {
+        (crate::table::iceberg::partition::canonical(e.data_file().partition()), e.file_path().to_string())
     });
     let path = format!("{}/{}-m0.avro", table.metadata_dir(), uuid::Uuid::new_v4());
     scratch.push(path.clone());
     let mut writer = manifest_writer(file_io, &path, snapshot_id, schema.clone(), spec.clone(), version, content)?;
     let mut expected: Vec<EntryKey> = Vec::with_capacity(entries.len());
-    for (e, added_by) in &entries {
+    for (e, added_by) in entries {
         let seq = e.sequence_number();
         let file_seq = e.file_sequence_number.or(seq);
         expected.push(entry_key(e.data_file(), seq, file_seq));
-        writer.add_existing_file(e.data_file().clone(), *added_by, seq.unwrap_or(0), file_seq)?;
+        writer.add_existing_file(e.data_file, added_by, seq.unwrap_or(0), file_seq)?;
     }
     let file = writer.write_manifest_file().await?;
-    // The bin's entries are let go before the manifest written is read back.
-    drop(entries);
-    drop(bin);
     // Read back what was written: exactly the live entries of the manifests it replaces.
     let mut read_back: Vec<EntryKey> = Vec::with_capacity(expected.len());
     for e in file.load_manifest(file_io).await?.entries() {
