@@ -250,11 +250,8 @@ def main() -> None:
         f"- DuckDB-iceberg counted {duck[-1]['files']:,} files.",
         "",
     ]
-    text = "\n".join(lines)
-    print(text)
-    Path(args.output).write_text(text)
-    (base / "results.json").write_text(json.dumps({"dry": dry, "duckdb_iceberg": duck, "real": real}, indent=1,
-                                                  default=str))
+    benchlib.write_report("\n".join(lines), args.output, base / "results.json",
+                          {"dry": dry, "duckdb_iceberg": duck, "real": real})
 
 
 if __name__ == "__main__":

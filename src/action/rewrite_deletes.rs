@@ -538,7 +538,7 @@ impl State {
                     &path,
                     snapshot_id,
                     version,
-                    loaded,
+                    &[loaded],
                     removes,
                     |e, dropped| {
                         if dropped {

@@ -267,10 +267,7 @@ fn live_entries(table: &IcebergTable, manifests: &[ManifestFile]) -> Result<Vec<
 /// The list entry of `file` with every count ([`crate::table::iceberg::with_counts`]): as it is
 /// when the list gives them, else counted from its decoded entries.
 fn with_all_counts(table: &IcebergTable, file: &ManifestFile) -> Result<ManifestFile> {
-    let counted =
-        [file.added_files_count, file.existing_files_count, file.deleted_files_count].iter().all(Option::is_some)
-            && [file.added_rows_count, file.existing_rows_count, file.deleted_rows_count].iter().all(Option::is_some);
-    if counted {
+    if crate::table::iceberg::has_every_count(file) {
         return Ok(file.clone());
     }
     let decoded = table.decode_manifests(vec![file.clone()])?;

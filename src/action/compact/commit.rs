@@ -17,7 +17,7 @@ use crate::store::{location_key, strip_file_scheme};
 use crate::table::iceberg::commit::{CommitOutcome, commit_table, relocate, snapshot_landed};
 use crate::table::iceberg::{
     CarriedManifest, IcebergTable, LoadedManifest, manifest_writer, new_snapshot_id, rewrite_manifest_dropping,
-    with_counts, with_main_snapshot, write_deleted_entries, write_manifest_list,
+    with_counts, with_main_snapshot, write_manifest_list,
 };
 use crate::table::{self, DataFile, FileContent, Located, PartitionKey};
 
@@ -209,8 +209,14 @@ fn build_snapshot(
                 }
                 let path = new_manifest_path("m2");
                 scratch.push(path.clone());
-                let file =
-                    rewrite_manifest_dropping(file_io, &path, snapshot_id, version, loaded, removes, |e, dropped| {
+                let file = rewrite_manifest_dropping(
+                    file_io,
+                    &path,
+                    snapshot_id,
+                    version,
+                    &[loaded],
+                    removes,
+                    |e, dropped| {
                         if dropped {
                             removed_deletes_found += 1;
                             let slot = match e.content_type() {
@@ -222,8 +228,9 @@ fn build_snapshot(
                         } else {
                             total_deletes += 1;
                         }
-                    })
-                    .await?;
+                    },
+                )
+                .await?;
                 new_manifests.push(file);
                 continue;
             }
@@ -250,25 +257,28 @@ fn build_snapshot(
             let path = new_manifest_path("m0");
             scratch.push(path.clone());
             let drops = |e: &::iceberg::spec::ManifestEntry| replaced.contains(e.file_path());
-            let file = rewrite_manifest_dropping(file_io, &path, snapshot_id, version, loaded, drops, |e, dropped| {
-                if dropped {
-                    found += 1;
-                    deleted_files += 1;
-                    deleted_records += e.record_count();
-                    removed_bytes += e.file_size_in_bytes();
-                } else {
-                    total_files += 1;
-                    total_records += e.record_count();
-                    total_bytes += e.file_size_in_bytes();
-                }
-            })
-            .await?;
+            let file =
+                rewrite_manifest_dropping(file_io, &path, snapshot_id, version, &[loaded], drops, |e, dropped| {
+                    if dropped {
+                        found += 1;
+                        deleted_files += 1;
+                        deleted_records += e.record_count();
+                        removed_bytes += e.file_size_in_bytes();
+                    } else {
+                        total_files += 1;
+                        total_records += e.record_count();
+                        total_bytes += e.file_size_in_bytes();
+                    }
+                })
+                .await?;
             new_manifests.push(file);
         }
         for group in emptied.values() {
             let path = new_manifest_path("m0");
             scratch.push(path.clone());
-            new_manifests.push(write_deleted_entries(file_io, &path, snapshot_id, version, group).await?);
+            let all = |_: &::iceberg::spec::ManifestEntry| true;
+            let file = rewrite_manifest_dropping(file_io, &path, snapshot_id, version, group, all, |_, _| {}).await?;
+            new_manifests.push(file);
         }
         for carried in base.carried.iter().filter(|c| c.has_live_entries()) {
             total_files += carried.files;

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use ::iceberg::spec::{
     DataContentType, DataFile as IcebergDataFile, DataFileBuilder, DataFileFormat, FormatVersion, ManifestContentType,
-    ManifestFile, PrimitiveType, Schema, Transform, Type,
+    PrimitiveType, Schema, Transform, Type,
 };
 
 use super::commit::{Base, Candidate, Written, commit_with_retries};
@@ -30,7 +30,7 @@ use crate::profile::{PartitionProfile, Thresholds, profile_tallies};
 use crate::store::{location_key, strip_file_scheme};
 use crate::table::iceberg::commit::require_exclusive;
 use crate::table::iceberg::deletion_vector::is_deletion_vector;
-use crate::table::iceberg::{CarriedManifest, IcebergTable, LoadedManifest};
+use crate::table::iceberg::{CarriedManifest, IcebergTable, LoadedManifest, has_every_count};
 use crate::table::summary::PartitionTally;
 use crate::table::{self, DataFile, FileContent, Located, PartitionKey};
 
@@ -80,7 +80,7 @@ impl<'a> IcebergRewrite<'a> {
         let layout = iceberg_layout(layout, &table.metadata)?;
         let Focus { manifests, carried, settled } = match focus {
             Some(thresholds) => self::focus(table, thresholds)?,
-            None => Focus { manifests: table.load_manifests()?, carried: Vec::new(), settled: Vec::new() },
+            None => Focus::whole(table)?,
         };
         let unread: HashSet<&PartitionKey> = settled.iter().map(|p| &p.key).collect();
         let (mut files, mut sources) = (Vec::new(), Vec::new());
@@ -95,7 +95,6 @@ impl<'a> IcebergRewrite<'a> {
                 }
             }
         }
-        drop(unread);
         let starting_sequence_number = table.metadata.current_snapshot().map_or(0, |s| s.sequence_number());
         let delete_files: Vec<usize> = (0..files.len()).filter(|&i| files[i].content != FileContent::Data).collect();
         require_one_vector_per_file(&manifests, &sources, &delete_files)?;
@@ -424,6 +423,13 @@ struct Focus {
     settled: Vec<PartitionProfile>,
 }
 
+impl Focus {
+    /// Every manifest decoded: nothing carried, nothing settled.
+    fn whole(table: &IcebergTable) -> Result<Self> {
+        Ok(Focus { manifests: table.load_manifests()?, carried: Vec::new(), settled: Vec::new() })
+    }
+}
+
 /// The manifests of `table`'s current snapshot, decoded only where a partition that may need
 /// compaction has files: every manifest is first tallied by the lean reader (as the profile
 /// is), the tallies give each partition's profile under `thresholds`, and a manifest holding
@@ -433,17 +439,9 @@ struct Focus {
 /// has delete files (a delete applies across manifests, and a rewrite may remove it) or a
 /// manifest-list entry lacks its counts (v1: a carried entry must have them).
 fn focus(table: &IcebergTable, thresholds: &Thresholds) -> Result<Focus> {
-    let counted = |m: &ManifestFile| {
-        m.added_files_count.is_some()
-            && m.existing_files_count.is_some()
-            && m.deleted_files_count.is_some()
-            && m.added_rows_count.is_some()
-            && m.existing_rows_count.is_some()
-            && m.deleted_rows_count.is_some()
-    };
     let tallies = match table.data_tallies(thresholds.small_file_threshold_bytes())? {
-        Some(tallies) if tallies.iter().all(|(m, _)| counted(m)) => tallies,
-        _ => return Ok(Focus { manifests: table.load_manifests()?, carried: Vec::new(), settled: Vec::new() }),
+        Some(tallies) if tallies.iter().all(|(m, _)| has_every_count(m)) => tallies,
+        _ => return Focus::whole(table),
     };
     let profiles = profile_tallies(tallies.iter().map(|(_, t)| t), thresholds);
     let (wanted, settled): (Vec<PartitionProfile>, Vec<PartitionProfile>) =

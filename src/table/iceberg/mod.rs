@@ -582,6 +582,13 @@ pub fn with_counts(loaded: &LoadedManifest) -> ManifestFile {
     file
 }
 
+/// Whether the manifest-list entry `file` gives every file and row count (format v2 and later
+/// must; a v1 list may not, and [`with_counts`] then counts them from the entries).
+pub fn has_every_count(file: &ManifestFile) -> bool {
+    [file.added_files_count, file.existing_files_count, file.deleted_files_count].iter().all(Option::is_some)
+        && [file.added_rows_count, file.existing_rows_count, file.deleted_rows_count].iter().all(Option::is_some)
+}
+
 /// A manifest of the current snapshot a new snapshot names as it is, without decoding it: its
 /// list entry (with every file and row count) and what its live entries, all data files, add up
 /// to (by the lean reader).
@@ -681,72 +688,48 @@ pub struct ListWritten {
     pub row_range: Option<(u64, u64)>,
 }
 
-/// Writes `loaded` again as a new manifest at `path` for snapshot `snapshot_id`: its live entries
-/// that `drop` picks as DELETED, the others as EXISTING, each with its data and file sequence
-/// numbers, the snapshot that added it and (v3) its first row id; `seen` is told of every live
-/// entry and whether it was dropped.
+/// Writes the live entries of `manifests` (of one partition spec and content; one, or several
+/// whose entries go together) as a new manifest at `path` for snapshot `snapshot_id`: those
+/// `drop` picks as DELETED, the others as EXISTING, each with its data and file sequence numbers,
+/// the snapshot that added it and (v3) its first row id; `seen` is told of every live entry and
+/// whether it was dropped. Written with the spec and schema of the newest of them (for one, its
+/// own). A commit that empties several manifests lists their entries DELETED in one this way —
+/// its record of the files it removed, which Java's expiry reads to delete them.
 pub async fn rewrite_manifest_dropping(
     file_io: &FileIO,
     path: &str,
     snapshot_id: i64,
     version: FormatVersion,
-    loaded: &LoadedManifest,
+    manifests: &[&LoadedManifest],
     drop: impl Fn(&iceberg::spec::ManifestEntry) -> bool,
     mut seen: impl FnMut(&iceberg::spec::ManifestEntry, bool),
 ) -> Result<ManifestFile> {
-    let mut writer = manifest_writer(
-        file_io,
-        path,
-        snapshot_id,
-        loaded.manifest.metadata().schema().clone(),
-        loaded.manifest.metadata().partition_spec().clone(),
-        version,
-        loaded.file.content,
-    )?;
-    for e in loaded.manifest.entries().iter().filter(|e| e.is_alive()) {
-        let seq = e.sequence_number().unwrap_or(0);
-        let file_seq = e.file_sequence_number.or(Some(seq));
-        let dropped = drop(e);
-        seen(e, dropped);
-        if dropped {
-            writer.add_delete_file(e.data_file().clone(), seq, file_seq)?;
-        } else {
-            let added_by = e.snapshot_id().unwrap_or(loaded.file.added_snapshot_id);
-            writer.add_existing_file(e.data_file().clone(), added_by, seq, file_seq)?;
-        }
-    }
-    Ok(writer.write_manifest_file().await?)
-}
-
-/// Writes one manifest at `path` for snapshot `snapshot_id` listing every live entry of
-/// `emptied` (data manifests of one partition spec, each of whose files the snapshot removes) as
-/// DELETED, with its sequence numbers: the snapshot's record of the files it removed (Java's
-/// expiry reads it to delete them), one manifest however many it empties. Written with the spec
-/// and schema of the newest of them.
-pub async fn write_deleted_entries(
-    file_io: &FileIO,
-    path: &str,
-    snapshot_id: i64,
-    version: FormatVersion,
-    emptied: &[&LoadedManifest],
-) -> Result<ManifestFile> {
-    let newest = emptied
+    let newest = manifests
         .iter()
         .max_by_key(|m| m.file.added_snapshot_id)
-        .ok_or_else(|| Error::new(ErrorKind::Io, "no manifest to write the deleted entries of"))?;
-    let metadata = newest.manifest.metadata();
+        .ok_or_else(|| Error::new(ErrorKind::Io, "no manifest to rewrite (this is a bug, please report it)"))?;
     let mut writer = manifest_writer(
         file_io,
         path,
         snapshot_id,
-        metadata.schema().clone(),
-        metadata.partition_spec().clone(),
+        newest.manifest.metadata().schema().clone(),
+        newest.manifest.metadata().partition_spec().clone(),
         version,
         newest.file.content,
     )?;
-    for e in emptied.iter().flat_map(|m| m.manifest.entries().iter().filter(|e| e.is_alive())) {
-        let seq = e.sequence_number().unwrap_or(0);
-        writer.add_delete_file(e.data_file().clone(), seq, e.file_sequence_number.or(Some(seq)))?;
+    for loaded in manifests {
+        for e in loaded.manifest.entries().iter().filter(|e| e.is_alive()) {
+            let seq = e.sequence_number().unwrap_or(0);
+            let file_seq = e.file_sequence_number.or(Some(seq));
+            let dropped = drop(e);
+            seen(e, dropped);
+            if dropped {
+                writer.add_delete_file(e.data_file().clone(), seq, file_seq)?;
+            } else {
+                let added_by = e.snapshot_id().unwrap_or(loaded.file.added_snapshot_id);
+                writer.add_existing_file(e.data_file().clone(), added_by, seq, file_seq)?;
+            }
+        }
     }
     Ok(writer.write_manifest_file().await?)
 }
