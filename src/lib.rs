@@ -44,7 +44,8 @@
 //!   per partition, and [`table::deleted_rows`], the deletion-vector bitmap both formats share.
 //!   [`table::iceberg`]: metadata and live files ([`table::iceberg::manifest`]
 //!   decodes manifests as Java does (first row ids inherited), [`table::iceberg::manifest_reader`] and
-//!   [`table::iceberg::list_reader`] are the lean streaming readers, [`table::iceberg::reach`]
+//!   [`table::iceberg::list_reader`] are the lean streaming readers, [`table::iceberg::tallies`]
+//!   what their tallies give the planners (kept per table, manifests carried undecoded), [`table::iceberg::reach`]
 //!   what many snapshots reference, [`table::iceberg::stand_in`] v3 types iceberg-rust lacks,
 //!   [`table::iceberg::partition`] Java's partition labels, [`table::iceberg::deletion_vector`]
 //!   v3 deletion vectors in Puffin files, [`table::iceberg::commit`] makes a metadata file
@@ -57,7 +58,7 @@
 //!   lists; [`plan`]: pure planners (bin-packing, layouts, expiry reachability); [`report`]: the
 //!   scorecard a gate run produces. [`notify`]: the Slack card and its delivery.
 //! - [`action`]: executes plans. [`action::compact`] (the neutral flow in `run.rs`, the Iceberg
-//!   rewrite in `iceberg.rs` with `sql.rs` (v3 row lineage columns too), `deletes.rs`,
+//!   rewrite in `iceberg.rs` with `focus.rs` (which manifests it decodes), `sql.rs` (v3 row lineage columns too), `deletes.rs`,
 //!   `stats.rs`, `commit.rs`, column defaults in `defaults.rs`, the Delta rewrite in `delta.rs`
 //!   with `delta_columns.rs` and `delta_commit.rs`; `deletion_vectors.rs` serves both formats, and
 //!   so does `stitch.rs`, which copies row groups byte for byte instead of re-encoding them); [`action::expire`],

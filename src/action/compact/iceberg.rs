@@ -14,6 +14,7 @@ use ::iceberg::spec::{
 use super::commit::{Base, Candidate, Written, commit_with_retries};
 use super::deletes::{DeleteSet, DeletedCounts, Input};
 use super::deletion_vectors::DeletedPositions;
+use super::focus::Focus;
 use super::run::{Committed, Rewrite, copy_in_order};
 use super::sql::{LINEAGE_COLUMNS, duckdb_type, field_ids, files_have_field_ids, leaves, select_sql};
 use super::stats::{ColumnStats, check_non_null_counts, column_stats, has_column_counts};
@@ -26,12 +27,11 @@ use crate::duck::{Nested, quote_ident, quote_list, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::plan::compaction::{PartitionPlan, Verdict};
 use crate::plan::layout::{Layout, LayoutOptions, is_recent};
-use crate::profile::{PartitionProfile, Thresholds, profile_tallies};
+use crate::profile::{PartitionProfile, Thresholds};
 use crate::store::{location_key, strip_file_scheme};
 use crate::table::iceberg::commit::require_exclusive;
 use crate::table::iceberg::deletion_vector::is_deletion_vector;
-use crate::table::iceberg::{CarriedManifest, IcebergTable, LoadedManifest, has_every_count};
-use crate::table::summary::PartitionTally;
+use crate::table::iceberg::{CarriedManifest, IcebergTable, LoadedManifest};
 use crate::table::{self, DataFile, FileContent, Located, PartitionKey};
 
 /// An Iceberg table's part in a compaction: the current snapshot's live files, rewritten by
@@ -43,7 +43,7 @@ pub(super) struct IcebergRewrite<'a> {
     manifests: Vec<LoadedManifest>,
     /// Manifests left undecoded: they hold files only of [`IcebergRewrite::settled`] partitions.
     carried: Vec<CarriedManifest>,
-    /// Partitions profiled by the lean reader alone, needing no compaction ([`focus`]).
+    /// Partitions profiled by the lean reader alone, needing no compaction ([`super::focus`]).
     settled: Vec<PartitionProfile>,
     files: Vec<DataFile>,
     /// For each model file: its manifest and entry.
@@ -70,7 +70,7 @@ pub(super) struct IcebergRewrite<'a> {
 impl<'a> IcebergRewrite<'a> {
     /// The rewrite of `table`'s current snapshot. With `focus` (the profile's thresholds) only
     /// the manifests holding files of partitions that may need compaction are decoded
-    /// ([`focus`]); without, every one.
+    /// ([`super::focus`]); without, every one.
     pub(super) fn new(
         located: &'a Located,
         table: &'a IcebergTable,
@@ -79,7 +79,7 @@ impl<'a> IcebergRewrite<'a> {
     ) -> Result<Self> {
         let layout = iceberg_layout(layout, &table.metadata)?;
         let Focus { manifests, carried, settled } = match focus {
-            Some(thresholds) => self::focus(table, thresholds)?,
+            Some(thresholds) => super::focus::focus(table, thresholds)?,
             None => Focus::whole(table)?,
         };
         let unread: HashSet<&PartitionKey> = settled.iter().map(|p| &p.key).collect();
@@ -413,51 +413,6 @@ impl Rewrite for IcebergRewrite<'_> {
         }
         Ok(Committed { deletes_removed: by_partition, ..outcome })
     }
-}
-
-/// The current snapshot's manifests as a focused rewrite reads them ([`focus`]).
-struct Focus {
-    /// Decoded, in manifest-list order.
-    manifests: Vec<LoadedManifest>,
-    carried: Vec<CarriedManifest>,
-    settled: Vec<PartitionProfile>,
-}
-
-impl Focus {
-    /// Every manifest decoded: nothing carried, nothing settled.
-    fn whole(table: &IcebergTable) -> Result<Self> {
-        Ok(Focus { manifests: table.load_manifests()?, carried: Vec::new(), settled: Vec::new() })
-    }
-}
-
-/// The manifests of `table`'s current snapshot, decoded only where a partition that may need
-/// compaction has files: every manifest is first tallied by the lean reader (as the profile
-/// is), the tallies give each partition's profile under `thresholds`, and a manifest holding
-/// none of the partitions that need compaction is carried undecoded — those partitions are
-/// settled from their figures. A table of a million files then holds the degraded partitions'
-/// files, not every file. Every manifest is decoded (nothing carried or settled) when the table
-/// has delete files (a delete applies across manifests, and a rewrite may remove it) or a
-/// manifest-list entry lacks its counts (v1: a carried entry must have them).
-fn focus(table: &IcebergTable, thresholds: &Thresholds) -> Result<Focus> {
-    let tallies = match table.data_tallies(thresholds.small_file_threshold_bytes())? {
-        Some(tallies) if tallies.iter().all(|(m, _)| has_every_count(m)) => tallies,
-        _ => return Focus::whole(table),
-    };
-    let profiles = profile_tallies(tallies.iter().map(|(_, t)| t), thresholds);
-    let (wanted, settled): (Vec<PartitionProfile>, Vec<PartitionProfile>) =
-        profiles.into_iter().partition(|p| p.requires_compaction);
-    let wanted: HashSet<&PartitionKey> = wanted.iter().map(|p| &p.key).collect();
-    let (mut decode, mut carried) = (Vec::new(), Vec::new());
-    for (file, tally) in tallies.iter() {
-        if tally.partitions.iter().any(|p| wanted.contains(&p.key)) || !tally.deletes.is_empty() {
-            decode.push(file.clone());
-        } else {
-            let sum = |f: fn(&PartitionTally) -> u64| tally.partitions.iter().map(f).sum::<u64>();
-            let (files, records, bytes) = (sum(|p| p.files), sum(|p| p.records), sum(|p| p.bytes));
-            carried.push(CarriedManifest { file: file.clone(), files, records, bytes });
-        }
-    }
-    Ok(Focus { manifests: table.decode_manifests(decode)?, carried, settled })
 }
 
 /// The `SELECT` of the live data files `paths` of `table` with the delete files that apply to

@@ -35,6 +35,7 @@ pub mod deletion_vectors;
 pub mod delta;
 pub mod delta_columns;
 pub mod delta_commit;
+pub mod focus;
 pub mod iceberg;
 pub mod run;
 pub mod sql;

@@ -11,6 +11,9 @@ pub mod manifest_reader;
 pub mod partition;
 pub mod reach;
 pub mod stand_in;
+pub mod tallies;
+
+pub use tallies::{CarriedManifest, TalliedManifests, Tallies, has_every_count};
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -53,18 +56,6 @@ pub struct IcebergTable {
     pub tallies: Arc<std::sync::Mutex<Option<Tallies>>>,
 }
 
-/// Each manifest-list entry of a snapshot with its tally, in manifest-list order.
-pub type TalliedManifests = Arc<Vec<(ManifestFile, ManifestTally)>>;
-
-/// [`TalliedManifests`] at a small-file threshold.
-#[derive(Debug)]
-pub struct Tallies {
-    /// The small-file threshold in bytes they were counted with.
-    pub small_limit: f64,
-    /// Each manifest-list entry with its tally.
-    pub manifests: TalliedManifests,
-}
-
 impl IcebergTable {
     /// Reads and parses the metadata file at `metadata_location`. Column types iceberg-rust
     /// cannot parse are held by stand-ins ([`StandIns`]); metadata that still does not parse
@@ -86,36 +77,6 @@ impl IcebergTable {
             lost_defaults: Arc::new(lost_defaults),
             tallies: Default::default(),
         })
-    }
-
-    /// The tallies [`IcebergTable::data_tallies`] kept at `small_limit`, if it did.
-    pub fn kept_tallies(&self, small_limit: f64) -> Option<TalliedManifests> {
-        let kept = self.tallies.lock().ok()?;
-        kept.as_ref().filter(|k| k.small_limit == small_limit).map(|k| k.manifests.clone())
-    }
-
-    /// For a current snapshot without delete manifests: each manifest with its tally (by the
-    /// lean reader, [`IcebergTable::summarize_each`]) at the small-file threshold `small_limit`
-    /// (bytes), in manifest-list order; counted once per threshold and kept. `None` when the
-    /// snapshot has delete manifests (their tallies depend on the order manifests are read in).
-    pub fn data_tallies(&self, small_limit: f64) -> Result<Option<TalliedManifests>> {
-        if let Some(kept) = self.kept_tallies(small_limit) {
-            return Ok(Some(kept));
-        }
-        let listed = self.current_manifests()?;
-        if listed.iter().any(|m| m.content == iceberg::spec::ManifestContentType::Deletes) {
-            return Ok(None);
-        }
-        let order: std::collections::HashMap<String, usize> =
-            listed.iter().enumerate().map(|(i, m)| (m.manifest_path.clone(), i)).collect();
-        let mut tallies: Vec<(ManifestFile, ManifestTally)> = Vec::with_capacity(listed.len());
-        self.summarize_each(listed, small_limit, Default::default(), &mut |file, tally| tallies.push((file, tally)))?;
-        tallies.sort_by_key(|(file, _)| order[&file.manifest_path]);
-        let tallies = Arc::new(tallies);
-        if let Ok(mut kept) = self.tallies.lock() {
-            *kept = Some(Tallies { small_limit, manifests: tallies.clone() });
-        }
-        Ok(Some(tallies))
     }
 
     /// `metadata` as the JSON of a new metadata file: every column type a stand-in held is put
@@ -580,36 +541,6 @@ pub fn with_counts(loaded: &LoadedManifest) -> ManifestFile {
     file.deleted_files_count = file.deleted_files_count.or(Some(deleted.0));
     file.deleted_rows_count = file.deleted_rows_count.or(Some(deleted.1));
     file
-}
-
-/// Whether the manifest-list entry `file` gives every file and row count (format v2 and later
-/// must; a v1 list may not, and [`with_counts`] then counts them from the entries).
-pub fn has_every_count(file: &ManifestFile) -> bool {
-    [file.added_files_count, file.existing_files_count, file.deleted_files_count].iter().all(Option::is_some)
-        && [file.added_rows_count, file.existing_rows_count, file.deleted_rows_count].iter().all(Option::is_some)
-}
-
-/// A manifest of the current snapshot a new snapshot names as it is, without decoding it: its
-/// list entry (with every file and row count) and what its live entries, all data files, add up
-/// to (by the lean reader).
-#[derive(Debug, Clone)]
-pub struct CarriedManifest {
-    /// The manifest-list entry.
-    pub file: ManifestFile,
-    /// Live data files.
-    pub files: u64,
-    /// Their rows.
-    pub records: u64,
-    /// Their bytes.
-    pub bytes: u64,
-}
-
-impl CarriedManifest {
-    /// Whether the manifest has a live entry (added or existing): one without is not carried
-    /// into a new snapshot, as with a decoded one.
-    pub fn has_live_entries(&self) -> bool {
-        self.file.added_files_count.unwrap_or(0) + self.file.existing_files_count.unwrap_or(0) > 0
-    }
 }
 
 /// A manifest-list entry with its decoded manifest.
