@@ -21,6 +21,8 @@ compacts a fresh build of its own (the gate commits). Each call runs in a proces
 2. ``lakehouse_gate``: the same, then compaction of ``d=0`` (10,000 files into one), the commit,
    the profile after, the merge of the 2,000 small manifests, expiry; the COPY's time is taken
    from DuckDB's query log (from the COPY statement to the next statement our connection runs);
+   the same with DuckDB's external file cache off (``SET GLOBAL enable_external_file_cache``), to
+   show what of the peak is DuckDB's cache of the files the COPY read;
 3. DuckDB's iceberg extension: ``iceberg_metadata`` over the same metadata, counted per partition
    directory (what it takes DuckDB to read the manifests; it plans nothing).
 
@@ -108,6 +110,8 @@ def child(method: str, root: Path, metadata: str, extension: str) -> dict:
         return {"seconds": time.perf_counter() - started, "files": int(files), "rss_before_mib": before,
                 "peak_rss_mib": vm("VmHWM")}
     con = benchlib.lakehouse_connection(extension)
+    if method == "gate-no-file-cache":
+        con.execute("SET GLOBAL enable_external_file_cache = false")
     con.execute("CALL enable_logging(['QueryLog'])")
     dry = method == "gate-dry"
     started = time.perf_counter()
@@ -117,6 +121,8 @@ def child(method: str, root: Path, metadata: str, extension: str) -> dict:
     ))
     seconds = time.perf_counter() - started
     peak = vm("VmHWM")
+    file_cache = con.execute("SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory() "
+                             "WHERE tag = 'EXTERNAL_FILE_CACHE'").fetchone()[0] / benchlib.MIB
     log = con.execute("SELECT timestamp, message FROM duckdb_logs WHERE type = 'QueryLog' "
                       "AND message NOT LIKE 'SET SESSION%' ORDER BY timestamp").fetchall()
     copy_seconds = 0.0
@@ -126,6 +132,7 @@ def child(method: str, root: Path, metadata: str, extension: str) -> dict:
     degraded = [r for r in rows if r["verdict"] not in (None, "healthy")]
     first = rows[0]
     out = {"seconds": seconds, "copy_seconds": copy_seconds, "rss_before_mib": before, "peak_rss_mib": peak,
+           "file_cache_mib": file_cache,
            "partitions": len([r for r in rows if r["partition"] is not None]),
            "degraded": [(r["partition"], r["verdict"], r["files_before"], r["files_after"]) for r in degraded],
            "status": first["status"], "manifests_merged": first["manifests_merged"],
@@ -185,16 +192,17 @@ def main() -> None:
         metadata = build(kept)
         facts.write_text(json.dumps({"metadata": metadata, "build_s": time.perf_counter() - started}))
     metadata = json.loads(facts.read_text())["metadata"]
-    dry, duck, real = [], [], []
+    dry, duck, real, uncached = [], [], [], []
     for _ in range(args.dry_runs):
         dry.append(run_child("gate-dry", kept, metadata, extension))
         duck.append(run_child("duckdb-iceberg", kept, metadata, extension))
     for i in range(args.real_runs):
-        root = base / f"real{i}"
-        shutil.rmtree(root, ignore_errors=True)
-        real_metadata = build(root)
-        real.append(run_child("gate", root, real_metadata, extension))
-        shutil.rmtree(root, ignore_errors=True)
+        for method, runs in (("gate", real), ("gate-no-file-cache", uncached)):
+            root = base / f"real{i}"
+            shutil.rmtree(root, ignore_errors=True)
+            real_metadata = build(root)
+            runs.append(run_child(method, root, real_metadata, extension))
+            shutil.rmtree(root, ignore_errors=True)
 
     def stats(rows: list[dict], key: str) -> tuple[float, float]:
         values = [r[key] for r in rows]
@@ -206,6 +214,9 @@ def main() -> None:
     copy_med, _ = stats(real, "copy_seconds")
     peak_dry = max(r["peak_rss_mib"] for r in dry)
     peak_real = max(r["peak_rss_mib"] for r in real)
+    peak_uncached = max(r["peak_rss_mib"] for r in uncached)
+    uncached_med, uncached_worst = stats(uncached, "seconds")
+    file_cache = max(r["file_cache_mib"] for r in real)
     lines = [
         "# The gate at a million files",
         "",
@@ -227,13 +238,21 @@ def main() -> None:
         f"{real_med:.2f} | {real_worst:.2f} | {peak_real:,.0f} | {real[0]['rss_before_mib']:,.0f} |",
         f"| … of which the rewrite's COPY (10,000 files into one) | {fmt_runs([r['copy_seconds'] for r in real])} | "
         f"{copy_med:.2f} | {max(r['copy_seconds'] for r in real):.2f} | | |",
+        f"| lakehouse_gate, real, `SET GLOBAL enable_external_file_cache = false` | "
+        f"{fmt_runs([r['seconds'] for r in uncached])} | {uncached_med:.2f} | {uncached_worst:.2f} | "
+        f"{peak_uncached:,.0f} | {uncached[0]['rss_before_mib']:,.0f} |",
+        "",
+        f"DuckDB's external file cache (on by default; `duckdb_memory()` tag `EXTERNAL_FILE_CACHE`, buffer-pool "
+        f"memory bounded by `memory_limit` and evicted under pressure) held up to {file_cache:,.0f} MiB after the real "
+        "runs: the pages of the 10,000 files the rewrite's COPY read. The last row is the same run with it off.",
         "",
         "## Targets",
         "",
         "| target | measured | met |",
         "|---|---:|:---:|",
         f"| gate dry run peak RSS < 512 MiB | {peak_dry:,.0f} MiB | {'yes' if peak_dry < 512 else '**no**'} |",
-        f"| gate real run peak RSS < 512 MiB | {peak_real:,.0f} MiB | {'yes' if peak_real < 512 else '**no**'} |",
+        f"| gate real run peak RSS < 512 MiB | {peak_real:,.0f} MiB (DuckDB's file cache off: {peak_uncached:,.0f} MiB) | "
+        f"{'yes' if peak_real < 512 else ('only with the file cache off' if peak_uncached < 512 else '**no**')} |",
         f"| planning (the dry run, median) ≥ 3× faster than DuckDB-iceberg reading the manifests (median) | "
         f"{duck_med / dry_med:.2f}× | {'yes' if duck_med / dry_med >= 3 else '**no**'} |",
         f"| the commit writes manifests only for what it touched | {real[0]['commit_manifests_written']} written, "
@@ -251,7 +270,7 @@ def main() -> None:
         "",
     ]
     benchlib.write_report("\n".join(lines), args.output, base / "results.json",
-                          {"dry": dry, "duckdb_iceberg": duck, "real": real})
+                          {"dry": dry, "duckdb_iceberg": duck, "real": real, "real_no_file_cache": uncached})
 
 
 if __name__ == "__main__":

@@ -44,7 +44,9 @@
 //!   per partition, and [`table::deleted_rows`], the deletion-vector bitmap both formats share.
 //!   [`table::iceberg`]: metadata and live files ([`table::iceberg::manifest`]
 //!   decodes manifests as Java does (first row ids inherited), [`table::iceberg::manifest_reader`] and
-//!   [`table::iceberg::list_reader`] are the lean streaming readers, [`table::iceberg::tallies`]
+//!   [`table::iceberg::list_reader`] are the lean streaming readers (on [`table::iceberg::avro`]),
+//!   [`table::iceberg::manifest_merge`] merges manifests by copying entries' bytes (written by
+//!   [`table::iceberg::avro_writer`]), [`table::iceberg::tallies`]
 //!   what their tallies give the planners (kept per table, manifests carried undecoded), [`table::iceberg::reach`]
 //!   what many snapshots reference, [`table::iceberg::stand_in`] v3 types iceberg-rust lacks,
 //!   [`table::iceberg::partition`] Java's partition labels, [`table::iceberg::deletion_vector`]

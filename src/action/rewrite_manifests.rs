@@ -8,16 +8,15 @@
 //! - every live entry is carried over as EXISTING with its data and file sequence numbers and the
 //!   snapshot that added it (so equality deletes keep applying exactly as before and expiry keeps
 //!   attributing the file); deleted entries are dropped, as any commit drops them;
-//! - before the commit the written manifests are read back and must list exactly the live entries
-//!   of the manifests they replace (path, content, sequence numbers, record count, size);
+//! - before the commit the written manifests are read back (with apache-avro, a reader
+//!   independent of ours) and must list exactly the live entries of the manifests they replace
+//!   (path, content, the snapshot that added it, sequence numbers, record count, size), EXISTING;
 //! - the commit is exclusive (catalog or `vN.metadata.json`) and retried on a moved head by
 //!   planning again; on any failure the manifests and list we wrote are removed.
 
 use std::collections::{BTreeMap, HashMap};
 
-use iceberg::spec::{
-    DataFile as IcebergDataFile, FormatVersion, ManifestContentType, ManifestFile, Operation, PartitionSpec, Summary,
-};
+use iceberg::spec::{FormatVersion, ManifestContentType, ManifestFile, Operation, PartitionSpec, Summary};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt;
@@ -25,8 +24,9 @@ use crate::interrupt::pause_for_tests;
 use crate::runtime;
 use crate::table::Located;
 use crate::table::iceberg::commit::{commit_table, require_exclusive, settle_attempt};
+use crate::table::iceberg::manifest_merge::{self, EntryKey};
 use crate::table::iceberg::{
-    IcebergTable, LoadedManifest, manifest_writer, new_snapshot_id, with_main_snapshot, write_manifest_list,
+    IcebergTable, load_manifest, manifest_writer, new_snapshot_id, with_main_snapshot, write_manifest_list,
 };
 
 /// Iceberg's default `commit.manifest.target-size-bytes`.
@@ -325,88 +325,67 @@ pub fn rewrite_manifests(located: &Located, options: &RewriteManifestsOptions) -
     )))
 }
 
-/// What a rewritten entry must keep: path, content, sequence numbers, rows, size, and (format
-/// v3) the first row id and a deletion vector's offset in its Puffin file.
-type EntryKey = (String, i32, Option<i64>, Option<i64>, u64, u64, Option<i64>, Option<i64>);
-
-fn entry_key(file: &IcebergDataFile, seq: Option<i64>, file_seq: Option<i64>) -> EntryKey {
-    (
-        file.file_path().to_string(),
-        file.content_type() as i32,
-        seq,
-        file_seq,
-        file.record_count(),
-        file.file_size_in_bytes(),
-        file.first_row_id(),
-        file.content_offset(),
-    )
-}
+/// The spec and schema a group's manifests are written with when iceberg-rust writes them: the
+/// spec as the manifests carry it, the schema the newest of them was written with (its
+/// partition type is the one every entry's tuple has). Decoded once per group, when needed.
+type GroupBinding = (iceberg::spec::SchemaRef, PartitionSpec);
 
 /// Writes the live entries of the manifests of one bin into one manifest, clustered by
-/// partition tuple (then path, for a stable order), and reads it back: it must list exactly
-/// those entries. Returns the manifest's list entry and how many entries it holds; the file is
-/// recorded in `scratch`.
+/// partition tuple (then path, for a stable order): lean, copying each entry's bytes
+/// ([`manifest_merge`]), when it can, else with iceberg-rust (`newest`: the group's newest
+/// manifest, whose spec and schema it writes with). The manifest is read back with apache-avro:
+/// it must list exactly those entries, EXISTING. Returns its list entry and how many entries it
+/// holds; the file is recorded in `scratch`.
 async fn merge_bin(
     table: &IcebergTable,
-    bin: Vec<LoadedManifest>,
+    bin: Vec<ManifestFile>,
     snapshot_id: i64,
-    schema: &iceberg::spec::SchemaRef,
-    spec: &PartitionSpec,
-    content: ManifestContentType,
+    newest: &ManifestFile,
+    binding: &mut Option<GroupBinding>,
     scratch: &mut Vec<String>,
 ) -> Result<(ManifestFile, u64)> {
-    let version = table.metadata.format_version();
-    let file_io = &table.file_io;
-    // The entries taken out of the decoded manifests (no copy), clustered by partition tuple,
-    // then path; each is moved into the writer.
-    let mut entries: Vec<(iceberg::spec::ManifestEntry, i64)> = Vec::new();
-    for m in bin {
-        let added = m.file.added_snapshot_id;
-        for e in m.manifest.into_parts().0 {
-            let e = std::sync::Arc::try_unwrap(e).unwrap_or_else(|shared| (*shared).clone());
-            if e.is_alive() {
-                let added_by = e.snapshot_id().unwrap_or(added);
-                entries.push((e, added_by));
-            }
-        }
-    }
-    entries.sort_by_cached_key(|(e, _)| {
-        (crate::table::iceberg::partition::canonical(e.data_file().partition()), e.file_path().to_string())
-    });
+    let metadata = &table.metadata;
+    let inputs = table.fetch_manifests(bin).await?;
     let path = format!("{}/{}-m0.avro", table.metadata_dir(), uuid::Uuid::new_v4());
     scratch.push(path.clone());
-    let mut writer = manifest_writer(file_io, &path, snapshot_id, schema.clone(), spec.clone(), version, content)?;
-    let mut expected: Vec<EntryKey> = Vec::with_capacity(entries.len());
-    for (e, added_by) in entries {
-        let seq = e.sequence_number();
-        let file_seq = e.file_sequence_number.or(seq);
-        expected.push(entry_key(e.data_file(), seq, file_seq));
-        writer.add_existing_file(e.data_file, added_by, seq.unwrap_or(0), file_seq)?;
-    }
-    let file = writer.write_manifest_file().await?;
+    let (file, expected) = match manifest_merge::merge(metadata, &inputs, &path, snapshot_id) {
+        Some(merged) => {
+            #[cfg(feature = "test-hooks")]
+            manifest_merge::cross_check(metadata, &inputs, &merged).await.map_err(|e| {
+                Error::new(
+                    ErrorKind::CorruptMetadata,
+                    format!("the lean manifest merge disagrees with iceberg-rust: {e}"),
+                )
+            })?;
+            table.file_io.new_output(&path)?.write(merged.bytes.into()).await?;
+            (merged.file, merged.expected)
+        }
+        None => {
+            if binding.is_none() {
+                let newest = load_manifest(&table.file_io, metadata, newest.clone()).await?;
+                let m = newest.manifest.metadata();
+                *binding = Some((m.schema().clone(), m.partition_spec().clone()));
+            }
+            let (schema, spec) = binding.clone().expect("bound above");
+            write_with_iceberg_rust(table, inputs, &path, snapshot_id, schema, spec).await?
+        }
+    };
     // Read back what was written: exactly the live entries of the manifests it replaces.
-    let mut read_back: Vec<EntryKey> = Vec::with_capacity(expected.len());
-    for e in file.load_manifest(file_io).await?.entries() {
-        if e.status() != iceberg::spec::ManifestStatus::Existing {
-            return Err(Error::new(
-                ErrorKind::CorruptMetadata,
-                format!(
-                    "a merged manifest has an entry that is not EXISTING ({:?}); nothing was committed",
-                    e.status()
-                ),
-            ));
-        }
-        read_back.push(entry_key(e.data_file(), e.sequence_number(), e.file_sequence_number));
-    }
-    let (mut want, mut got) = (expected, read_back);
-    if version == FormatVersion::V1 {
-        // v1 manifests carry no sequence numbers.
-        for k in want.iter_mut().chain(got.iter_mut()) {
-            (k.2, k.3) = (None, None);
-        }
-    }
-    want.sort();
-    got.sort();
+    let written = crate::table::iceberg::files::read_file(&table.file_io, &path, "merged manifest").await?;
+    let got = manifest_merge::read_back(&written).map_err(|e| {
+        Error::new(
+            ErrorKind::CorruptMetadata,
+            format!("a merged manifest reads back wrong ({e}); nothing was committed"),
+        )
+    })?;
+    let v1 = metadata.format_version() == FormatVersion::V1;
+    let normalized = |keys: Vec<EntryKey>| {
+        let mut keys: Vec<EntryKey> =
+            keys.into_iter().map(|k| if v1 { k.without_sequence_numbers() } else { k }).collect();
+        keys.sort();
+        keys
+    };
+    let (want, got) = (normalized(expected), normalized(got));
     if want != got {
         return Err(Error::new(
             ErrorKind::CorruptMetadata,
@@ -415,6 +394,49 @@ async fn merge_bin(
         ));
     }
     Ok((file, want.len() as u64))
+}
+
+/// The live entries of `inputs` decoded by iceberg-rust and written by its manifest writer at
+/// `path` as EXISTING (what the lean merge cannot copy); returns the list entry and the entries
+/// written.
+async fn write_with_iceberg_rust(
+    table: &IcebergTable,
+    inputs: Vec<(ManifestFile, bytes::Bytes)>,
+    path: &str,
+    snapshot_id: i64,
+    schema: iceberg::spec::SchemaRef,
+    spec: PartitionSpec,
+) -> Result<(ManifestFile, Vec<EntryKey>)> {
+    let content = inputs[0].0.content;
+    // The entries taken out of the decoded manifests (no copy), clustered by partition tuple,
+    // then path; each is moved into the writer.
+    let mut entries: Vec<iceberg::spec::ManifestEntry> = Vec::new();
+    for (file, bytes) in inputs {
+        let manifest = crate::table::iceberg::manifest::decode_bytes(&bytes, &table.metadata, &file)?;
+        drop(bytes);
+        for e in manifest.into_parts().0 {
+            let e = std::sync::Arc::try_unwrap(e).unwrap_or_else(|shared| (*shared).clone());
+            if e.is_alive() {
+                entries.push(e);
+            }
+        }
+    }
+    entries.sort_by_cached_key(|e| {
+        (crate::table::iceberg::partition::canonical(e.data_file().partition()), e.file_path().to_string())
+    });
+    let version = table.metadata.format_version();
+    let mut writer = manifest_writer(&table.file_io, path, snapshot_id, schema, spec, version, content)?;
+    let mut expected: Vec<EntryKey> = Vec::with_capacity(entries.len());
+    for mut e in entries {
+        // Decoding applied inheritance: the snapshot id is set.
+        let added_by = e.snapshot_id().unwrap_or(snapshot_id);
+        let seq = e.sequence_number();
+        let file_seq = e.file_sequence_number.or(seq);
+        (e.snapshot_id, e.sequence_number, e.file_sequence_number) = (Some(added_by), Some(seq.unwrap_or(0)), file_seq);
+        expected.push(EntryKey::of(&e));
+        writer.add_existing_file(e.data_file, added_by, seq.unwrap_or(0), file_seq)?;
+    }
+    Ok((writer.write_manifest_file().await?, expected))
 }
 
 /// Writes the merged manifests and the manifest list; returns the new metadata, the snapshot id,
@@ -443,20 +465,15 @@ fn build(
             bytes_per_group.push(0);
             continue;
         }
-        // The spec as the manifests carry it; the schema the newest merged manifest was written
-        // with (its partition type is the one every entry's tuple has).
         let newest = group.merged.iter().flatten().copied().max_by_key(|&i| manifests[i].added_snapshot_id);
-        let newest = table.decode_manifests(vec![manifests[newest.expect("a merged group has manifests")].clone()])?;
-        let spec: PartitionSpec = newest[0].manifest.metadata().partition_spec().clone();
-        let schema = newest[0].manifest.metadata().schema().clone();
-        drop(newest);
+        let newest = &manifests[newest.expect("a merged group has manifests")];
+        let mut binding: Option<GroupBinding> = None;
         let mut written_bytes = 0u64;
         for bin in &group.merged {
             replaced_count += bin.len();
-            let decoded = table.decode_manifests(bin.iter().map(|&i| manifests[i].clone()).collect())?;
-            let content = decoded[0].file.content;
+            let bin: Vec<ManifestFile> = bin.iter().map(|&i| manifests[i].clone()).collect();
             let (file, entries) =
-                runtime::block_on(merge_bin(table, decoded, snapshot_id, &schema, &spec, content, scratch))??;
+                runtime::block_on(merge_bin(table, bin, snapshot_id, newest, &mut binding, scratch))??;
             entries_total += entries;
             written_bytes += file.manifest_length as u64;
             created.push(file);

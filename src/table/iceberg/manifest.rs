@@ -19,6 +19,7 @@ use iceberg::io::FileIO;
 use iceberg::spec::{FormatVersion, Manifest, ManifestContentType, ManifestFile, ManifestStatus, TableMetadata};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::table::iceberg::avro_writer::{write_bytes, write_long};
 use crate::table::iceberg::stand_in::StandIns;
 
 /// The sequence number of the first snapshot of a v1 table, which v1 manifests inherit.
@@ -285,24 +286,6 @@ fn read_bytes<'a>(bytes: &'a [u8], pos: &mut usize) -> std::result::Result<&'a [
     let out = &bytes[*pos..end];
     *pos = end;
     Ok(out)
-}
-
-fn write_long(out: &mut Vec<u8>, value: i64) {
-    let mut v = ((value << 1) ^ (value >> 63)) as u64;
-    loop {
-        let byte = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
-}
-
-fn write_bytes(out: &mut Vec<u8>, value: &[u8]) {
-    write_long(out, value.len() as i64);
-    out.extend_from_slice(value);
 }
 
 #[cfg(test)]

@@ -1,4 +1,6 @@
-//! A lean reader of manifests for the profile: per-partition figures straight from the Avro.
+//! A lean reader of manifests for the profile (per-partition figures straight from the Avro),
+//! reachability (the files named) and the manifest merge (each entry's fields and record bytes,
+//! [`crate::table::iceberg::manifest_merge`]).
 //!
 //! A profile needs, of each live entry, its status, content, path, format, partition tuple,
 //! record count, size, data sequence number and (for position deletes) the file it names.
@@ -37,7 +39,7 @@ use crate::table::{DataFile, FileContent, PartitionKey};
 pub struct PartitionView {
     spec: PartitionSpec,
     /// The partition type iceberg-rust decodes tuples with (the spec bound to the header schema).
-    partition_type: StructType,
+    pub(super) partition_type: StructType,
     /// Its field types, for labels.
     field_types: Vec<Type>,
     global: bool,
@@ -52,7 +54,12 @@ pub struct Views {
 type ViewKey = (i32, Option<Vec<u8>>, Option<Vec<u8>>);
 
 impl Views {
-    fn get(&self, metadata: &TableMetadata, spec_id: i32, container: &Container<'_>) -> Option<Arc<PartitionView>> {
+    pub(super) fn get(
+        &self,
+        metadata: &TableMetadata,
+        spec_id: i32,
+        container: &Container<'_>,
+    ) -> Option<Arc<PartitionView>> {
         let (schema, spec) = (container.meta.get("schema").copied(), container.meta.get("partition-spec").copied());
         let mut resolved = self.resolved.lock().ok()?;
         // Manifests of one table share a handful of headers: compare in place, copy only a new one.
@@ -131,7 +138,7 @@ fn literal(value: Scalar<'_>, ty: &Type) -> Option<Literal> {
 /// Decodes one partition tuple (the bytes of the entry's `partition` record) in the order of
 /// the partition type, by field name, as Avro schema resolution does; a field the writer lacks
 /// is null.
-fn tuple(bytes: &[u8], fields: &[(String, Shape)], view: &PartitionView) -> Option<Struct> {
+pub(super) fn tuple(bytes: &[u8], fields: &[(String, Shape)], view: &PartitionView) -> Option<Struct> {
     let mut values: Vec<Option<Literal>> = vec![None; view.partition_type.fields().len()];
     let mut c = Cursor::new(bytes);
     for (name, shape) in fields {
@@ -153,7 +160,9 @@ fn tuple(bytes: &[u8], fields: &[(String, Shape)], view: &PartitionView) -> Opti
 #[derive(Clone, Copy, PartialEq)]
 enum Role {
     Status,
+    SnapshotId,
     SequenceNumber,
+    FileSequenceNumber,
     DataFile,
     Content,
     Path,
@@ -163,18 +172,19 @@ enum Role {
     Size,
     Referenced,
     ContentOffset,
+    FirstRowId,
     Skip,
 }
 
 /// A manifest opened for a walk over its entries: the container and the roles of its fields.
-struct Walker<'a> {
-    container: Container<'a>,
+pub(super) struct Walker<'a> {
+    pub(super) container: Container<'a>,
     top: Vec<(Role, Shape)>,
     inner: Vec<(Role, Shape)>,
 }
 
 impl<'a> Walker<'a> {
-    fn open(bytes: &'a [u8]) -> Option<Self> {
+    pub(super) fn open(bytes: &'a [u8]) -> Option<Self> {
         let container = Container::open(bytes)?;
         let top: Vec<(Role, Shape)> = container
             .fields
@@ -182,7 +192,9 @@ impl<'a> Walker<'a> {
             .map(|(name, shape)| {
                 let role = match name.as_str() {
                     "status" => Role::Status,
+                    "snapshot_id" => Role::SnapshotId,
                     "sequence_number" => Role::SequenceNumber,
+                    "file_sequence_number" => Role::FileSequenceNumber,
                     "data_file" => Role::DataFile,
                     _ => Role::Skip,
                 };
@@ -204,6 +216,7 @@ impl<'a> Walker<'a> {
                     "file_size_in_bytes" => Role::Size,
                     "referenced_data_file" => Role::Referenced,
                     "content_offset" => Role::ContentOffset,
+                    "first_row_id" => Role::FirstRowId,
                     _ => Role::Skip,
                 };
                 (role, shape.clone())
@@ -216,7 +229,7 @@ impl<'a> Walker<'a> {
     }
 
     /// The writer's fields of the `partition` record.
-    fn partition_fields(&self) -> Option<Vec<(String, Shape)>> {
+    pub(super) fn partition_fields(&self) -> Option<Vec<(String, Shape)>> {
         match self.inner.iter().find(|(r, _)| *r == Role::Partition)? {
             (_, Shape::Record(fields)) => Some(fields.clone()),
             _ => None,
@@ -225,7 +238,7 @@ impl<'a> Walker<'a> {
 
     /// Calls `each` with every entry (deleted ones too), checking what every reader needs: a
     /// known status and content, a UTF-8 path, a known file format, non-negative counts.
-    fn for_each(&mut self, mut each: impl FnMut(&Entry<'_>) -> Option<()>) -> Option<()> {
+    pub(super) fn for_each(&mut self, mut each: impl FnMut(&Entry<'_>) -> Option<()>) -> Option<()> {
         let (top, inner) = (&self.top, &self.inner);
         self.container.for_each_block(|count, data| {
             let mut c = Cursor::new(data);
@@ -234,8 +247,11 @@ impl<'a> Walker<'a> {
                 for (role, shape) in top {
                     match role {
                         Role::Status => e.status = c.integer(shape)??,
+                        Role::SnapshotId => e.snapshot_id = c.integer(shape)?,
                         Role::SequenceNumber => e.sequence_number = c.integer(shape)?,
+                        Role::FileSequenceNumber => e.file_sequence_number = c.integer(shape)?,
                         Role::DataFile => {
+                            let start = c.pos;
                             for (role, shape) in inner {
                                 match role {
                                     Role::Content => e.content = c.integer(shape)??,
@@ -250,9 +266,11 @@ impl<'a> Walker<'a> {
                                     Role::Size => e.size = c.integer(shape)??,
                                     Role::Referenced => e.referenced = c.text(shape)?,
                                     Role::ContentOffset => e.content_offset = c.integer(shape)?,
+                                    Role::FirstRowId => e.first_row_id = c.integer(shape)?,
                                     _ => c.skip(shape)?,
                                 }
                             }
+                            e.data_file = &data[start..c.pos];
                         }
                         _ => c.skip(shape)?,
                     }
@@ -395,17 +413,23 @@ pub fn tally(
 
 /// The fields of one entry this reader keeps.
 #[derive(Default)]
-struct Entry<'a> {
-    status: i64,
-    sequence_number: Option<i64>,
-    content: i64,
-    path: &'a str,
+pub(super) struct Entry<'a> {
+    /// 0 existing, 1 added, 2 deleted.
+    pub(super) status: i64,
+    pub(super) snapshot_id: Option<i64>,
+    pub(super) sequence_number: Option<i64>,
+    pub(super) file_sequence_number: Option<i64>,
+    /// The `data_file` record's bytes, as written.
+    pub(super) data_file: &'a [u8],
+    pub(super) content: i64,
+    pub(super) path: &'a str,
     format: &'a [u8],
-    partition: &'a [u8],
-    record_count: i64,
-    size: i64,
+    pub(super) partition: &'a [u8],
+    pub(super) record_count: i64,
+    pub(super) size: i64,
     referenced: Option<&'a [u8]>,
-    content_offset: Option<i64>,
+    pub(super) content_offset: Option<i64>,
+    pub(super) first_row_id: Option<i64>,
 }
 
 #[cfg(test)]

@@ -2,11 +2,13 @@
 //! manifests, and the live files of the current snapshot.
 
 pub mod avro;
+pub mod avro_writer;
 pub mod commit;
 pub mod deletion_vector;
 pub mod files;
 pub mod list_reader;
 pub mod manifest;
+pub mod manifest_merge;
 pub mod manifest_reader;
 pub mod partition;
 pub mod reach;
@@ -19,7 +21,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use iceberg::io::FileIO;
 use iceberg::spec::{
     DataFileFormat, FormatVersion, Manifest, ManifestFile, ManifestList, PartitionSpec, TableMetadata, Type,
@@ -215,6 +217,16 @@ impl IcebergTable {
             }
             Ok(loaded)
         })?
+    }
+
+    /// The bytes of `manifests` (of the current snapshot), fetched at most
+    /// `MANIFEST_CONCURRENCY` at a time, in the order given.
+    pub async fn fetch_manifests(&self, manifests: Vec<ManifestFile>) -> Result<Vec<(ManifestFile, bytes::Bytes)>> {
+        let fetches = manifests.into_iter().map(|file| async move {
+            let bytes = manifest::fetch(&self.file_io, &file).await?;
+            Ok::<_, Error>((file, bytes))
+        });
+        futures::stream::iter(fetches).buffered(MANIFEST_CONCURRENCY).try_collect().await
     }
 
     /// The directory new metadata files go to: the current metadata file's, else
