@@ -41,7 +41,11 @@ untimed validation each run in a subprocess of their own, so peak RSS is per met
    ``local[2]``, timed: ``OPTIMIZE delta.`<path>``` with ``spark.databricks.delta.optimize.maxFileSize``
    = 128 MiB and ``minFileSize`` = 64 MiB (our target and small-file threshold; Delta's defaults are
    1 GiB and 1 GiB) and Delta's defaults otherwise (Snappy). JVM start excluded, as for (4).
-7. **floor**: bare DuckDB, no metadata at all: per partition
+7. **lakehouse-spark-delta**: the Delta table of (2); ``lakehouse_compact('<path>', executor :=
+   'spark', …)`` with a Spark Connect server (PySpark 4.0.1 + Delta Lake 4.0.0, ``local[2]``, the
+   spark-delta method's JVM settings): one ``OPTIMIZE … WHERE`` for the degraded partitions.
+   Server start excluded, as for (4).
+8. **floor**: bare DuckDB, no metadata at all: per partition
    ``COPY (SELECT * FROM read_parquet([<its files>])) TO '<out>/<d>.parquet' (FORMAT parquet,
    COMPRESSION zstd)`` on one fresh connection.
 
@@ -92,10 +96,11 @@ SMALL_FILE_THRESHOLD_MB = 64
 TARGET_FILE_SIZE_MB = 128
 ROW_ALIGN = 2048  # DuckDB rounds ROW_GROUP_SIZE to a multiple of its vector size
 SOURCE_VERSION = 1  # bump when the generated data changes
-METHODS = ["lakehouse", "pyiceberg", "spark", "lakehouse-spark", "lakehouse-delta", "delta-rs", "spark-delta", "floor"]
+METHODS = ["lakehouse", "pyiceberg", "spark", "lakehouse-spark", "lakehouse-delta", "delta-rs", "spark-delta",
+           "lakehouse-spark-delta", "floor"]
 # Each method's table format; ratios compare a method with lakehouse on the same format.
 FORMAT = {"lakehouse": "iceberg", "pyiceberg": "iceberg", "spark": "iceberg", "lakehouse-spark": "iceberg", "floor": "iceberg",
-          "lakehouse-delta": "delta", "delta-rs": "delta", "spark-delta": "delta"}
+          "lakehouse-delta": "delta", "delta-rs": "delta", "spark-delta": "delta", "lakehouse-spark-delta": "delta"}
 OURS = {"iceberg": "lakehouse", "delta": "lakehouse-delta"}
 # Spark's JDBC catalog (sqlite) names its rows by the Spark catalog's name: the spark method's
 # table is registered by pyiceberg under this catalog name, in the same kind of sqlite database.
@@ -105,7 +110,8 @@ FIELD_IDS = "{id: 1, partition_date: 2, value: 3, payload: 4, user_id: 5}"
 
 # their seconds / ours (on the same format) must be at least this
 TARGETS = {"delta-rs": 2.0, "pyiceberg": 5.0, "spark": 5.0, "spark-delta": 2.0}
-FLOOR_OVERHEAD_TARGET = 0.15  # (ours - floor) / floor must be at most this
+FLOOR_OVERHEAD_TARGET = 0.15
+SPARK_HANDOFF_TARGET = 1.2  # our Spark executor's median / Spark's own call's median must be at most this  # (ours - floor) / floor must be at most this
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -431,8 +437,28 @@ def setup_shared_catalog(workdir: Path, bench_dir: Path, manifest: dict[str, Any
 
 def run_lakehouse_spark(workdir: Path, extension: str) -> dict[str, Any]:
     """lakehouse_compact with executor := 'spark': we plan, a Spark Connect server (PySpark 4.0.1 +
-    Iceberg 1.10.1, local[2], the spark method's JVM settings) rewrites each degraded partition
-    with rewrite_data_files. The server's start is excluded; its JVM's peak RSS is added."""
+    Iceberg 1.10.1, local[2], the spark method's JVM settings) rewrites the degraded partitions in
+    one rewrite_data_files call."""
+    return timed_compact_on_spark(
+        workdir,
+        extension,
+        f"{quote(f'{NAMESPACE}.{TABLE_NAME}')}, catalog := {quote(SPARK_CATALOG)}, catalog_uri := "
+        f"{quote(catalog_uri(workdir))}",
+    )
+
+
+def run_lakehouse_spark_delta(workdir: Path, extension: str) -> dict[str, Any]:
+    """lakehouse_compact with executor := 'spark' on the Delta table: we plan, a Spark Connect
+    server (PySpark 4.0.1 + Delta Lake 4.0.0, local[2], the spark-delta method's JVM settings) runs
+    one ``OPTIMIZE delta.`<path>` WHERE (<partition>) OR …`` for the degraded partitions, its
+    session set to our target and threshold first."""
+    return timed_compact_on_spark(workdir, extension, quote(str(workdir / "delta")))
+
+
+def timed_compact_on_spark(workdir: Path, extension: str, table: str) -> dict[str, Any]:
+    """``lakehouse_compact(<table>, executor := 'spark', …)`` against a Spark Connect server of
+    its own (PySpark 4.0.1 with Iceberg's and Delta's jars and extensions). The server's start is
+    excluded (reported apart); its JVM's peak RSS is added."""
     sys.path.insert(0, str(REPO_ROOT / "test" / "integration"))
     import spark_connect as scn
 
@@ -440,11 +466,7 @@ def run_lakehouse_spark(workdir: Path, extension: str) -> dict[str, Any]:
     server = scn.start_server(workdir, SPARK_CATALOG, driver_memory=SPARK_DRIVER_MEMORY, quick_jvm=False)
     jvm_seconds = time.perf_counter() - jvm_started
     try:
-        out = timed_compact(
-            extension,
-            f"{quote(f'{NAMESPACE}.{TABLE_NAME}')}, catalog := {quote(SPARK_CATALOG)}, catalog_uri := "
-            f"{quote(catalog_uri(workdir))}, executor := 'spark', spark_remote := {quote(server.url)}",
-        )
+        out = timed_compact(extension, f"{table}, executor := 'spark', spark_remote := {quote(server.url)}")
         out["jvm_peak_rss_kib"] = proc_status_kib("VmHWM", server.pid)
     finally:
         server.stop()
@@ -687,7 +709,7 @@ def child(args: argparse.Namespace) -> int:
             out = setup_shared_catalog(workdir, bench_dir, manifest)
         else:
             setup = {"lakehouse": setup_iceberg, "pyiceberg": setup_iceberg, "delta-rs": setup_delta, "lakehouse-delta": setup_delta,
-                     "spark-delta": setup_delta, "floor": setup_floor}[method]
+                     "spark-delta": setup_delta, "lakehouse-spark-delta": setup_delta, "floor": setup_floor}[method]
             out = setup(workdir, bench_dir, manifest)
     elif phase == "run":
         # Import the method's libraries before the timer starts (and before the baseline RSS).
@@ -708,6 +730,8 @@ def child(args: argparse.Namespace) -> int:
             out = run_lakehouse_spark(workdir, args.extension)
         elif method == "spark-delta":
             out = run_spark_delta(workdir)
+        elif method == "lakehouse-spark-delta":
+            out = run_lakehouse_spark_delta(workdir, args.extension)
         else:
             out = run_floor(workdir)
         # Spark's work happens in its JVM, a child process: its peak is the JVM's (plus ours).
@@ -812,6 +836,14 @@ def report(results: dict[str, list[dict[str, Any]]], manifest: dict[str, Any], f
         if method in seconds and mine:
             got = seconds[method] / mine
             lines.append(f"| ≥ {want:g}× faster than {LABELS[method]} | {got:.2f}× | {'yes' if got >= want else '**no**'} |")
+    for on_spark, theirs in (("lakehouse-spark", "spark"), ("lakehouse-spark-delta", "spark-delta")):
+        if on_spark in seconds and theirs in seconds:
+            got = seconds[on_spark] / seconds[theirs]
+            lines.append(
+                f"| {LABELS[on_spark]} within {SPARK_HANDOFF_TARGET}× {LABELS[theirs]} on the whole table (medians; our "
+                f"slowest {worst[on_spark] / seconds[theirs]:.2f}× their median) | {got:.2f}× | "
+                f"{'yes' if got <= SPARK_HANDOFF_TARGET else '**no**'} |"
+            )
     if ours:
         if "floor" in seconds:
             for label, mine in (("median", ours), ("slowest run", worst["lakehouse"])):
@@ -852,17 +884,20 @@ def report(results: dict[str, list[dict[str, Any]]], manifest: dict[str, Any], f
                   f"{r['jvm_seconds']:.1f} s to start (not in its seconds above); its peak RSS is the driver JVM's "
                   f"VmHWM ({r['jvm_peak_rss_kib'] / 1024:,.0f} MiB, `spark.driver.memory={SPARK_DRIVER_MEMORY}`) plus the Python "
                   "process's."]
-    if "lakehouse-spark" in results:
-        r = results["lakehouse-spark"][-1]["run"]
-        sent = [row for row in r["result_rows"] if row.get("executor") == "spark"]
-        lines += ["", f"`executor := 'spark'`: {len(sent)} partition(s) planned here and rewritten by Spark, one "
-                  f"`rewrite_data_files` each (Spark snapshots {', '.join(str(row['snapshot_id']) for row in sent)}); the "
-                  f"Spark Connect server took {r['jvm_seconds']:.1f} s to start (not in its seconds above); its JVM's peak RSS "
-                  f"{r['jvm_peak_rss_kib'] / 1024:,.0f} MiB is in the peak RSS."]
     if "spark-delta" in results:
         r = results["spark-delta"][-1]["run"]
         lines += ["", f"Spark Delta `OPTIMIZE` returned {r['metrics']}; the JVM took {r['jvm_seconds']:.1f} s to start "
                   f"(not in its seconds above); peak RSS {r['jvm_peak_rss_kib'] / 1024:,.0f} MiB (driver JVM) plus the Python process's."]
+    for method, call, commits in (("lakehouse-spark", "`rewrite_data_files` call", "Spark snapshot"),
+                                  ("lakehouse-spark-delta", "`OPTIMIZE … WHERE` (Delta)", "Delta version")):
+        if method not in results:
+            continue
+        r = results[method][-1]["run"]
+        sent = [row for row in r["result_rows"] if row.get("executor") == "spark"]
+        lines += ["", f"{LABELS[method]}: {len(sent)} partition(s) planned here and rewritten by Spark in one {call} "
+                  f"({commits} {', '.join(sorted({str(row['snapshot_id']) for row in sent}))}); the Spark Connect server "
+                  f"took {r['jvm_seconds']:.1f} s to start (not in its seconds above); its JVM's peak RSS "
+                  f"{r['jvm_peak_rss_kib'] / 1024:,.0f} MiB is in the peak RSS."]
     if "delta-rs" in results:
         m = results["delta-rs"][-1]["run"]["metrics"]
         lines += ["", f"delta-rs optimize metrics: files added {m.get('numFilesAdded')}, removed {m.get('numFilesRemoved')}, "
@@ -877,6 +912,7 @@ def report(results: dict[str, list[dict[str, Any]]], manifest: dict[str, Any], f
 LABELS = {"lakehouse": "lakehouse_compact", "delta-rs": "delta-rs optimize.compact", "pyiceberg": "pyiceberg scan + overwrite",
           "spark": "Spark rewrite_data_files", "lakehouse-spark": "lakehouse_compact, executor := 'spark'",
           "lakehouse-delta": "lakehouse_compact (Delta)", "spark-delta": "Spark Delta OPTIMIZE",
+          "lakehouse-spark-delta": "lakehouse_compact (Delta), executor := 'spark'",
           "floor": "floor: bare DuckDB COPY"}
 WHAT = {
     "lakehouse": f"pyiceberg `SqlCatalog` table, files registered with `add_files`; `lakehouse_compact('ns.t', catalog_uri := …, "
@@ -902,6 +938,12 @@ WHAT = {
     "spark-delta": "the delta-rs method's table; PySpark 4.0.1 + Delta Lake 4.0.0 in `local[2]`, `OPTIMIZE delta.`<path>`` "
                    f"with `spark.databricks.delta.optimize.maxFileSize` = {TARGET_FILE_SIZE_MB} MiB and `minFileSize` = "
                    f"{SMALL_FILE_THRESHOLD_MB} MiB, Delta's defaults otherwise (Snappy); JVM start excluded and reported apart.",
+    "lakehouse-spark-delta": "the delta-rs method's table, and a Spark Connect server (PySpark 4.0.1 + Delta Lake 4.0.0, "
+                             "`local[2]`, the spark-delta method's JVM settings); `lakehouse_compact('<path>', executor := "
+                             "'spark', spark_remote := 'sc://127.0.0.1:…', small_file_threshold_mb := "
+                             f"{SMALL_FILE_THRESHOLD_MB}, target_file_size_mb := {TARGET_FILE_SIZE_MB})`: planned here, one "
+                             "`OPTIMIZE delta.`<path>` WHERE (<partition>) OR …` on Spark for the degraded partitions, its "
+                             "commit checked; server start excluded and reported apart, its JVM's peak RSS added.",
     "floor": "per partition `COPY (SELECT * FROM read_parquet([<files>])) TO '<d>.parquet' (FORMAT parquet, COMPRESSION zstd)` "
              "on one fresh DuckDB connection; no metadata, one output file per partition.",
 }

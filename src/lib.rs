@@ -67,7 +67,8 @@
 //!   [`action::orphans`], [`action::vacuum`], [`action::rewrite_manifests`],
 //!   [`action::rewrite_deletes`] (position deletes merged, or made deletion vectors), [`action::health`]
 //!   (metadata-bloat figures from the other actions' dry plans), [`action::executor`] (the Spark
-//!   hand-off), [`action::gate`] (the whole gate). [`demo`] writes the demo table.
+//!   hand-off; what it needs of a format is [`action::spark_rewrite`], Delta's OPTIMIZE
+//!   [`action::executor_delta`]), [`action::gate`] (the whole gate). [`demo`] writes the demo table.
 //! - [`functions`]: one file per SQL function, on a shared row-function adapter that parses
 //!   arguments at bind and prefixes every error with the function's name; `functions/serve/`
 //!   holds `lakehouse_serve` and its webhook server.

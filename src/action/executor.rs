@@ -2,7 +2,8 @@
 //! Connect (`spark`), or, per partition, whichever fits its size (`auto`).
 //!
 //! The gate keeps everything but the rewrite: profile, plan, verdicts, the scorecard, alerts and
-//! snapshot expiry stay here. The partitions sent to Spark become one
+//! snapshot expiry stay here. Delta tables go to Spark as Delta's own `OPTIMIZE … WHERE`
+//! ([`crate::action::executor_delta`]); on Iceberg the partitions sent to Spark become one
 //! `CALL <catalog>.system.rewrite_data_files(table => …, where => (<a partition's predicate>) OR
 //! (…) …, options => map(…))` ([`crate::spark::predicate`]; up to [`PARTITIONS_PER_CALL`] per
 //! call), run through the catalog both sides share, so Spark plans and commits them together as
@@ -10,7 +11,7 @@
 //! Spark committed is checked: it must add and remove files of the partitions sent only.
 //!
 //! Safety:
-//! - A partition goes to Spark only when its predicate can select it alone: the table must be
+//! - A partition goes to Spark only when its predicate can select it alone: an Iceberg table must be
 //!   named through its catalog (Spark finds it by the same name), and no other partition spec
 //!   may have live data files (Iceberg's scan filter cannot tell specs apart: a range on `ts`
 //!   also picks older-spec files whose `ts` bounds overlap it, and Spark would rewrite them).
@@ -26,6 +27,9 @@ use std::collections::{HashMap, HashSet};
 use iceberg::spec::{ManifestStatus, Operation, Struct};
 
 use crate::action::compact::{CompactionReport, compact};
+use crate::action::executor_delta::DeltaOnSpark;
+pub use crate::action::spark_rewrite::Route;
+use crate::action::spark_rewrite::{Commit, SparkRewrite, Touched};
 use crate::duck::HostDb;
 use crate::error::{Error, ErrorKind, Result};
 use crate::plan::compaction::{CompactionOptions, PartitionPlan, Verdict};
@@ -90,15 +94,6 @@ impl Default for ExecutorOptions {
     }
 }
 
-/// The executor a planned partition got, and why.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Route {
-    /// `true`: Spark.
-    pub spark: bool,
-    /// Why, in words.
-    pub why: String,
-}
-
 /// What Spark did for one partition.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SparkOutcome {
@@ -132,6 +127,8 @@ impl Executed {
     pub fn spark_snapshots(&self) -> Vec<i64> {
         let mut ids: Vec<i64> = self.spark.values().filter_map(|o| o.snapshot_id).collect();
         ids.sort_unstable();
+        // One call commits once for all its partitions: each id once.
+        ids.dedup();
         ids
     }
 
@@ -216,31 +213,40 @@ pub fn compact_with_executor(
         let routes = local_routes(&report.plans, "executor := 'local'");
         return Ok(Executed { report, routes, spark: HashMap::new() });
     }
-    let Table::Iceberg { located, table: iceberg } = table else {
-        return Err(Error::new(
-            ErrorKind::Unsupported,
-            "executor := 'spark' or 'auto' rewrites Iceberg tables (Spark's rewrite_data_files); a Delta table is \
-             compacted with executor := 'local'",
-        ));
-    };
     let spark = executor.spark.as_ref().ok_or_else(|| {
         Error::invalid(
             "executor := 'spark' or 'auto' needs spark_remote (or SPARK_REMOTE), e.g. 'sc://localhost:15002'",
         )
     })?;
-    let entry = located.catalog_table.as_ref().ok_or_else(|| {
-        Error::invalid(
-            "executor := 'spark' or 'auto' needs the table named through its catalog (namespace.table or \
-             catalog.namespace.table), so that Spark rewrites the same table; this one was named by path",
-        )
-    })?;
-    let spark_catalog = spark.catalog.clone().unwrap_or_else(|| entry.catalog.clone());
-    let mut namespace: Vec<&str> = entry.namespace.split('.').collect();
-    namespace.push(&entry.table);
-    let spark_table = multipart(&namespace);
-
     let planned = compact(table, options, true, host, known_ratio)?;
-    let routes = route(iceberg, &planned.plans, executor, &spark_catalog)?;
+    let wanted = wanted(&planned.plans, executor);
+    let target: Box<dyn SparkRewrite> = match table {
+        Table::Iceberg { located, table: iceberg } => {
+            let entry = located.catalog_table.as_ref().ok_or_else(|| {
+                Error::invalid(
+                    "executor := 'spark' or 'auto' needs the table named through its catalog (namespace.table or \
+                     catalog.namespace.table), so that Spark rewrites the same table; this one was named by path",
+                )
+            })?;
+            let spark_catalog = spark.catalog.clone().unwrap_or_else(|| entry.catalog.clone());
+            let mut namespace: Vec<&str> = entry.namespace.split('.').collect();
+            namespace.push(&entry.table);
+            let (tuples, live_specs) = partition_tuples(iceberg, &wanted)?;
+            Box::new(IcebergOnSpark {
+                tuples,
+                live_specs,
+                metadata: iceberg.metadata.clone(),
+                catalog: spark_catalog,
+                table: multipart(&namespace),
+                layout: spark_layout(&planned.layout),
+                options: spark_options(options),
+                name,
+                locate,
+            })
+        }
+        Table::Delta(delta) => Box::new(DeltaOnSpark::new(delta, options, &planned.layout)),
+    };
+    let routes = route(&planned.plans, executor, &wanted, |p| target.predicate(p))?;
     let spark_keys: Vec<PartitionKey> = routes.iter().filter(|(_, (r, _))| r.spark).map(|(k, _)| k.clone()).collect();
     let mut routed: HashMap<PartitionKey, Route> = routes.iter().map(|(k, (r, _))| (k.clone(), r.clone())).collect();
     if dry_run || spark_keys.is_empty() {
@@ -270,7 +276,6 @@ pub fn compact_with_executor(
         report.groups.clear();
     }
 
-    let options_map = spark_options(options);
     let mut session = Session::new(&spark.remote);
     let mut outcomes: HashMap<PartitionKey, SparkOutcome> = HashMap::new();
     let mut stop: Option<String> = None;
@@ -303,16 +308,14 @@ pub fn compact_with_executor(
         if let Ok(forced) = std::env::var("LAKEHOUSE_TEST_SPARK_WHERE") {
             predicate = forced;
         }
-        let before = current_snapshot(name, locate)?;
-        let statement = format!(
-            "CALL {}.system.rewrite_data_files(table => {}, where => {}{}, options => map({}))",
-            crate::spark::predicate::identifier(&spark_catalog),
-            string_literal(&spark_table),
-            string_literal(&predicate),
-            spark_layout(&planned.layout),
-            options_map
-        );
-        let result = session.sql(&statement, &operation_id);
+        let before = target.head()?;
+        let mut result = Ok(Vec::new());
+        for statement in target.statements(&predicate) {
+            result = session.sql(&statement, &operation_id);
+            if result.is_err() {
+                break;
+            }
+        }
         let mut failure = match &result {
             Ok(_) => None,
             Err(Failure::Unreachable(m)) => {
@@ -327,11 +330,8 @@ pub fn compact_with_executor(
         };
         // Whatever Spark answered, what it committed is read from the table: per partition, the
         // files its snapshots added and removed.
-        let commits = if matches!(result, Err(Failure::Unreachable(_))) {
-            Vec::new()
-        } else {
-            spark_commits(name, locate, before)?
-        };
+        let commits =
+            if matches!(result, Err(Failure::Unreachable(_))) { Vec::new() } else { target.commits(before)? };
         for commit in &commits {
             let others: Vec<&String> =
                 commit.touched.iter().filter(|(k, _)| !keys.contains(k)).map(|(_, t)| &t.label).collect();
@@ -386,41 +386,27 @@ fn local_routes(plans: &[PartitionPlan], why: &str) -> HashMap<PartitionKey, Rou
         .collect()
 }
 
-/// Routes each planned partition and, for Spark's, writes its predicate. A partition Spark
-/// cannot select alone stays local under `auto` and is skipped (with the reason) under `spark`.
-fn route(
-    table: &IcebergTable,
-    plans: &[PartitionPlan],
-    executor: &ExecutorOptions,
-    catalog: &str,
-) -> Result<HashMap<PartitionKey, (Route, String)>> {
+/// The planned partitions Spark should get: every one under `spark`, those whose rewrite is
+/// larger than `local_max_partition_mb` under `auto`.
+fn wanted<'p>(plans: &'p [PartitionPlan], executor: &ExecutorOptions) -> HashSet<&'p PartitionKey> {
     let limit_bytes = (executor.local_max_partition_mb * MIB) as u64;
-    let wanted: HashSet<&PartitionKey> = plans
+    plans
         .iter()
         .filter(|p| {
             p.verdict == Verdict::Compact && (executor.kind == ExecutorKind::Spark || p.bytes_to_rewrite > limit_bytes)
         })
         .map(|p| &p.key)
-        .collect();
-    // The partition tuple of each wanted key, and the specs with live data files.
-    let mut tuples: HashMap<PartitionKey, Struct> = HashMap::new();
-    let mut live_specs: HashSet<i32> = HashSet::new();
-    if !wanted.is_empty() {
-        for loaded in table.load_manifests()? {
-            let spec_id = loaded.file.partition_spec_id;
-            for entry in loaded.manifest.entries().iter().filter(|e| e.is_alive()) {
-                let file = entry.data_file();
-                if file.content_type() == iceberg::spec::DataContentType::Data {
-                    live_specs.insert(spec_id);
-                }
-                let key = PartitionKey { spec_id, values: partition::canonical(file.partition()) };
-                if wanted.contains(&key) && !tuples.contains_key(&key) {
-                    tuples.insert(key, file.partition().clone());
-                }
-            }
-        }
-    }
-    let metadata = &table.metadata;
+        .collect()
+}
+
+/// Routes each planned partition and, for Spark's, writes its predicate (`predicate`). A
+/// partition Spark cannot select alone stays local under `auto` and is refused under `spark`.
+fn route(
+    plans: &[PartitionPlan],
+    executor: &ExecutorOptions,
+    wanted: &HashSet<&PartitionKey>,
+    predicate: impl Fn(&PartitionPlan) -> std::result::Result<String, String>,
+) -> Result<HashMap<PartitionKey, (Route, String)>> {
     let mut routes = HashMap::new();
     for p in plans.iter().filter(|p| p.verdict == Verdict::Compact) {
         let size = format!("{:.1} MiB", p.bytes_to_rewrite as f64 / MIB);
@@ -433,20 +419,12 @@ fn route(
             routes.insert(p.key.clone(), (Route { spark: false, why }, String::new()));
             continue;
         }
-        let predicate = if live_specs.len() > 1 {
-            Err(format!(
-                "the table has live data files in {} partition specs, and Spark's where cannot keep its rewrite to \
-                 one spec",
-                live_specs.len()
-            ))
-        } else {
-            match (metadata.partition_spec_by_id(p.spec_id), tuples.get(&p.key)) {
-                (Some(spec), Some(data)) => partition_predicate(spec, metadata.current_schema(), data, catalog),
-                _ => Err("its partition tuple was not found in the current snapshot".into()),
+        let route = match predicate(p) {
+            Ok(predicate) => {
+                let selects =
+                    if predicate.is_empty() { "the whole table".to_string() } else { format!("where {predicate}") };
+                (Route { spark: true, why: format!("spark: {why_spark}; {selects}") }, predicate)
             }
-        };
-        let route = match predicate {
-            Ok(predicate) => (Route { spark: true, why: format!("spark: {why_spark}; where {predicate}") }, predicate),
             Err(why) if executor.kind == ExecutorKind::Auto => (
                 Route { spark: false, why: format!("local: Spark cannot select this partition alone ({why})") },
                 String::new(),
@@ -464,6 +442,84 @@ fn route(
         routes.insert(p.key.clone(), route);
     }
     Ok(routes)
+}
+
+/// An Iceberg table as Spark rewrites it: `CALL <catalog>.system.rewrite_data_files(…)` through
+/// the catalog both sides share.
+struct IcebergOnSpark<'a> {
+    /// The partition tuple of each wanted partition.
+    tuples: HashMap<PartitionKey, Struct>,
+    /// Partition specs with live data files.
+    live_specs: HashSet<i32>,
+    metadata: iceberg::spec::TableMetadataRef,
+    catalog: String,
+    table: String,
+    layout: String,
+    options: String,
+    name: &'a str,
+    locate: &'a LocateOptions,
+}
+
+/// The partition tuple of each `wanted` partition of `iceberg`, and the specs with live data files
+/// (read only when some partition is wanted).
+fn partition_tuples(
+    iceberg: &IcebergTable,
+    wanted: &HashSet<&PartitionKey>,
+) -> Result<(HashMap<PartitionKey, Struct>, HashSet<i32>)> {
+    let mut tuples: HashMap<PartitionKey, Struct> = HashMap::new();
+    let mut live_specs: HashSet<i32> = HashSet::new();
+    if wanted.is_empty() {
+        return Ok((tuples, live_specs));
+    }
+    for loaded in iceberg.load_manifests()? {
+        let spec_id = loaded.file.partition_spec_id;
+        for entry in loaded.manifest.entries().iter().filter(|e| e.is_alive()) {
+            let file = entry.data_file();
+            if file.content_type() == iceberg::spec::DataContentType::Data {
+                live_specs.insert(spec_id);
+            }
+            let key = PartitionKey { spec_id, values: partition::canonical(file.partition()) };
+            if wanted.contains(&key) && !tuples.contains_key(&key) {
+                tuples.insert(key, file.partition().clone());
+            }
+        }
+    }
+    Ok((tuples, live_specs))
+}
+
+impl SparkRewrite for IcebergOnSpark<'_> {
+    fn predicate(&self, p: &PartitionPlan) -> std::result::Result<String, String> {
+        if self.live_specs.len() > 1 {
+            return Err(format!(
+                "the table has live data files in {} partition specs, and Spark's where cannot keep its rewrite to \
+                 one spec",
+                self.live_specs.len()
+            ));
+        }
+        match (self.metadata.partition_spec_by_id(p.spec_id), self.tuples.get(&p.key)) {
+            (Some(spec), Some(data)) => partition_predicate(spec, self.metadata.current_schema(), data, &self.catalog),
+            _ => Err("its partition tuple was not found in the current snapshot".into()),
+        }
+    }
+
+    fn statements(&self, predicate: &str) -> Vec<String> {
+        vec![format!(
+            "CALL {}.system.rewrite_data_files(table => {}, where => {}{}, options => map({}))",
+            crate::spark::predicate::identifier(&self.catalog),
+            string_literal(&self.table),
+            string_literal(predicate),
+            self.layout,
+            self.options
+        )]
+    }
+
+    fn head(&self) -> Result<Option<i64>> {
+        current_snapshot(self.name, self.locate)
+    }
+
+    fn commits(&self, before: Option<i64>) -> Result<Vec<Commit>> {
+        spark_commits(self.name, self.locate, before)
+    }
 }
 
 /// `rewrite_data_files` options that make Spark's bin-pack match our plan: our target, our
@@ -509,22 +565,6 @@ fn current_snapshot(name: &str, locate: &LocateOptions) -> Result<Option<i64>> {
     let located = crate::table::locate(name, locate)?;
     let table = IcebergTable::load(&located.metadata_location)?;
     Ok(table.metadata.current_snapshot().map(|s| s.snapshot_id()))
-}
-
-/// One `replace` snapshot committed after the one a call started from.
-struct Commit {
-    snapshot_id: i64,
-    /// Partitions whose files it added or removed.
-    touched: HashMap<PartitionKey, Touched>,
-}
-
-/// What a commit did to one partition: its label, the data files added and removed, and the
-/// bytes removed.
-struct Touched {
-    label: String,
-    added: u64,
-    removed: u64,
-    removed_bytes: u64,
 }
 
 /// Partitions sent to Spark in one `CALL` (their predicates OR-ed: Spark parses an OR chain

@@ -2,6 +2,7 @@
 
 pub mod compact;
 pub mod executor;
+pub mod executor_delta;
 pub mod expire;
 pub mod gate;
 pub mod health;
@@ -11,4 +12,5 @@ pub mod real_paths;
 pub mod rewrite_deletes;
 pub mod rewrite_manifests;
 pub mod scan;
+pub mod spark_rewrite;
 pub mod vacuum;

@@ -165,6 +165,50 @@ fn decimal_text(unscaled: i128, scale: u32) -> String {
     format!("{sign}{int}.{frac}")
 }
 
+/// The predicate selecting one partition of a Delta table for `OPTIMIZE … WHERE`, or why there
+/// is none: `columns` are the partition columns (name, Delta type as the schema spells it) and
+/// `values` their serialized partition values (`partitionValues`, null for null). Delta matches
+/// the text against the partition values of the log, so each conjunct is the column equal to
+/// its value as a literal of the column's type: strings quoted, integers and booleans as they
+/// are, dates, `timestamp_ntz` and decimals typed (`DATE '…'`, `TIMESTAMP_NTZ '…'`,
+/// `CAST('…' AS DECIMAL(p,s))`), a timestamp only with an explicit zone (its value otherwise
+/// depends on the writer's session time zone); floating point and binary values are refused.
+/// No columns: the empty predicate (the whole table, its one partition).
+pub fn delta_partition_predicate(columns: &[(String, String)], values: &[Option<&str>]) -> Result<String, String> {
+    let mut conjuncts = Vec::with_capacity(columns.len());
+    for ((name, ty), value) in columns.iter().zip(values) {
+        let column = identifier(name);
+        let Some(value) = value else {
+            conjuncts.push(format!("{column} IS NULL"));
+            continue;
+        };
+        let plain = |allowed: &dyn Fn(char) -> bool| !value.is_empty() && value.chars().all(allowed);
+        let digits = |c: char| c.is_ascii_digit();
+        let literal = match ty.as_str() {
+            "string" => string_literal(value),
+            "long" | "integer" | "short" | "byte" if value.parse::<i64>().is_ok() => value.to_string(),
+            "boolean" if matches!(*value, "true" | "false") => value.to_string(),
+            "date" if plain(&|c| digits(c) || c == '-') => format!("DATE {}", string_literal(value)),
+            "timestamp_ntz" if plain(&|c| digits(c) || " -:.".contains(c)) => {
+                format!("TIMESTAMP_NTZ {}", string_literal(value))
+            }
+            "timestamp" if value.ends_with('Z') && plain(&|c| digits(c) || " -:.TZ".contains(c)) => {
+                format!("TIMESTAMP {}", string_literal(value))
+            }
+            t if t.starts_with("decimal(") && plain(&|c| digits(c) || c == '-' || c == '.') => {
+                format!("CAST({} AS {})", string_literal(value), t.to_ascii_uppercase())
+            }
+            t => {
+                return Err(format!(
+                    "partition column {column} of type {t} with value {value:?} has no exact Spark literal"
+                ));
+            }
+        };
+        conjuncts.push(format!("{column} = {literal}"));
+    }
+    Ok(conjuncts.join(" AND "))
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -311,5 +355,30 @@ mod tests {
         );
         assert_eq!(string_literal(r"it's \o/"), r"'it\'s \\o/'");
         assert_eq!(multipart(&["ns", "a.b"]), "`ns`.`a.b`");
+    }
+
+    #[test]
+    fn delta_predicates_type_each_value_and_refuse_what_has_no_exact_literal() {
+        let columns: Vec<(String, String)> = [("r", "string"), ("n", "long"), ("d", "date"), ("a", "decimal(8,2)")]
+            .iter()
+            .map(|(n, t)| (n.to_string(), t.to_string()))
+            .collect();
+        assert_eq!(
+            delta_partition_predicate(&columns, &[Some("o'r\\x"), Some("-5"), Some("2026-11-02"), None]).unwrap(),
+            "`r` = 'o\\'r\\\\x' AND `n` = -5 AND `d` = DATE '2026-11-02' AND `a` IS NULL"
+        );
+        let one = |ty: &str, value: &str| delta_partition_predicate(&[("c".into(), ty.into())], &[Some(value)]);
+        assert_eq!(one("decimal(8,2)", "-12.50").unwrap(), "`c` = CAST('-12.50' AS DECIMAL(8,2))");
+        assert_eq!(one("timestamp_ntz", "2026-01-01 00:00:00").unwrap(), "`c` = TIMESTAMP_NTZ '2026-01-01 00:00:00'");
+        assert_eq!(
+            one("timestamp", "2026-01-01T00:00:00.000000Z").unwrap(),
+            "`c` = TIMESTAMP '2026-01-01T00:00:00.000000Z'"
+        );
+        for (ty, value) in
+            [("timestamp", "2026-01-01 00:00:00"), ("double", "1.5"), ("long", "1e3"), ("date", "x' OR '1")]
+        {
+            assert!(one(ty, value).unwrap_err().contains("has no exact Spark literal"), "{ty} {value}");
+        }
+        assert_eq!(delta_partition_predicate(&[], &[]).unwrap(), "");
     }
 }

@@ -6,7 +6,8 @@ The server is the pyspark package's own ``bin/spark-submit`` running
 ``org.apache.spark.sql.connect.service.SparkConnectServer`` (``pyspark/jars`` ships
 ``spark-connect_2.13-<version>.jar``): ``local[2]``, gRPC bound to 127.0.0.1 on a free port, no UI,
 UTC, Spark's scratch space in a pytest temp directory, the jars of spark.py's jar cache
-(``scripts/spark_jars.sh``) and Iceberg's SQL extensions (so ``CALL`` parses).
+(``scripts/spark_jars.sh``), Iceberg's SQL extensions (so ``CALL`` parses) and Delta Lake's (so
+``OPTIMIZE delta.`<path>``` parses; Delta's ``DeltaCatalog`` is the session catalog).
 
 Its one Iceberg catalog (``CATALOG``, ``sc``) is Iceberg's JDBC catalog on a sqlite file, cache
 off (every statement sees what the extension committed behind the server's back). Java names its
@@ -53,7 +54,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from spark import ICEBERG_EXTENSIONS, NAMESPACE, _require_pyspark, jar_paths, report
+from spark import DELTA_CATALOG, DELTA_EXTENSIONS, ICEBERG_EXTENSIONS, NAMESPACE, _require_pyspark, jar_paths, report
 from loopback import free_port
 
 CATALOG = "sc"
@@ -267,7 +268,11 @@ def start_server(
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.extraJavaOptions": "-Duser.timezone=UTC"
         + (" -XX:+UseSerialGC -XX:TieredStopAtLevel=1" if quick_jvm else ""),
-        "spark.sql.extensions": ICEBERG_EXTENSIONS,
+        # Delta's extension too (the executor sends Delta tables ``OPTIMIZE delta.`<path>```), and
+        # Delta's catalog as the session catalog, as Delta's docs configure it.
+        "spark.sql.extensions": f"{DELTA_EXTENSIONS},{ICEBERG_EXTENSIONS}",
+        "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
+        "spark.databricks.delta.snapshotPartitions": "2",
         **catalog_conf(catalog, sqlite_path, warehouse),
     }
     command = [str(script), "--class", SERVER_CLASS, "--name", "lakehouse-spark-connect"]
