@@ -391,15 +391,17 @@ def timed_compact(extension: str, arguments: str) -> dict[str, Any]:
     """``lakehouse_compact(<arguments>, <threshold>, <target>)`` on a fresh connection (connect and
     LOAD timed), with the RSS before it."""
     baseline = proc_status_kib("VmRSS")
+    cpu_before = benchlib.thread_cpu()
     started = time.perf_counter()
     con = lakehouse_connection(extension)
     rows = fetch_dicts(con.execute(
         f"SELECT * FROM lakehouse_compact({arguments}, "
         f"small_file_threshold_mb := {SMALL_FILE_THRESHOLD_MB}, target_file_size_mb := {TARGET_FILE_SIZE_MB})"
     ))
-    con.close()
     seconds = time.perf_counter() - started
-    return {"seconds": seconds, "baseline_rss_kib": baseline, "result_rows": rows}
+    busiest = benchlib.busiest_threads(cpu_before, benchlib.thread_cpu())
+    con.close()
+    return {"seconds": seconds, "baseline_rss_kib": baseline, "result_rows": rows, "busiest_threads": busiest}
 
 
 def run_pyiceberg(workdir: Path) -> dict[str, Any]:
@@ -897,7 +899,10 @@ def report(results: dict[str, list[dict[str, Any]]], manifest: dict[str, Any], f
         lines += ["", f"{LABELS[method]}: {len(sent)} partition(s) planned here and rewritten by Spark in one {call} "
                   f"({commits} {', '.join(sorted({str(row['snapshot_id']) for row in sent}))}); the Spark Connect server "
                   f"took {r['jvm_seconds']:.1f} s to start (not in its seconds above); its JVM's peak RSS "
-                  f"{r['jvm_peak_rss_kib'] / 1024:,.0f} MiB is in the peak RSS."]
+                  f"{r['jvm_peak_rss_kib'] / 1024:,.0f} MiB is in the peak RSS. CPU of our process's busiest threads "
+                  "during each run (`main`: DuckDB's client thread): " + "; ".join(
+                      f"{x['run']['seconds']:.1f} s run: {', '.join(x['run'].get('busiest_threads', []))}"
+                      for x in results[method]) + "."]
     if "delta-rs" in results:
         m = results["delta-rs"][-1]["run"]["metrics"]
         lines += ["", f"delta-rs optimize metrics: files added {m.get('numFilesAdded')}, removed {m.get('numFilesRemoved')}, "

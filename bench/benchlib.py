@@ -67,6 +67,34 @@ def proc_status_kib(key: str, pid: int | str = "self") -> int:
     return 0
 
 
+def thread_cpu() -> dict[int, tuple[str, float]]:
+    """CPU seconds (user + system) so far of each thread of this process, by thread id, with its
+    name (``comm``); the main thread's id is the process id."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue
+        # comm is in parentheses and may hold spaces: the fields after it are space-separated.
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[int(task.name)] = (name, (int(fields[11]) + int(fields[12])) / ticks)
+    return out
+
+
+def busiest_threads(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], top: int = 3) -> list[str]:
+    """The threads that used the most CPU between two :func:`thread_cpu` snapshots, as
+    ``name[main]: seconds`` (``main``: the process's own thread, DuckDB's client thread here)."""
+    used = []
+    for tid, (name, seconds) in after.items():
+        spent = seconds - before.get(tid, (name, 0.0))[1]
+        label = f"{name}[main]" if tid == os.getpid() else name
+        used.append((spent, f"{label}: {spent:.1f} s"))
+    return [text for _, text in sorted(used, reverse=True)[:top]]
+
+
 def size_spread(sizes: list[int], target_bytes: int | None = None, tolerance: float = 0.25) -> dict[str, Any]:
     """Count, min / median / max and total MiB of file sizes; with ``target_bytes`` also how many
     (and which share) lie within ±``tolerance`` of it."""

@@ -465,7 +465,8 @@ fn build(
             bytes_per_group.push(0);
             continue;
         }
-        let newest = group.merged.iter().flatten().copied().max_by_key(|&i| manifests[i].added_snapshot_id);
+        // The latest commit's (snapshot ids are random: the sequence number orders commits).
+        let newest = group.merged.iter().flatten().copied().max_by_key(|&i| (manifests[i].sequence_number, i));
         let newest = &manifests[newest.expect("a merged group has manifests")];
         let mut binding: Option<GroupBinding> = None;
         let mut written_bytes = 0u64;

@@ -1,7 +1,7 @@
 //! Merging manifests without decoding them: the live entries of several manifests become one
 //! manifest whose entries are EXISTING, clustered by partition tuple, then path. Each entry's
 //! `data_file` record is copied byte for byte when its manifest was written with the output's
-//! writer schema (the newest input's), else re-encoded field by field into it
+//! writer schema (that of the input with the newest table schema), else re-encoded field by field into it
 //! ([`crate::table::iceberg::avro_writer::transcode`]: Avro's schema resolution, refusing to
 //! drop a value); only the status, snapshot id and sequence numbers before it are written afresh
 //! (explicit, as inherited).
@@ -103,7 +103,7 @@ struct Input<'a> {
 
 /// The live entries of `inputs` (manifest-list entries of `metadata`'s table's current snapshot,
 /// with their bytes; one content, one spec) as one manifest at `path` added by `snapshot_id`,
-/// written with the header and writer schema of the newest input (the others' records
+/// written with the header and writer schema of the input with the newest table schema (the others' records
 /// transcoded to it); `None` when they cannot be merged so (see the module doc).
 pub fn merge(
     metadata: &TableMetadata,
@@ -150,8 +150,15 @@ pub fn merge(
         let partition_fields = walker.partition_fields()?;
         opened.push(Input { walker, view, partition_fields });
     }
-    // The output is written as the newest input was (the last listed of the newest snapshot's).
-    let newest = (0..inputs.len()).max_by_key(|&i| (inputs[i].0.added_snapshot_id, i))?;
+    // The output is written as the input with the newest table schema was (schema ids only
+    // grow; then the latest commit's, by sequence number): iceberg-rust decodes the column
+    // bounds of an entry by the header's schema, and drops those of columns it lacks. Snapshot
+    // ids are random, no order.
+    let schema_id = |input: &Input<'_>| {
+        let id = input.walker.container.meta.get("schema-id").and_then(|v| std::str::from_utf8(v).ok());
+        id.and_then(|v| v.trim().parse::<i64>().ok()).unwrap_or(-1)
+    };
+    let newest = (0..inputs.len()).max_by_key(|&i| (schema_id(&opened[i]), inputs[i].0.sequence_number, i))?;
     let out_meta = &opened[newest].walker.container.meta;
     let mut meta: Vec<(String, Vec<u8>)> = out_meta.iter().map(|(k, v)| (k.clone(), v.to_vec())).collect();
     meta.sort();
