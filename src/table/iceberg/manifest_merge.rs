@@ -465,3 +465,115 @@ pub async fn cross_check(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use iceberg::io::FileIO;
+    use iceberg::spec::{
+        DataContentType, DataFileBuilder, DataFileFormat, NestedField, Schema, SortOrder, TableMetadataBuilder,
+        UnboundPartitionSpec,
+    };
+
+    use super::*;
+
+    fn schema(id: i32, columns: &[(i32, &str)]) -> Schema {
+        let fields: Vec<Arc<NestedField>> = columns
+            .iter()
+            .map(|(i, name)| Arc::new(NestedField::optional(*i, *name, Type::Primitive(PrimitiveType::Long))))
+            .collect();
+        Schema::builder().with_schema_id(id).with_fields(fields).build().unwrap()
+    }
+
+    /// One manifest of one ADDED file with the given bounds, written by iceberg-rust with
+    /// `metadata`'s current schema, as snapshot `snapshot_id` at `sequence_number`.
+    fn manifest(
+        dir: &std::path::Path,
+        metadata: &TableMetadata,
+        snapshot_id: i64,
+        sequence_number: i64,
+        bounds: &[(i32, i64)],
+    ) -> (ManifestFile, Bytes) {
+        let path = dir.join(format!("{snapshot_id}.avro")).to_string_lossy().into_owned();
+        let bounds: HashMap<i32, Datum> = bounds.iter().map(|(id, v)| (*id, Datum::long(*v))).collect();
+        let file = DataFileBuilder::default()
+            .content(DataContentType::Data)
+            .file_path(format!("/t/data/{snapshot_id}.parquet"))
+            .file_format(DataFileFormat::Parquet)
+            .partition(iceberg::spec::Struct::empty())
+            .partition_spec_id(0)
+            .record_count(10)
+            .file_size_in_bytes(1000)
+            .lower_bounds(bounds.clone())
+            .upper_bounds(bounds)
+            .build()
+            .unwrap();
+        let mut list_entry = crate::runtime::block_on(async {
+            let io = FileIO::new_with_fs();
+            let mut w = crate::table::iceberg::manifest_writer(
+                &io,
+                &path,
+                snapshot_id,
+                metadata.current_schema().clone(),
+                metadata.default_partition_spec().as_ref().clone(),
+                FormatVersion::V2,
+                ManifestContentType::Data,
+            )
+            .unwrap();
+            w.add_file(file, sequence_number).unwrap();
+            w.write_manifest_file().await.unwrap()
+        })
+        .unwrap();
+        list_entry.sequence_number = sequence_number;
+        (list_entry, Bytes::from(std::fs::read(&path).unwrap()))
+    }
+
+    /// The older manifest (schema 0: `id`) has the larger snapshot id; the newer (schema 1 adds
+    /// `x`) the smaller. The merged manifest is written as the newer one was, so iceberg-rust
+    /// reads every bound of both files (with the older header, `x`'s bounds were dropped), and
+    /// apache-avro reads back exactly the two entries, EXISTING, as inherited.
+    #[test]
+    fn the_output_takes_the_newest_schema_whatever_the_snapshot_ids() {
+        let dir = std::env::temp_dir().join(format!("lakehouse-merge-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let unpartitioned = UnboundPartitionSpec::builder().with_spec_id(0).build();
+        let old = TableMetadataBuilder::new(
+            schema(0, &[(1, "id")]),
+            unpartitioned,
+            SortOrder::unsorted_order(),
+            "/t".into(),
+            FormatVersion::V2,
+            Default::default(),
+        )
+        .unwrap()
+        .build()
+        .unwrap()
+        .metadata;
+        let new = TableMetadataBuilder::new_from_metadata(old.clone(), None)
+            .add_current_schema(schema(1, &[(1, "id"), (2, "x")]))
+            .unwrap()
+            .build()
+            .unwrap()
+            .metadata;
+        let inputs = vec![manifest(&dir, &old, 999, 1, &[(1, 5)]), manifest(&dir, &new, 1, 2, &[(1, 6), (2, 7)])];
+        let merged = merge(&new, &inputs, "/t/metadata/merged.avro", 42).expect("merged lean");
+        let decoded = crate::table::iceberg::manifest::decode_bytes(&merged.bytes, &new, &merged.file).unwrap();
+        let bounds: Vec<usize> = decoded.entries().iter().map(|e| e.data_file().lower_bounds().len()).collect();
+        assert_eq!(bounds, vec![2, 1], "the newer file keeps both bounds (clustered by path: 1 before 999)");
+        let mut got = read_back(&merged.bytes).unwrap();
+        got.sort();
+        let mut want = merged.expected.clone();
+        want.sort();
+        assert_eq!(got, want);
+        assert_eq!(
+            want.iter().map(|k| (k.snapshot_id, k.sequence_number, k.file_sequence_number)).collect::<Vec<_>>(),
+            vec![(Some(1), Some(2), Some(2)), (Some(999), Some(1), Some(1))]
+        );
+        assert_eq!((merged.file.existing_files_count, merged.file.min_sequence_number), (Some(2), 1));
+        #[cfg(feature = "test-hooks")]
+        crate::runtime::block_on(cross_check(&new, &inputs, &merged)).unwrap().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
