@@ -218,9 +218,8 @@ pub fn compact_with_executor(
             "executor := 'spark' or 'auto' needs spark_remote (or SPARK_REMOTE), e.g. 'sc://localhost:15002'",
         )
     })?;
-    let planned = compact(table, options, true, host, known_ratio)?;
-    let wanted = wanted(&planned.plans, executor);
-    let target: Box<dyn SparkRewrite> = match table {
+    // The table as Spark will name it (an Iceberg table's name checked before anything is planned).
+    let on_spark = match table {
         Table::Iceberg { located, table: iceberg } => {
             let entry = located.catalog_table.as_ref().ok_or_else(|| {
                 Error::invalid(
@@ -228,23 +227,31 @@ pub fn compact_with_executor(
                      catalog.namespace.table), so that Spark rewrites the same table; this one was named by path",
                 )
             })?;
-            let spark_catalog = spark.catalog.clone().unwrap_or_else(|| entry.catalog.clone());
             let mut namespace: Vec<&str> = entry.namespace.split('.').collect();
             namespace.push(&entry.table);
+            let catalog = spark.catalog.clone().unwrap_or_else(|| entry.catalog.clone());
+            OnSpark::Iceberg(iceberg, catalog, multipart(&namespace))
+        }
+        Table::Delta(delta) => OnSpark::Delta(delta),
+    };
+    let planned = compact(table, options, true, host, known_ratio)?;
+    let wanted = wanted(&planned.plans, executor);
+    let target: Box<dyn SparkRewrite> = match on_spark {
+        OnSpark::Iceberg(iceberg, catalog, spark_table) => {
             let (tuples, live_specs) = partition_tuples(iceberg, &wanted)?;
             Box::new(IcebergOnSpark {
                 tuples,
                 live_specs,
                 metadata: iceberg.metadata.clone(),
-                catalog: spark_catalog,
-                table: multipart(&namespace),
+                catalog,
+                table: spark_table,
                 layout: spark_layout(&planned.layout),
                 options: spark_options(options),
                 name,
                 locate,
             })
         }
-        Table::Delta(delta) => Box::new(DeltaOnSpark::new(delta, options, &planned.layout)),
+        OnSpark::Delta(delta) => Box::new(DeltaOnSpark::new(delta, options, &planned.layout)),
     };
     let routes = route(&planned.plans, executor, &wanted, |p| target.predicate(p))?;
     let spark_keys: Vec<PartitionKey> = routes.iter().filter(|(_, (r, _))| r.spark).map(|(k, _)| k.clone()).collect();
@@ -442,6 +449,13 @@ fn route(
         routes.insert(p.key.clone(), route);
     }
     Ok(routes)
+}
+
+/// A table before its plan: an Iceberg table with Spark's names of its catalog and of itself,
+/// or a Delta table.
+enum OnSpark<'t> {
+    Iceberg(&'t IcebergTable, String, String),
+    Delta(&'t crate::table::delta::DeltaLakeTable),
 }
 
 /// An Iceberg table as Spark rewrites it: `CALL <catalog>.system.rewrite_data_files(…)` through

@@ -82,13 +82,20 @@ fn inherit(entry: &mut iceberg::spec::ManifestEntry, file: &ManifestFile) {
     if entry.snapshot_id.is_none() {
         entry.snapshot_id = Some(file.added_snapshot_id);
     }
-    let inherits = entry.status == ManifestStatus::Added || file.sequence_number == INITIAL_SEQUENCE_NUMBER;
+    let inherits = inherits_sequence_numbers(entry.status == ManifestStatus::Added, file);
     if entry.sequence_number.is_none() && inherits {
         entry.sequence_number = Some(file.sequence_number);
     }
     if entry.file_sequence_number.is_none() && inherits {
         entry.file_sequence_number = Some(file.sequence_number);
     }
+}
+
+/// Whether an entry of the manifest `file` names (`added`: its status is ADDED) takes the list
+/// entry's sequence number for a null one of its own: the rule [`inherit`] applies, for the
+/// lean readers that do not decode entries into iceberg-rust's.
+pub(super) fn inherits_sequence_numbers(added: bool, file: &ManifestFile) -> bool {
+    added || file.sequence_number == INITIAL_SEQUENCE_NUMBER
 }
 
 /// The first row id the manifest's data files inherit from (format v3 row lineage): the list

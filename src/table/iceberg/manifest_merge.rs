@@ -187,8 +187,8 @@ pub fn merge(
             if !file_content_fits(e.content) {
                 return None;
             }
-            // Inheritance from the list entry ([`crate::table::iceberg::manifest`]).
-            let inherits = e.status == 1 || file.sequence_number == 0;
+            // Inheritance from the list entry (ADDED is status 1).
+            let inherits = crate::table::iceberg::manifest::inherits_sequence_numbers(e.status == 1, file);
             let inherited = |v: Option<i64>| v.or(inherits.then_some(file.sequence_number));
             let sequence_number = inherited(e.sequence_number)?;
             let file_sequence_number = inherited(e.file_sequence_number).unwrap_or(sequence_number);

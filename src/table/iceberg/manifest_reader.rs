@@ -353,9 +353,8 @@ pub fn tally(
             return Some(());
         }
         let (size, records) = (e.size as u64, e.record_count as u64);
-        // Inheritance from the manifest-list entry ([`crate::table::iceberg::manifest`]): ADDED entries, and
-        // every entry of a manifest with the initial sequence number.
-        let inherits = e.status == 1 || file.sequence_number == 0;
+        // Inheritance from the manifest-list entry (ADDED is status 1).
+        let inherits = crate::table::iceberg::manifest::inherits_sequence_numbers(e.status == 1, file);
         let seq = match e.sequence_number {
             Some(seq) => seq,
             None if inherits => file.sequence_number,
