@@ -10,7 +10,7 @@ export CARGO_TARGET_DIR
 EXT_VERSION := v$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 DEMO_DIR    ?= demo/events_lakehouse
 
-.PHONY: release debug venv spark servers zamboni demo test test-unit test-sql test-integration test-versions bench clean
+.PHONY: release debug venv spark servers zamboni demo test test-unit test-sql test-integration test-versions bench chaos clean
 
 $(VENV)/.installed: test/requirements.txt
 	python3 -m venv $(VENV)
@@ -156,6 +156,16 @@ bench: venv spark servers release .venv-zamboni/.installed .venv-spark400/.insta
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_compact_memory.py --repeat 2
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_zamboni.py
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_layout.py
+
+# The chaos harness (test/chaos/harness.py) for CHAOS_SECONDS per format on a random seed (or
+# CHAOS_SEED); each run's summary is appended to bench/results/chaos.jsonl and the table in
+# bench/results/chaos.md is made from that file. A failure prints its seed and how to replay it.
+# `make test` runs a seeded minute of it per format (test/integration/test_chaos.py).
+CHAOS_SECONDS ?= 900
+chaos: venv debug
+	LAKEHOUSE_EXTENSION=$(TEST_EXT) $(PY) test/chaos/harness.py --seconds $(CHAOS_SECONDS) \
+	  $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) --json bench/results/chaos.jsonl; \
+	  status=$$?; $(PY) test/chaos/report.py bench/results/chaos.jsonl > bench/results/chaos.md; exit $$status
 
 clean:
 	rm -rf build demo

@@ -163,15 +163,29 @@ impl IcebergTable {
             let full: Vec<ManifestFile> = self
                 .parse_manifest_list(&bytes, list_path)?
                 .into_iter()
-                .map(|mut f| {
+                .zip(lean.iter().map(Some).chain(std::iter::repeat(None)))
+                .map(|(mut f, lean)| {
                     f.partitions = None;
+                    // A v1 list may name field 504-506 `added_files_count` (pyiceberg) where
+                    // iceberg-rust's v1 schema expects `added_data_files_count` (Java's v1
+                    // name) and reads no count; the lean reader reads by field id, as Java does.
+                    if let Some(lean) = lean.filter(|_| version == FormatVersion::V1) {
+                        f.added_files_count = f.added_files_count.or(lean.added_files_count);
+                        f.existing_files_count = f.existing_files_count.or(lean.existing_files_count);
+                        f.deleted_files_count = f.deleted_files_count.or(lean.deleted_files_count);
+                    }
                     f
                 })
                 .collect();
             if full != lean {
+                let first = full.iter().zip(&lean).position(|(a, b)| a != b);
+                let shown = first.map(|i| format!("entry {i}: iceberg-rust {:?}, lean {:?}", full[i], lean[i]));
                 return Err(Error::new(
                     ErrorKind::CorruptMetadata,
-                    format!("the lean manifest-list reader disagrees with iceberg-rust's on '{list_path}'"),
+                    format!(
+                        "the lean manifest-list reader disagrees with iceberg-rust's on '{list_path}' ({})",
+                        shown.unwrap_or_else(|| format!("{} entries vs {}", full.len(), lean.len()))
+                    ),
                 ));
             }
         }

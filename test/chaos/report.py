@@ -1,0 +1,31 @@
+"""bench/results/chaos.md from the summaries `make chaos` appends to bench/results/chaos.jsonl."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def cell(counts: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "-"
+
+
+def main() -> None:
+    runs = [json.loads(line) for line in Path(sys.argv[1]).read_text().splitlines() if line.strip()]
+    print("# Chaos runs (`make chaos`)\n")
+    print("Each row is one run of test/chaos/harness.py: writers we did not write and our actions at")
+    print("random on one table, SIGKILLs, zero-age cleanups, the model checked after every step (see")
+    print("the harness's docstring). Machine: the run's `host` (cores, load average at its start).\n")
+    print("| when | host | format | table | seed | seconds | steps | writes | our actions | kills | "
+          "writes during our actions | conflicts | invariant checks | result |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in runs:
+        print(f"| {r.get('when', '')} | {r.get('host', '')} | {r['format']} | {r['table']} | {r['seed']} | "
+              f"{r['seconds']} | {r['steps']} | {cell(r['writes'])} | {cell(r['actions'])} | {r['kills']} | "
+              f"{r['concurrent_writes']} | {r['conflicts']} | {cell(r['checks'])} | "
+              f"{'FAILED: ' + r.get('failure', '')[:300] if r.get('failed') else 'passed'} |")
+
+
+if __name__ == "__main__":
+    main()
