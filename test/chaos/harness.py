@@ -48,6 +48,7 @@ from test_expire_iceberg import files_needed  # noqa: E402
 
 PARTITIONS = 4
 NAMESPACE = "chaos"
+CATALOG = "chaos"  # the sqlite catalog's name, as pyiceberg, Spark's JDBC catalog and we name it
 TABLE = "events"
 WRITER = HERE / "writer.py"
 CONFLICT = "commit conflict"
@@ -63,6 +64,14 @@ def duckdb_cli() -> str:
     import duckdb_cli as package
 
     return str(Path(package.__file__).parent / "duckdb")
+
+
+def local_path(uri: str) -> str:
+    """A local file's path from ``file:///x`` (pyiceberg, us) or ``file:/x`` (Java, Spark)."""
+    for prefix in ("file://", "file:"):
+        if uri.startswith(prefix):
+            return uri[len(prefix):]
+    return uri
 
 
 def sql_text(value) -> str:
@@ -96,9 +105,11 @@ class Model:
         kind = op["op"]
         if kind == "append":
             self.rows.update({r[0]: (r[1], r[2]) for r in op["rows"]})
-        elif kind == "delete":
+        elif kind in ("delete", "spark_delete"):
             for key in op["ids"]:
                 self.rows.pop(key, None)
+        elif kind in ("spark_update", "spark_merge"):
+            self.rows.update({r[0]: (r[1], r[2]) for r in op["rows"]})
         elif kind == "overwrite":
             self.rows = {k: v for k, v in self.rows.items() if v[0] != op["p"]}
             self.rows.update({r[0]: (r[1], r[2]) for r in op["rows"]})
@@ -116,7 +127,7 @@ class IcebergSubject:
     format = "iceberg"
     actions = ("compact", "compact", "gate", "expire", "rewrite_manifests", "rewrite_position_deletes", "orphans")
 
-    def __init__(self, root: Path, rng: random.Random):
+    def __init__(self, root: Path, rng: random.Random, spark: bool):
         from pyiceberg.catalog.sql import SqlCatalog
         from pyiceberg.partitioning import PartitionField, PartitionSpec
         from pyiceberg.schema import Schema
@@ -127,12 +138,20 @@ class IcebergSubject:
         self.uri = f"sqlite:///{root}/catalog.db"
         self.warehouse = f"file://{root}/warehouse"
         self.name = f"{NAMESPACE}.{TABLE}"
-        self.catalog = SqlCatalog("default", uri=self.uri, warehouse=self.warehouse)
+        if spark:
+            # Spark's JDBC pool keeps a read transaction open between statements; in WAL mode
+            # that does not lock the other writers out (they would wait, then fail "locked").
+            import sqlite3
+
+            with sqlite3.connect(root / "catalog.db") as db:
+                db.execute("PRAGMA journal_mode=WAL")
+        self.catalog = SqlCatalog(CATALOG, uri=self.uri, warehouse=self.warehouse)
         self.catalog.create_namespace(NAMESPACE)
         schema = Schema(NestedField(1, "id", LongType()), NestedField(2, "p", IntegerType()),
                         NestedField(3, "val", StringType()))
         spec = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="p"))
-        self.version = rng.choice([1, 2])
+        self.version = 2 if spark else rng.choice([1, 2])  # Spark's merge-on-read needs v2
+        self.root = root
         self.catalog.create_table(self.name, schema, partition_spec=spec,
                                   properties={"format-version": str(self.version)})
         self.spec_evolved = False
@@ -141,7 +160,8 @@ class IcebergSubject:
         return f"Iceberg v{self.version} on a sqlite catalog"
 
     def writer_fields(self) -> dict:
-        return {"format": "iceberg", "catalog_uri": self.uri, "warehouse": self.warehouse, "table": self.name}
+        return {"format": "iceberg", "catalog_uri": self.uri, "warehouse": self.warehouse, "table": self.name,
+                "catalog": CATALOG}
 
     def writer_kinds(self) -> list[str]:
         return [] if self.spec_evolved else ["evolve_spec"]
@@ -151,7 +171,7 @@ class IcebergSubject:
             self.spec_evolved = True
 
     def target(self) -> str:
-        return f"'{self.name}', catalog_uri := {sql_text(self.uri)}"
+        return f"'{self.name}', catalog := '{CATALOG}', catalog_uri := {sql_text(self.uri)}"
 
     def table(self):
         return self.catalog.load_table(self.name)
@@ -176,16 +196,21 @@ class IcebergSubject:
         out = {c.local_path(table.metadata_location)}
         out |= {c.local_path(entry.metadata_file) for entry in table.metadata.metadata_log}
         out |= {c.local_path(stats.statistics_path) for stats in table.metadata.statistics}
-        return out | files_needed(table)
+        return {local_path(p) for p in out | files_needed(table)}
+
+    def delete_files(self) -> int:
+        """Live delete files (the current snapshot's summary), to show the run had deletes to apply."""
+        snapshot = self.table().current_snapshot()
+        return int(snapshot.summary.get("total-delete-files", 0)) if snapshot and snapshot.summary else 0
 
     def live_referenced(self) -> set[str]:
         """The files the retained snapshots reference (the metadata log's files may be gone)."""
         table = self.table()
-        logged = {c.local_path(entry.metadata_file) for entry in table.metadata.metadata_log}
+        logged = {local_path(entry.metadata_file) for entry in table.metadata.metadata_log}
         return self.referenced() - logged
 
     def location(self) -> Path:
-        return Path(c.local_path(self.table().location()))
+        return Path(local_path(self.table().location()))
 
     def action_sql(self, action: str, rng: random.Random, quiesced: bool) -> str:
         target = self.target()
@@ -222,7 +247,7 @@ class DeltaSubject:
     format = "delta"
     actions = ("compact", "compact", "gate", "vacuum")
 
-    def __init__(self, root: Path, rng: random.Random):
+    def __init__(self, root: Path, rng: random.Random, spark: bool):
         from deltalake import write_deltalake
 
         import writer
@@ -272,7 +297,7 @@ class DeltaSubject:
     def version_files(self, version: int) -> set[str]:
         from deltalake import DeltaTable
 
-        return {c.local_path(uri) for uri in DeltaTable(str(self.path), version=version).file_uris()}
+        return {local_path(uri) for uri in DeltaTable(str(self.path), version=version).file_uris()}
 
     def live_referenced(self) -> set[str]:
         """The files of the versions a reader may still ask for: the last zero-retention VACUUM's
@@ -286,6 +311,9 @@ class DeltaSubject:
 
     def referenced(self) -> set[str]:
         return self.version_files(self.current_version())
+
+    def delete_files(self) -> int:
+        return 0  # deltalake writes no deletion vectors
 
     def location(self) -> Path:
         return self.path
@@ -348,28 +376,122 @@ class Summary:
     kill_attempts: int = 0
     concurrent: int = 0
     conflicts: int = 0
+    steps_with_delete_files: int = 0
     checks: collections.Counter = field(default_factory=collections.Counter)
 
     def as_dict(self) -> dict:
         return {"format": self.format, "seed": self.seed, "table": self.table, "steps": self.steps,
                 "seconds": round(self.seconds, 1), "writes": dict(self.writes), "actions": dict(self.actions),
-                "kills": self.kills, "kill_attempts": self.kill_attempts, "concurrent_writes": self.concurrent, "conflicts": self.conflicts,
+                "kills": self.kills, "kill_attempts": self.kill_attempts, "concurrent_writes": self.concurrent,
+                "conflicts": self.conflicts, "steps_with_delete_files": self.steps_with_delete_files,
                 "checks": dict(self.checks)}
 
 
+# --------------------------------------------------------------------------- writers
+
+
+class ProcessWrite:
+    """One writer.py operation in a process of its own."""
+
+    def __init__(self, op: dict, wait: bool):
+        self.proc = subprocess.Popen([sys.executable, str(WRITER), json.dumps({**op, "wait": wait})],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, cwd=HERE)
+        self.error = ""
+        if wait and self.proc.stdout.readline().strip() != "ready":
+            self.error = f"the writer did not start: {self.proc.communicate()[1][-2000:]}"
+
+    def go(self) -> None:
+        if not self.error:
+            self.proc.stdin.write("go\n")
+            self.proc.stdin.flush()
+
+    def outcome(self) -> dict:
+        if self.error:
+            return {"ok": False, "error": self.error}
+        out, err = self.proc.communicate(input=None if self.proc.stdin.closed else "", timeout=300)
+        if self.proc.returncode != 0:
+            return {"ok": False, "error": f"exit {self.proc.returncode}: {err.strip()[-2000:]}"}
+        return json.loads(out.strip().splitlines()[-1])
+
+
+class SparkWriter:
+    """spark_writer.py: one SparkSession for the whole run, an operation per JSON line."""
+
+    def __init__(self, subject: IcebergSubject):
+        scratch = subject.root / "spark"
+        scratch.mkdir()
+        self.log = (subject.root / "spark.log").open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "spark_writer.py"), subject.uri.removeprefix("sqlite:///"), subject.warehouse,
+             subject.name, str(scratch)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=HERE)
+        if self.receive().get("ready") is not True:
+            raise ChaosFailure(f"Spark did not start (see {subject.root / 'spark.log'})")
+
+    def send(self, op: dict) -> None:
+        self.proc.stdin.write(json.dumps(op) + "\n")
+        self.proc.stdin.flush()
+
+    def receive(self) -> dict:
+        """The next JSON object the writer prints (the JVM may print other lines)."""
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                return {"ok": False, "error": f"Spark exited ({self.proc.poll()}), see its log"}
+            if line.startswith("{"):
+                return json.loads(line)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+class SparkWrite:
+    """One operation of the run's SparkWriter."""
+
+    def __init__(self, writer: SparkWriter, op: dict, wait: bool):
+        self.writer, self.op, self.sent = writer, op, False
+        if not wait:
+            self.go()
+
+    def go(self) -> None:
+        self.writer.send(self.op)
+        self.sent = True
+
+    def outcome(self) -> dict:
+        if not self.sent:
+            self.go()
+        return self.writer.receive()
+
+
+# --------------------------------------------------------------------------- the run
+
+
 class Run:
-    def __init__(self, fmt: str, seed: int, root: Path, extension: Path):
+    def __init__(self, fmt: str, seed: int, root: Path, extension: Path, spark: bool = False):
         self.rng = random.Random(seed)
         self.seed = seed
         self.fmt = fmt
         self.extension = extension
         self.cli = duckdb_cli()
         self.model = Model()
-        self.subject = SUBJECTS[fmt](root, self.rng)
-        self.summary = Summary(fmt, seed, self.subject.describe())
+        self.subject = SUBJECTS[fmt](root, self.rng, spark)
+        self.summary = Summary(fmt, seed, self.subject.describe() + (", Spark writing too" if spark else ""))
         self.trail: list[str] = []
         self.durations: dict[str, float] = collections.defaultdict(lambda: 1.0)
         self.columns_added = 0
+        self.spark = SparkWriter(self.subject) if spark else None
+
+    def close(self) -> None:
+        if self.spark is not None:
+            self.spark.close()
 
     # ---- failures
 
@@ -388,15 +510,23 @@ class Run:
         if self.columns_added < 2:
             kinds.append("add_column")
         kinds += self.subject.writer_kinds()
+        if self.spark is not None:
+            kinds += ["spark_delete"] * 3 + ["spark_update"] * 2 + ["spark_merge"] * 2
         kind = rng.choice(kinds)
-        if kind in ("delete", "overwrite") and not self.model.rows:
+        if kind in ("delete", "overwrite", "spark_delete", "spark_update") and not self.model.rows:
             kind = "append"
         op = {**self.subject.writer_fields(), "op": kind}
         if kind == "append":
             op["rows"] = self.model.fresh_rows(rng, rng.randint(1, 40))
-        elif kind == "delete":
+        elif kind in ("delete", "spark_delete"):
             keys = sorted(self.model.rows)
             op["ids"] = rng.sample(keys, min(len(keys), rng.randint(1, 12)))
+        elif kind in ("spark_update", "spark_merge"):
+            keys = sorted(self.model.rows)
+            changed = rng.sample(keys, min(len(keys), rng.randint(0 if kind == "spark_merge" else 1, 8)))
+            op["rows"] = [[k, self.model.rows[k][0], f"u{k}-{rng.randrange(10**6)}"] for k in changed]
+            if kind == "spark_merge":
+                op["rows"] += self.model.fresh_rows(rng, rng.randint(0, 8))
         elif kind == "overwrite":
             op["p"] = rng.randrange(PARTITIONS)
             op["rows"] = self.model.fresh_rows(rng, rng.randint(0, 20), p=op["p"])
@@ -405,26 +535,17 @@ class Run:
             op["name"] = f"extra_{self.columns_added}"
         return op
 
-    def start_writer(self, op: dict, wait: bool = False) -> subprocess.Popen:
-        """The writer's process; with `wait` it is ready (imports done) and waits for `go`."""
-        proc = subprocess.Popen([sys.executable, str(WRITER), json.dumps({**op, "wait": wait})],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                cwd=HERE)
-        if wait and proc.stdout.readline().strip() != "ready":
-            self.fail(f"write {op['op']}: the writer did not start: {proc.communicate()[1][-2000:]}")
-        return proc
+    def start_writer(self, op: dict, wait: bool = False) -> ProcessWrite | SparkWrite:
+        """The operation's writer; with `wait` it is ready (imports done) and waits for `go()`."""
+        if op["op"].startswith("spark_"):
+            return SparkWrite(self.spark, op, wait)
+        return ProcessWrite(op, wait)
 
-    @staticmethod
-    def go(proc: subprocess.Popen) -> None:
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-
-    def finish_writer(self, op: dict, proc: subprocess.Popen) -> None:
-        out, err = proc.communicate(input=None if proc.stdin is None or proc.stdin.closed else "", timeout=300)
+    def finish_writer(self, op: dict, write: ProcessWrite | SparkWrite) -> None:
+        outcome = write.outcome()
         label = f"write {op['op']}"
-        if proc.returncode != 0:
-            self.fail(f"{label}: the writer failed (exit {proc.returncode}): {err.strip()[-2000:]}")
-        outcome = json.loads(out.strip().splitlines()[-1])
+        if "error" in outcome:
+            self.fail(f"{label}: the writer failed: {outcome['error']}")
         if outcome["ok"]:
             self.model.apply(op)
             self.subject.evolved(op)
@@ -490,7 +611,7 @@ class Run:
         killed = False
         if writer is not None:
             time.sleep(writer_after)
-            self.go(writer)
+            writer.go()
             self.summary.concurrent += 1
         if kill_after is not None:
             self.summary.kill_attempts += 1
@@ -513,8 +634,11 @@ class Run:
         self.subject.after_cleanup()
         referenced = self.subject.referenced()
         root = self.subject.location()
+        # Hidden files (Hadoop's `.x.parquet.crc` checksums beside Spark's files) are the known
+        # leftovers: orphan removal never deletes them, as Java's does not (its hidden-path filter).
         left = sorted(str(p) for p in root.rglob("*")
-                      if p.is_file() and "_delta_log" not in p.parts and str(p) not in referenced)
+                      if p.is_file() and "_delta_log" not in p.parts and not p.name.startswith(".")
+                      and str(p) not in referenced)
         self.summary.checks["nothing unreferenced after cleanup"] += 1
         if left:
             self.fail(f"{len(left)} unreferenced files after a zero-age cleanup: {left[:8]}")
@@ -528,6 +652,8 @@ class Run:
         except Exception as error:  # noqa: BLE001 - an unreadable table is the finding
             self.fail(f"the table cannot be read: {type(error).__name__}: {error}")
         self.summary.checks["rows = model (writer's library)"] += 1
+        if self.subject.delete_files():
+            self.summary.steps_with_delete_files += 1
         if rows != expected:
             self.fail(diff("writer's library", rows, expected))
         if with_duckdb:
@@ -555,6 +681,12 @@ class Run:
         self.check(with_duckdb=self.summary.steps % 5 == 0)
 
     def run(self, seconds: float | None, steps: int | None) -> Summary:
+        try:
+            return self._run(seconds, steps)
+        finally:
+            self.close()
+
+    def _run(self, seconds: float | None, steps: int | None) -> Summary:
         started = time.monotonic()
         for _ in range(3):  # a table with something in it
             op = self.writer_op() if self.model.rows else {**self.subject.writer_fields(), "op": "append",
@@ -586,6 +718,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--seconds", type=float, default=None, help="per format (default 60 unless --steps)")
     parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--spark", action="store_true", help="Iceberg: Apache Spark writes merge-on-read too")
     parser.add_argument("--root", type=Path, default=None, help="where the tables go (default: a temp dir)")
     parser.add_argument("--json", type=Path, default=None, help="append each run's summary here, a line each")
     args = parser.parse_args(argv)
@@ -597,7 +730,7 @@ def main(argv: list[str] | None = None) -> int:
     root = args.root or Path(tempfile.mkdtemp(prefix="lakehouse-chaos-"))
     failed = False
     for fmt in args.format or sorted(SUBJECTS):
-        run = Run(fmt, seed, root / f"{fmt}-{seed}", extension)
+        run = Run(fmt, seed, root / f"{fmt}-{seed}", extension, spark=args.spark and fmt == "iceberg")
         when = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
         host = f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
         failure = ""

@@ -17,13 +17,14 @@ def main() -> None:
     print("Each row is one run of test/chaos/harness.py: writers we did not write and our actions at")
     print("random on one table, SIGKILLs, zero-age cleanups, the model checked after every step (see")
     print("the harness's docstring). Machine: the run's `host` (cores, load average at its start).\n")
-    print("| when | host | format | table | seed | seconds | steps | writes | our actions | kills | "
-          "writes during our actions | conflicts | invariant checks | result |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| when | host | format | table | seed | seconds | steps | writes | our actions | kills (attempts) | "
+          "writes during our actions | conflicts | steps with live delete files | invariant checks | result |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in runs:
         print(f"| {r.get('when', '')} | {r.get('host', '')} | {r['format']} | {r['table']} | {r['seed']} | "
-              f"{r['seconds']} | {r['steps']} | {cell(r['writes'])} | {cell(r['actions'])} | {r['kills']} | "
-              f"{r['concurrent_writes']} | {r['conflicts']} | {cell(r['checks'])} | "
+              f"{r['seconds']} | {r['steps']} | {cell(r['writes'])} | {cell(r['actions'])} | "
+              f"{r['kills']} ({r.get('kill_attempts', '')}) | {r['concurrent_writes']} | {r['conflicts']} | "
+              f"{r.get('steps_with_delete_files', '')} | {cell(r['checks'])} | "
               f"{'FAILED: ' + r.get('failure', '')[:300] if r.get('failed') else 'passed'} |")
 
 

@@ -40,7 +40,7 @@ def iceberg(op: dict) -> None:
     from pyiceberg.transforms import BucketTransform
     from pyiceberg.types import StringType
 
-    catalog = SqlCatalog("default", uri=op["catalog_uri"], warehouse=op["warehouse"])
+    catalog = SqlCatalog(op["catalog"], uri=op["catalog_uri"], warehouse=op["warehouse"])
     table = catalog.load_table(op["table"])
     kind = op["op"]
     if kind == "append":
