@@ -10,7 +10,7 @@ export CARGO_TARGET_DIR
 EXT_VERSION := v$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 DEMO_DIR    ?= demo/events_lakehouse
 
-.PHONY: release debug venv spark servers zamboni demo test test-unit test-sql test-integration test-versions bench chaos clean
+.PHONY: release debug venv spark servers zamboni demo test test-unit test-sql test-integration test-versions bench chaos fuzz clean
 
 $(VENV)/.installed: test/requirements.txt
 	python3 -m venv $(VENV)
@@ -171,6 +171,19 @@ chaos: venv spark debug
 	$(CHAOS_RUN) --format iceberg --spark || status=1; \
 	$(CHAOS_RUN) --format delta || status=1; \
 	$(PY) test/chaos/report.py bench/results/chaos.jsonl > bench/results/chaos.md; exit $$status
+
+# The fuzzer of the readers of foreign bytes (src/fuzz.rs: manifest lists and manifests, lean and
+# iceberg-rust's, table metadata, Delta commits, webhook bodies) for FUZZ_SECONDS per target;
+# executions and distinct outcomes per target go to bench/results/fuzz.md. `make test` runs 3,000
+# executions per target (cargo test --lib).
+FUZZ_SECONDS ?= 120
+fuzz:
+	set -o pipefail; LAKEHOUSE_FUZZ_SECONDS=$(FUZZ_SECONDS) cargo test --features test-hooks --lib \
+	  fuzz::tests::fuzz_every_reader_of_foreign_bytes -- --nocapture | tee /tmp/lakehouse-fuzz.log; \
+	status=$$?; { echo "# Fuzzing (\`make fuzz\`, $(FUZZ_SECONDS) s per target, $$(nproc) cores, $$(date -u +%F))"; echo; \
+	  echo "| target | executions | distinct outcomes |"; echo "|---|---|---|"; \
+	  sed -n 's/^fuzz target \(.*\): \([0-9]*\) executions, \([0-9]*\) distinct outcomes/| \1 | \2 | \3 |/p' \
+	  /tmp/lakehouse-fuzz.log; } > bench/results/fuzz.md; exit $$status
 
 clean:
 	rm -rf build demo

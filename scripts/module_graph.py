@@ -51,6 +51,7 @@ LAYERS: dict[str, int] = {
     "demo": 7,
     "serve": 8,
     "functions": 9,
+    "fuzz": 10,
     "lib": 10,
 }
 

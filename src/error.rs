@@ -129,6 +129,20 @@ impl From<std::io::Error> for Error {
     }
 }
 
+/// `f()`, or the message of its panic: for calls into other crates' readers (iceberg-rust's Avro
+/// decoding unwraps on some malformed manifests), so that a malformed file is an error naming it,
+/// not a panic on a DuckDB thread.
+pub fn without_panic<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|panic| {
+        let message = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "no message".into());
+        format!("the reader panicked: {message}")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -72,6 +72,9 @@
 //! - [`functions`]: one file per SQL function, on a shared row-function adapter that parses
 //!   arguments at bind and prefixes every error with the function's name; `functions/serve/`
 //!   holds `lakehouse_serve` and its webhook server.
+//! - `fuzz.rs` (test builds only): the fuzzer of every reader of bytes other programs wrote,
+//!   seeded from `test/fuzz/corpus/` (`make fuzz`). The chaos harness, writers we did not write
+//!   against our actions with kills, lives in `test/chaos/` (`make chaos`).
 
 pub mod action;
 pub mod catalog;
@@ -79,6 +82,8 @@ pub mod demo;
 pub mod duck;
 pub mod error;
 pub mod functions;
+#[cfg(test)]
+mod fuzz;
 pub mod interrupt;
 pub mod notify;
 pub mod plan;

@@ -552,7 +552,10 @@ class Run:
             self.summary.writes[op["op"]] += 1
             self.trail.append(f"{label}: committed")
         else:
-            self.summary.writes[op["op"] + " (conflict)"] += 1
+            missing = outcome.get("missing")
+            if missing is not None and (not missing or local_path(missing) in self.subject.live_referenced()):
+                self.fail(f"{label}: a file the table still references is missing: {outcome['conflict']}")
+            self.summary.writes[op["op"] + (" (base expired)" if missing else " (conflict)")] += 1
             self.summary.conflicts += 1
             self.trail.append(f"{label}: conflict ({outcome['conflict'][:120]})")
 

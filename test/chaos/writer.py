@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import sys
 
 import pyarrow as pa
@@ -98,6 +99,12 @@ def delta_conflict(error: BaseException) -> bool:
     return isinstance(error, CommitFailedError)
 
 
+def missing_path(message: str) -> str:
+    """The path in pyarrow's "Failed to open local file '<path>'" (its error has no filename)."""
+    found = re.search(r"file '([^']+)'", message)
+    return found.group(1) if found else ""
+
+
 def main() -> int:
     op = json.loads(sys.argv[1])
     run, conflict = (iceberg, iceberg_conflict) if op["format"] == "iceberg" else (delta, delta_conflict)
@@ -111,6 +118,13 @@ def main() -> int:
         sys.stdin.readline()
     try:
         run(op)
+    except FileNotFoundError as error:
+        # The snapshot the writer started from was expired (and its files deleted) before it
+        # committed: an expiry with no minimum age may do that, as Java's may; nothing was
+        # committed. The harness checks the missing file is referenced by no retained snapshot.
+        print(json.dumps({"ok": False, "conflict": f"its base snapshot was expired: {error}"[:500],
+                          "missing": error.filename or missing_path(str(error))}))
+        return 0
     except Exception as error:  # noqa: BLE001 - classified, then re-raised
         if conflict(error):
             print(json.dumps({"ok": False, "conflict": f"{type(error).__name__}: {error}"[:500]}))

@@ -51,16 +51,16 @@ pub fn decode_bytes(bytes: &[u8], metadata: &TableMetadata, file: &ManifestFile)
     })
 }
 
+/// iceberg-rust's decoding of manifest `bytes`, a panic of it an error.
+pub fn parse_avro(bytes: &[u8]) -> std::result::Result<Manifest, String> {
+    crate::error::without_panic(|| Manifest::parse_avro(bytes))?.map_err(|e| e.to_string())
+}
+
 /// Decodes manifest `bytes`, completing a header that lacks what iceberg-rust needs.
 fn decode(bytes: &[u8], metadata: &TableMetadata, file: &ManifestFile) -> std::result::Result<Manifest, String> {
     let header = Header::parse(bytes)?;
     let completed = header.completed(bytes, metadata, file)?;
-    let (entries, manifest_metadata) = match &completed {
-        Some(patched) => Manifest::parse_avro(patched),
-        None => Manifest::parse_avro(bytes),
-    }
-    .map_err(|e| e.to_string())?
-    .into_parts();
+    let (entries, manifest_metadata) = parse_avro(completed.as_deref().unwrap_or(bytes))?.into_parts();
     let mut next_row_id = first_row_id(file);
     let spec_id = manifest_metadata.partition_spec().spec_id();
     let entries = entries

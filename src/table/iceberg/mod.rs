@@ -66,11 +66,7 @@ impl IcebergTable {
         let file_io = crate::store::file_io_for(metadata_location);
         let bytes = runtime::block_on(files::read_file(&file_io, metadata_location, "metadata file"))??;
         let bytes = gunzip_if_compressed(bytes, metadata_location)?;
-        let (metadata, stand_ins) = match serde_json::from_slice::<TableMetadata>(&bytes) {
-            Ok(metadata) => (metadata, StandIns::default()),
-            Err(first) => parse_with_stand_ins(&bytes, metadata_location, first)?,
-        };
-        let lost_defaults = lost_defaults(&bytes, &metadata);
+        let (metadata, stand_ins, lost_defaults) = parse_metadata(&bytes, metadata_location)?;
         Ok(Self {
             metadata_location: metadata_location.to_string(),
             metadata: Arc::new(metadata),
@@ -192,22 +188,12 @@ impl IcebergTable {
         Ok(lean)
     }
 
-    /// A manifest list of this table: as its format version, else (a table upgraded from v1 or
-    /// v2 keeps its old lists until a commit writes new ones) as an older version, whose absent
-    /// fields read as Java reads them (sequence numbers 0, data content, counts unknown).
+    /// The manifest list `bytes` of this table, read from `list_path` ([`parse_manifest_list`]).
     fn parse_manifest_list(&self, bytes: &[u8], list_path: &str) -> Result<Vec<ManifestFile>> {
-        let version = self.metadata.format_version();
-        let first = match ManifestList::parse_with_version(bytes, version) {
-            Ok(list) => return Ok(list.consume_entries().into_iter().collect()),
-            Err(e) => e,
-        };
-        for older in [FormatVersion::V2, FormatVersion::V1].into_iter().filter(|v| *v < version) {
-            if let Ok(list) = ManifestList::parse_with_version(bytes, older) {
-                return Ok(list.consume_entries().into_iter().collect());
-            }
-        }
-        Err(Error::new(ErrorKind::CorruptMetadata, format!("manifest list '{list_path}' is corrupt"))
-            .with_context("cause", Error::from(first).to_string()))
+        parse_manifest_list(bytes, self.metadata.format_version()).map_err(|cause| {
+            Error::new(ErrorKind::CorruptMetadata, format!("manifest list '{list_path}' is corrupt"))
+                .with_context("cause", cause)
+        })
     }
 
     /// Every manifest of the current snapshot, decoded (entries inherit sequence numbers and
@@ -441,6 +427,45 @@ fn lost_defaults(bytes: &[u8], metadata: &TableMetadata) -> Vec<String> {
         }
     }
     lost
+}
+
+/// The manifest list `bytes` of a table of format `version`, by iceberg-rust's reader: as that
+/// version, else (a table upgraded from v1 or v2 keeps its old lists until a commit writes new
+/// ones) as an older one, whose absent fields read as Java reads them (sequence numbers 0, data
+/// content, counts unknown). A panic of the reader is an error.
+pub fn parse_manifest_list(bytes: &[u8], version: FormatVersion) -> std::result::Result<Vec<ManifestFile>, String> {
+    let parse = |v| {
+        crate::error::without_panic(|| ManifestList::parse_with_version(bytes, v))?
+            .map(|list| list.consume_entries().into_iter().collect())
+            .map_err(|e| Error::from(e).to_string())
+    };
+    let first = match parse(version) {
+        Ok(list) => return Ok(list),
+        Err(e) => e,
+    };
+    [FormatVersion::V2, FormatVersion::V1].into_iter().filter(|v| *v < version).find_map(|v| parse(v).ok()).ok_or(first)
+}
+
+/// The metadata file `bytes` (read from `location`, for messages): the metadata, the stand-ins
+/// it needed ([`StandIns`]) and the column defaults iceberg-rust would lose.
+/// A panic of iceberg-rust's validation (it subtracts timestamps unchecked: a metadata file with
+/// extreme ones overflowed in debug builds) is an error naming the file.
+pub fn parse_metadata(bytes: &[u8], location: &str) -> Result<(TableMetadata, StandIns, Vec<String>)> {
+    let parse = || -> Result<(TableMetadata, StandIns, Vec<String>)> {
+        let (metadata, stand_ins) = match serde_json::from_slice::<TableMetadata>(bytes) {
+            Ok(metadata) => (metadata, StandIns::default()),
+            Err(first) => parse_with_stand_ins(bytes, location, first)?,
+        };
+        let lost_defaults = lost_defaults(bytes, &metadata);
+        Ok((metadata, stand_ins, lost_defaults))
+    };
+    crate::error::without_panic(parse).map_err(|panic| {
+        Error::new(
+            ErrorKind::CorruptMetadata,
+            format!("metadata file '{location}' is not valid Iceberg table metadata"),
+        )
+        .with_context("cause", panic)
+    })?
 }
 
 /// Parses metadata that serde refused directly (`first`): with stand-ins for column types
