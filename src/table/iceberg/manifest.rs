@@ -214,13 +214,28 @@ impl Header {
         if !has("content") && file.content == ManifestContentType::Deletes {
             added.push(("content", b"deletes".to_vec()));
         }
+        // Partition fields named outside Avro's ASCII names (Java and pyiceberg keep letters like
+        // `í`) are renamed for iceberg-rust's parser, which refuses them; then the spec it reads
+        // with names each field as the writer schema does, by field id.
+        let avro_schema = match self.metadata.get("avro.schema") {
+            Some(schema) => match with_ascii_partition_names(schema) {
+                Some(renamed) => {
+                    replaced.push(("avro.schema", renamed.clone()));
+                    Some(renamed)
+                }
+                None => Some(schema.clone()),
+            },
+            None => None,
+        };
         if !has("schema") || !has("partition-spec") {
             let spec_id = file.partition_spec_id;
             let spec = metadata.partition_spec_by_id(spec_id).ok_or_else(|| {
                 format!("its header has no partition spec and the table has no spec {spec_id} (from the manifest list)")
             })?;
             if !has("partition-spec") {
-                added.push(("partition-spec", json(spec.fields())?));
+                let fields = json(spec.fields())?;
+                let renamed = avro_schema.as_ref().and_then(|schema| spec_with_writer_names(&fields, schema));
+                added.push(("partition-spec", renamed.unwrap_or(fields)));
                 added.push(("partition-spec-id", spec_id.to_string().into_bytes()));
             }
             if !has("schema") {
@@ -228,6 +243,11 @@ impl Header {
                 added.push(("schema", json(schema.as_ref())?));
                 added.push(("schema-id", schema.schema_id().to_string().into_bytes()));
             }
+        }
+        if let (Some(schema), Some(fields)) = (&avro_schema, self.metadata.get("partition-spec"))
+            && let Some(renamed) = spec_with_writer_names(fields, schema)
+        {
+            replaced.push(("partition-spec", renamed));
         }
         if added.is_empty() && replaced.is_empty() {
             return Ok(None);
@@ -252,6 +272,107 @@ impl Header {
         out.extend_from_slice(&bytes[self.sync_at..]);
         Ok(Some(out))
     }
+}
+
+/// The `data_file.partition` record of a manifest's Avro writer schema (`None` when it is not an
+/// inline record where the spec puts it).
+fn partition_record(schema: &mut serde_json::Value) -> Option<&mut serde_json::Value> {
+    record_field_type(record_field_type(schema, "data_file")?, "partition")
+}
+
+/// The type of the field `name` of `record`, when it is written inline (an object).
+fn record_field_type<'a>(record: &'a mut serde_json::Value, name: &str) -> Option<&'a mut serde_json::Value> {
+    record
+        .get_mut("fields")?
+        .as_array_mut()?
+        .iter_mut()
+        .find(|f| f.get("name").and_then(|n| n.as_str()) == Some(name))?
+        .get_mut("type")
+        .filter(|ty| ty.is_object())
+}
+
+/// The `field-id` of each field of a manifest's partition record, in the writer's order
+/// (`None`: a field without one), from its Avro writer schema `schema`.
+pub(super) fn partition_field_ids(schema: &[u8]) -> Option<Vec<Option<i32>>> {
+    let mut value: serde_json::Value = serde_json::from_slice(schema).ok()?;
+    let record = partition_record(&mut value)?;
+    let ids = record
+        .get("fields")?
+        .as_array()?
+        .iter()
+        .map(|f| f.get("field-id").and_then(serde_json::Value::as_i64).and_then(|id| i32::try_from(id).ok()));
+    Some(ids.collect())
+}
+
+/// The spec's partition fields `spec_fields` (JSON) with each field named as the Avro writer
+/// schema `schema` names the partition record's field of its `field-id`, or `None` when every
+/// name already agrees. Java and pyiceberg write Avro-safe names (`event-date` becomes
+/// `event_x2Ddate`, [`avro_safe_name`]) and resolve fields by id; iceberg-rust builds its reader
+/// schema from the header's spec and resolves by name, so without this a partition value under
+/// such a name read as null (and a compaction wrote it so).
+fn spec_with_writer_names(spec_fields: &[u8], schema: &[u8]) -> Option<Vec<u8>> {
+    let mut written: serde_json::Value = serde_json::from_slice(schema).ok()?;
+    let record = partition_record(&mut written)?;
+    let writer_name = |id: i64| {
+        record.get("fields")?.as_array()?.iter().find_map(|f| {
+            (f.get("field-id").and_then(serde_json::Value::as_i64) == Some(id)).then(|| f.get("name")?.as_str())?
+        })
+    };
+    let mut spec: Vec<serde_json::Value> = serde_json::from_slice(spec_fields).ok()?;
+    let mut renamed = false;
+    for field in &mut spec {
+        let Some(name) = field.get("field-id").and_then(serde_json::Value::as_i64).and_then(writer_name) else {
+            continue;
+        };
+        if field.get("name").and_then(|n| n.as_str()) != Some(name) {
+            field["name"] = serde_json::Value::from(name);
+            renamed = true;
+        }
+    }
+    renamed.then(|| serde_json::to_vec(&spec).ok()).flatten()
+}
+
+/// The Avro writer schema `schema` with every partition field whose name apache-avro refuses
+/// renamed [`avro_safe_name`], or `None` when it accepts them all.
+fn with_ascii_partition_names(schema: &[u8]) -> Option<Vec<u8>> {
+    let mut value: serde_json::Value = serde_json::from_slice(schema).ok()?;
+    let record = partition_record(&mut value)?;
+    let mut renamed = false;
+    for field in record.get_mut("fields")?.as_array_mut()? {
+        let Some(name) = field.get("name").and_then(|n| n.as_str()) else { continue };
+        if let std::borrow::Cow::Owned(safe) = avro_safe_name(name) {
+            field["name"] = serde_json::Value::from(safe);
+            renamed = true;
+        }
+    }
+    renamed.then(|| serde_json::to_vec(&value).ok()).flatten()
+}
+
+/// `name` as an Avro name (what apache-avro accepts: an ASCII letter or `_`, then ASCII letters,
+/// digits and `_`): unchanged when it is one, else each offending UTF-16 unit replaced as Java's
+/// `AvroSchemaUtil.makeCompatibleName` does — a digit by `_` and itself, anything else by `_x` and
+/// its code in upper-case hex (`event-date` → `event_x2Ddate`, `1st` → `_1st`). Java keeps
+/// non-ASCII letters, which apache-avro refuses; they are replaced here too (`í` → `_xED`).
+pub fn avro_safe_name(name: &str) -> std::borrow::Cow<'_, str> {
+    let letter = |u: u16| u8::try_from(u).is_ok_and(|b| b.is_ascii_alphabetic());
+    let digit = |u: u16| u8::try_from(u).is_ok_and(|b| b.is_ascii_digit());
+    let units: Vec<u16> = name.encode_utf16().collect();
+    let valid = |i: usize, u: u16| letter(u) || u == u16::from(b'_') || (i > 0 && digit(u));
+    if units.iter().enumerate().all(|(i, &u)| valid(i, u)) {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    let mut out = String::with_capacity(name.len() + 8);
+    for (i, &u) in units.iter().enumerate() {
+        if valid(i, u) {
+            out.push(char::from_u32(u32::from(u)).unwrap_or('_'));
+        } else if digit(u) {
+            out.push('_');
+            out.push(char::from_u32(u32::from(u)).unwrap_or('_'));
+        } else {
+            out.push_str(&format!("_x{u:X}"));
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// The newest schema `spec` binds to (every source column present): the current one for any
@@ -298,6 +419,41 @@ fn read_bytes<'a>(bytes: &'a [u8], pos: &mut usize) -> std::result::Result<&'a [
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn avro_safe_names_are_javas_for_ascii_and_ascii_only() {
+        // Java's AvroSchemaUtil.makeCompatibleName (and pyiceberg's make_compatible_name) for these.
+        for (name, want) in [
+            ("event_date", "event_date"),
+            ("event-date", "event_x2Ddate"),
+            ("1st day", "_1st_x20day"),
+            ("a.b", "a_x2Eb"),
+            ("_x", "_x"),
+            ("día", "d_xEDa"),
+            ("😀", "_xD83D_xDE00"),
+        ] {
+            assert_eq!(avro_safe_name(name), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn the_spec_iceberg_rust_reads_takes_the_writers_names_by_field_id() {
+        let schema = r#"{"type":"record","name":"manifest_entry","fields":[{"name":"status","type":"int"},
+            {"name":"data_file","type":{"type":"record","name":"r2","fields":[{"name":"partition","type":
+            {"type":"record","name":"r102","fields":[{"name":"event_x2Ddate","type":["null","string"],"field-id":1000},
+            {"name":"día","type":["null","int"],"field-id":1001}]}}]}}]}"#
+            .as_bytes();
+        let ascii = with_ascii_partition_names(schema).expect("día is renamed");
+        let spec = r#"[{"name":"event-date","transform":"identity","source-id":2,"field-id":1000},
+            {"name":"día","transform":"identity","source-id":3,"field-id":1001}]"#
+            .as_bytes();
+        let renamed: serde_json::Value =
+            serde_json::from_slice(&spec_with_writer_names(spec, &ascii).unwrap()).unwrap();
+        let names: Vec<&str> = renamed.as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["event_x2Ddate", "d_xEDa"]);
+        assert_eq!(partition_field_ids(schema), Some(vec![Some(1000), Some(1001)]));
+        assert!(spec_with_writer_names(br#"[{"name":"event_x2Ddate","field-id":1000}]"#, schema).is_none());
+    }
 
     #[test]
     fn avro_longs_round_trip() {

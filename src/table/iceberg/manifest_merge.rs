@@ -98,7 +98,7 @@ struct Kept {
 struct Input<'a> {
     walker: Walker<'a>,
     view: std::sync::Arc<crate::table::iceberg::manifest_reader::PartitionView>,
-    partition_fields: Vec<(String, Shape)>,
+    partition_fields: crate::table::iceberg::manifest_reader::PartitionFields,
 }
 
 /// The live entries of `inputs` (manifest-list entries of `metadata`'s table's current snapshot,

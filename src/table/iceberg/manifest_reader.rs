@@ -90,8 +90,9 @@ fn resolve(metadata: &TableMetadata, (spec_id, schema, header_spec): &ViewKey) -
         let fields: Vec<serde_json::Value> = serde_json::from_slice(bytes).ok()?;
         let same = fields.len() == spec.fields().len()
             && fields.iter().zip(spec.fields()).all(|(h, f)| {
-                h.get("name").and_then(|v| v.as_str()) == Some(f.name.as_str())
-                    && h.get("source-id").and_then(|v| v.as_i64()) == Some(i64::from(f.source_id))
+                h.get("name").and_then(|v| v.as_str()).is_some_and(|name| {
+                    name == f.name || name == crate::table::iceberg::manifest::avro_safe_name(&f.name)
+                }) && h.get("source-id").and_then(|v| v.as_i64()) == Some(i64::from(f.source_id))
                     && h.get("transform").and_then(|v| v.as_str()) == Some(f.transform.to_string().as_str())
             });
         if !same {
@@ -135,14 +136,23 @@ fn literal(value: Scalar<'_>, ty: &Type) -> Option<Literal> {
     })
 }
 
+/// The writer's fields of a manifest's `partition` record: name, `field-id` (if written) and
+/// shape, in order.
+pub(super) type PartitionFields = Vec<(String, Option<i32>, Shape)>;
+
 /// Decodes one partition tuple (the bytes of the entry's `partition` record) in the order of
-/// the partition type, by field name, as Avro schema resolution does; a field the writer lacks
-/// is null.
-pub(super) fn tuple(bytes: &[u8], fields: &[(String, Shape)], view: &PartitionView) -> Option<Struct> {
+/// the partition type: a field by its `field-id` when the type has that id (Java and pyiceberg
+/// write Avro-safe names, `event_x2Ddate` for `event-date`, and resolve by id), else by name, as
+/// Avro schema resolution does; a field the writer lacks is null. iceberg-rust reads the same
+/// once [`crate::table::iceberg::manifest`] has renamed the header's fields by id.
+pub(super) fn tuple(bytes: &[u8], fields: &PartitionFields, view: &PartitionView) -> Option<Struct> {
     let mut values: Vec<Option<Literal>> = vec![None; view.partition_type.fields().len()];
     let mut c = Cursor::new(bytes);
-    for (name, shape) in fields {
-        let position = view.partition_type.fields().iter().position(|f| f.name == *name);
+    let type_fields = view.partition_type.fields();
+    for (name, id, shape) in fields {
+        let position = id
+            .and_then(|id| type_fields.iter().position(|f| f.id == id))
+            .or_else(|| type_fields.iter().position(|f| f.name == *name));
         match position {
             None => c.skip(shape)?,
             Some(i) => {
@@ -228,12 +238,17 @@ impl<'a> Walker<'a> {
         Some(Walker { container, top, inner })
     }
 
-    /// The writer's fields of the `partition` record.
-    pub(super) fn partition_fields(&self) -> Option<Vec<(String, Shape)>> {
-        match self.inner.iter().find(|(r, _)| *r == Role::Partition)? {
-            (_, Shape::Record(fields)) => Some(fields.clone()),
-            _ => None,
-        }
+    /// The writer's fields of the `partition` record ([`PartitionFields`]).
+    pub(super) fn partition_fields(&self) -> Option<PartitionFields> {
+        let (_, Shape::Record(fields)) = self.inner.iter().find(|(r, _)| *r == Role::Partition)? else { return None };
+        let ids = self
+            .container
+            .meta
+            .get("avro.schema")
+            .and_then(|schema| crate::table::iceberg::manifest::partition_field_ids(schema))
+            .filter(|ids| ids.len() == fields.len())
+            .unwrap_or_else(|| vec![None; fields.len()]);
+        Some(fields.iter().zip(ids).map(|((name, shape), id)| (name.clone(), id, shape.clone())).collect())
     }
 
     /// Calls `each` with every entry (deleted ones too), checking what every reader needs: a

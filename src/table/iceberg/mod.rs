@@ -649,6 +649,7 @@ pub fn manifest_writer(
     version: FormatVersion,
     content: iceberg::spec::ManifestContentType,
 ) -> Result<iceberg::spec::ManifestWriter> {
+    let spec = avro_safe_spec(spec)?;
     let builder = iceberg::spec::ManifestWriterBuilder::new(file_io.new_output(path)?, Some(snapshot_id), schema, spec);
     use iceberg::spec::ManifestContentType::{Data, Deletes};
     Ok(match (version, content) {
@@ -658,6 +659,26 @@ pub fn manifest_writer(
         (FormatVersion::V3, Deletes) => builder.build_v3_deletes(),
         (FormatVersion::V3, Data) => builder.build_v3_data(),
     })
+}
+
+/// `spec` with its fields named as an Avro schema may name them ([`manifest::avro_safe_name`],
+/// as Java writes them): iceberg-rust writes the spec's names into a manifest's Avro schema, and
+/// a name like `event-date` made a manifest that apache-avro (our reader, iceberg-rust's) refuses
+/// to parse. Readers take the partition fields by `field-id` (Java, pyiceberg, our lean reader)
+/// or by the names in the manifest's header (iceberg-rust), which then agree with the schema.
+fn avro_safe_spec(spec: iceberg::spec::PartitionSpec) -> Result<iceberg::spec::PartitionSpec> {
+    if spec.fields().iter().all(|f| matches!(manifest::avro_safe_name(&f.name), std::borrow::Cow::Borrowed(_))) {
+        return Ok(spec);
+    }
+    let invalid = |e: serde_json::Error| Error::new(ErrorKind::CorruptMetadata, format!("partition spec: {e}"));
+    let mut value = serde_json::to_value(&spec).map_err(invalid)?;
+    for field in value.get_mut("fields").and_then(serde_json::Value::as_array_mut).into_iter().flatten() {
+        if let Some(name) = field.get("name").and_then(serde_json::Value::as_str) {
+            let safe = manifest::avro_safe_name(name).into_owned();
+            field["name"] = serde_json::Value::from(safe);
+        }
+    }
+    serde_json::from_value(value).map_err(invalid)
 }
 
 /// A manifest list written for a new snapshot.
