@@ -504,7 +504,9 @@ fn keep_what_the_catalog_references(
             }
         }
     };
-    let referenced: HashSet<std::path::PathBuf> = reach.referenced_names(&committed).into_iter().map(key).collect();
+    // Conservative here: a file another writer's snapshot names in any entry is kept.
+    let referenced: HashSet<std::path::PathBuf> =
+        reach.referenced_names(&committed, true).into_iter().map(key).collect();
     let before = deletions.len();
     let kept: Vec<Deletion> = deletions.into_iter().filter(|d| !referenced.contains(&key(&d.path))).collect();
     let spared = before - kept.len();

@@ -62,7 +62,7 @@ pub fn load_all(table: &IcebergTable) -> Result<Reach> {
 /// [`load_all`]). A name that is not an absolute local path is refused: such a file could not be
 /// recognized under the location, and would look like an orphan.
 pub fn referenced_files(table: &IcebergTable, reach: &Reach) -> Result<HashSet<PathBuf>> {
-    let names = reach.referenced_names(table);
+    let names = reach.referenced_names(table, false);
     if crate::store::is_remote(table.metadata.location()) {
         return Ok(names.into_iter().map(|name| PathBuf::from(crate::store::canonical(name))).collect());
     }

@@ -103,8 +103,11 @@ pub struct Reach {
 impl Reach {
     /// Every file name `table`'s metadata and this reach hold, as written: the current metadata
     /// file, the metadata log, statistics and partition statistics files, manifest lists,
-    /// manifests and every file their entries name (live or deleted).
-    pub fn referenced_names<'a>(&'a self, table: &'a IcebergTable) -> Vec<&'a str> {
+    /// manifests and every file their live entries name, and with `deleted_entries` also those
+    /// their DELETED entries name. A file only DELETED entries name is read by no snapshot the
+    /// reach holds (each snapshot that still reads it lists it live): Java's orphan removal
+    /// takes live entries only (`ManifestFiles.readPaths`), so does ours.
+    pub fn referenced_names<'a>(&'a self, table: &'a IcebergTable, deleted_entries: bool) -> Vec<&'a str> {
         let metadata = table.metadata.as_ref();
         let mut names: Vec<&str> = vec![table.metadata_location.as_str()];
         names.extend(metadata.metadata_log().iter().map(|m| m.metadata_file.as_str()));
@@ -114,7 +117,9 @@ impl Reach {
         for (path, manifest) in &self.manifests {
             names.push(path.as_str());
             names.extend(manifest.live.iter().map(|f| f.path.as_str()));
-            names.extend(manifest.deleted.iter().map(String::as_str));
+            if deleted_entries {
+                names.extend(manifest.deleted.iter().map(String::as_str));
+            }
         }
         names
     }
