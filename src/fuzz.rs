@@ -4,7 +4,7 @@
 //! Delta commits from the Delta acceptance tables, webhook bodies), mutated — bytes flipped, set
 //! to boundary values, spans deleted, repeated, spliced from another seed, Avro varints replaced
 //! by huge or negative ones, truncated; JSON seeds also structurally (a value of another type, a
-//! key dropped, a number made extreme) — and fed to the reader under `catch_unwind`. A panic
+//! key dropped, a number made extreme) — and fed to the reader under `catch_unwind` ([`crate::error::without_panic`]). A panic
 //! (which across the FFI boundary kills the user's DuckDB) fails the test and saves its input in
 //! `test/fuzz/crashes/`; an input found once becomes a regression seed in the corpus.
 //!
@@ -13,7 +13,6 @@
 //! outcomes seen (a coarse stand-in for coverage: how many different ways the reader answered).
 
 use std::collections::BTreeSet;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -255,16 +254,11 @@ fn fuzz(target: &Target, index: usize, executions: u64, seconds: Option<u64>) ->
             }
         }
         run.executions += 1;
-        match catch_unwind(AssertUnwindSafe(|| (target.read)(&input))) {
+        match crate::error::without_panic(|| (target.read)(&input)) {
             Ok(label) => {
                 run.outcomes.insert(label);
             }
-            Err(panic) => {
-                let message = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default();
+            Err(message) => {
                 let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("test/fuzz/crashes");
                 let _ = std::fs::create_dir_all(&dir);
                 let path = dir.join(format!("{}-{index}-{}.bin", target.name, run.executions));

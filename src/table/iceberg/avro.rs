@@ -242,6 +242,8 @@ pub enum Scalar<'a> {
 pub struct Container<'a> {
     /// The header's metadata map (`avro.schema`, `avro.codec`, and the writer's own keys).
     pub meta: HashMap<String, &'a [u8]>,
+    /// The writer schema (`avro.schema`), parsed.
+    pub schema: Value,
     /// The writer schema's top-level record fields.
     pub fields: Vec<(String, Shape)>,
     codec: String,
@@ -275,7 +277,7 @@ impl<'a> Container<'a> {
         let schema: Value = serde_json::from_slice(meta.get("avro.schema")?).ok()?;
         let Shape::Record(fields) = parse_shape(&schema, &mut HashMap::new())? else { return None };
         let codec = meta.get("avro.codec").map(|v| String::from_utf8_lossy(v).into_owned()).unwrap_or_default();
-        Some(Container { meta, fields, codec, sync, rest: c })
+        Some(Container { meta, schema, fields, codec, sync, rest: c })
     }
 
     /// Calls `each` with every block's record count and decompressed data, in order; `None` when

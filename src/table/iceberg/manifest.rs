@@ -217,16 +217,13 @@ impl Header {
         // Partition fields named outside Avro's ASCII names (Java and pyiceberg keep letters like
         // `í`) are renamed for iceberg-rust's parser, which refuses them; then the spec it reads
         // with names each field as the writer schema does, by field id.
-        let avro_schema = match self.metadata.get("avro.schema") {
-            Some(schema) => match with_ascii_partition_names(schema) {
-                Some(renamed) => {
-                    replaced.push(("avro.schema", renamed.clone()));
-                    Some(renamed)
-                }
-                None => Some(schema.clone()),
-            },
-            None => None,
-        };
+        let mut avro_schema: Option<serde_json::Value> =
+            self.metadata.get("avro.schema").and_then(|schema| serde_json::from_slice(schema).ok());
+        if let Some(schema) = &mut avro_schema
+            && make_partition_names_ascii(schema)
+        {
+            replaced.push(("avro.schema", json(schema)?));
+        }
         if !has("schema") || !has("partition-spec") {
             let spec_id = file.partition_spec_id;
             let spec = metadata.partition_spec_by_id(spec_id).ok_or_else(|| {
@@ -274,31 +271,29 @@ impl Header {
     }
 }
 
-/// The `data_file.partition` record of a manifest's Avro writer schema (`None` when it is not an
-/// inline record where the spec puts it).
-fn partition_record(schema: &mut serde_json::Value) -> Option<&mut serde_json::Value> {
-    record_field_type(record_field_type(schema, "data_file")?, "partition")
+/// Where the fields of the `data_file.partition` record are in a manifest's Avro writer schema:
+/// the index of `data_file` among the entry's fields and of `partition` among its (`None` when
+/// either is not an inline record where the spec puts it).
+fn partition_path(schema: &serde_json::Value) -> Option<(usize, usize)> {
+    let inline = |record: &serde_json::Value, name: &str| {
+        let fields = record.get("fields")?.as_array()?;
+        let i = fields.iter().position(|f| f.get("name").and_then(|n| n.as_str()) == Some(name))?;
+        fields[i].get("type").is_some_and(serde_json::Value::is_object).then_some(i)
+    };
+    let i = inline(schema, "data_file")?;
+    Some((i, inline(&schema["fields"][i]["type"], "partition")?))
 }
 
-/// The type of the field `name` of `record`, when it is written inline (an object).
-fn record_field_type<'a>(record: &'a mut serde_json::Value, name: &str) -> Option<&'a mut serde_json::Value> {
-    record
-        .get_mut("fields")?
-        .as_array_mut()?
-        .iter_mut()
-        .find(|f| f.get("name").and_then(|n| n.as_str()) == Some(name))?
-        .get_mut("type")
-        .filter(|ty| ty.is_object())
+/// The fields of a manifest's partition record in its Avro writer schema ([`partition_path`]).
+fn partition_fields(schema: &serde_json::Value) -> Option<&Vec<serde_json::Value>> {
+    let (i, j) = partition_path(schema)?;
+    schema["fields"][i]["type"]["fields"][j]["type"].get("fields")?.as_array()
 }
 
 /// The `field-id` of each field of a manifest's partition record, in the writer's order
-/// (`None`: a field without one), from its Avro writer schema `schema`.
-pub(super) fn partition_field_ids(schema: &[u8]) -> Option<Vec<Option<i32>>> {
-    let mut value: serde_json::Value = serde_json::from_slice(schema).ok()?;
-    let record = partition_record(&mut value)?;
-    let ids = record
-        .get("fields")?
-        .as_array()?
+/// (`None`: a field without one), from its parsed Avro writer schema `schema`.
+pub(super) fn partition_field_ids(schema: &serde_json::Value) -> Option<Vec<Option<i32>>> {
+    let ids = partition_fields(schema)?
         .iter()
         .map(|f| f.get("field-id").and_then(serde_json::Value::as_i64).and_then(|id| i32::try_from(id).ok()));
     Some(ids.collect())
@@ -310,11 +305,10 @@ pub(super) fn partition_field_ids(schema: &[u8]) -> Option<Vec<Option<i32>>> {
 /// `event_x2Ddate`, [`avro_safe_name`]) and resolve fields by id; iceberg-rust builds its reader
 /// schema from the header's spec and resolves by name, so without this a partition value under
 /// such a name read as null (and a compaction wrote it so).
-fn spec_with_writer_names(spec_fields: &[u8], schema: &[u8]) -> Option<Vec<u8>> {
-    let mut written: serde_json::Value = serde_json::from_slice(schema).ok()?;
-    let record = partition_record(&mut written)?;
+fn spec_with_writer_names(spec_fields: &[u8], schema: &serde_json::Value) -> Option<Vec<u8>> {
+    let written = partition_fields(schema)?;
     let writer_name = |id: i64| {
-        record.get("fields")?.as_array()?.iter().find_map(|f| {
+        written.iter().find_map(|f| {
             (f.get("field-id").and_then(serde_json::Value::as_i64) == Some(id)).then(|| f.get("name")?.as_str())?
         })
     };
@@ -332,20 +326,24 @@ fn spec_with_writer_names(spec_fields: &[u8], schema: &[u8]) -> Option<Vec<u8>> 
     renamed.then(|| serde_json::to_vec(&spec).ok()).flatten()
 }
 
-/// The Avro writer schema `schema` with every partition field whose name apache-avro refuses
-/// renamed [`avro_safe_name`], or `None` when it accepts them all.
-fn with_ascii_partition_names(schema: &[u8]) -> Option<Vec<u8>> {
-    let mut value: serde_json::Value = serde_json::from_slice(schema).ok()?;
-    let record = partition_record(&mut value)?;
+/// Renames, in the Avro writer schema `schema`, every partition field whose name apache-avro
+/// refuses to [`avro_safe_name`]; whether any was.
+fn make_partition_names_ascii(schema: &mut serde_json::Value) -> bool {
+    let Some((i, j)) = partition_path(schema) else { return false };
+    let Some(fields) =
+        schema["fields"][i]["type"]["fields"][j]["type"].get_mut("fields").and_then(|f| f.as_array_mut())
+    else {
+        return false;
+    };
     let mut renamed = false;
-    for field in record.get_mut("fields")?.as_array_mut()? {
+    for field in fields {
         let Some(name) = field.get("name").and_then(|n| n.as_str()) else { continue };
         if let std::borrow::Cow::Owned(safe) = avro_safe_name(name) {
             field["name"] = serde_json::Value::from(safe);
             renamed = true;
         }
     }
-    renamed.then(|| serde_json::to_vec(&value).ok()).flatten()
+    renamed
 }
 
 /// `name` as an Avro name (what apache-avro accepts: an ASCII letter or `_`, then ASCII letters,
@@ -443,7 +441,9 @@ mod tests {
             {"type":"record","name":"r102","fields":[{"name":"event_x2Ddate","type":["null","string"],"field-id":1000},
             {"name":"día","type":["null","int"],"field-id":1001}]}}]}}]}"#
             .as_bytes();
-        let ascii = with_ascii_partition_names(schema).expect("día is renamed");
+        let schema: serde_json::Value = serde_json::from_slice(schema).unwrap();
+        let mut ascii = schema.clone();
+        assert!(make_partition_names_ascii(&mut ascii), "día is renamed");
         let spec = r#"[{"name":"event-date","transform":"identity","source-id":2,"field-id":1000},
             {"name":"día","transform":"identity","source-id":3,"field-id":1001}]"#
             .as_bytes();
@@ -451,8 +451,8 @@ mod tests {
             serde_json::from_slice(&spec_with_writer_names(spec, &ascii).unwrap()).unwrap();
         let names: Vec<&str> = renamed.as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
         assert_eq!(names, ["event_x2Ddate", "d_xEDa"]);
-        assert_eq!(partition_field_ids(schema), Some(vec![Some(1000), Some(1001)]));
-        assert!(spec_with_writer_names(br#"[{"name":"event_x2Ddate","field-id":1000}]"#, schema).is_none());
+        assert_eq!(partition_field_ids(&schema), Some(vec![Some(1000), Some(1001)]));
+        assert!(spec_with_writer_names(br#"[{"name":"event_x2Ddate","field-id":1000}]"#, &schema).is_none());
     }
 
     #[test]

@@ -241,11 +241,7 @@ impl<'a> Walker<'a> {
     /// The writer's fields of the `partition` record ([`PartitionFields`]).
     pub(super) fn partition_fields(&self) -> Option<PartitionFields> {
         let (_, Shape::Record(fields)) = self.inner.iter().find(|(r, _)| *r == Role::Partition)? else { return None };
-        let ids = self
-            .container
-            .meta
-            .get("avro.schema")
-            .and_then(|schema| crate::table::iceberg::manifest::partition_field_ids(schema))
+        let ids = crate::table::iceberg::manifest::partition_field_ids(&self.container.schema)
             .filter(|ids| ids.len() == fields.len())
             .unwrap_or_else(|| vec![None; fields.len()]);
         Some(fields.iter().zip(ids).map(|((name, shape), id)| (name.clone(), id, shape.clone())).collect())
