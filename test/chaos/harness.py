@@ -86,6 +86,11 @@ def named(params: dict) -> str:
     return "".join(f", {k} := {sql_text(v)}" for k, v in params.items())
 
 
+def call(function: str, target: str, params: dict) -> str:
+    """``SELECT * FROM lakehouse_<function>(<target>, <params>)``."""
+    return f"SELECT * FROM lakehouse_{function}({target}{named(params)})"
+
+
 @dataclass
 class Model:
     """The rows the writers committed, by key."""
@@ -215,27 +220,21 @@ class IcebergSubject:
     def action_sql(self, action: str, rng: random.Random, quiesced: bool) -> str:
         target = self.target()
         if action == "compact":
-            return f"SELECT * FROM lakehouse_compact({target}{named(compaction_params(rng))})"
+            return call("compact", target, compaction_params(rng))
         if action == "gate":
-            params = {**compaction_params(rng), "snapshot_retention_days": rng.choice([0, 0.0001, 7]),
-                      "retain_last": rng.randint(1, 3), "measure_speedup": False}
-            return f"SELECT * FROM lakehouse_gate({target}{named(params)})"
+            return call("gate", target, {**compaction_params(rng), **expiry_params(rng), "measure_speedup": False})
         if action == "expire":
-            params = {"snapshot_retention_days": rng.choice([0, 0.0001, 7]), "retain_last": rng.randint(1, 3),
-                      "clean_expired_metadata": rng.random() < 0.5, "dry_run": False}
-            return f"SELECT * FROM lakehouse_expire_snapshots({target}{named(params)})"
-        if action == "rewrite_manifests":
-            return f"SELECT * FROM lakehouse_rewrite_manifests({target}{named({'dry_run': False})})"
-        if action == "rewrite_position_deletes":
-            return f"SELECT * FROM lakehouse_rewrite_position_deletes({target}{named({'dry_run': False})})"
+            params = {**expiry_params(rng), "clean_expired_metadata": rng.random() < 0.5, "dry_run": False}
+            return call("expire_snapshots", target, params)
+        if action in ("rewrite_manifests", "rewrite_position_deletes"):
+            return call(action, target, {"dry_run": False})
         if action == "orphans":
-            return self.cleanup_sql() if quiesced else (
-                f"SELECT * FROM lakehouse_remove_orphan_files({target}{named({'dry_run': False})})")
+            return self.cleanup_sql() if quiesced else call("remove_orphan_files", target, {"dry_run": False})
         raise ValueError(action)
 
     def cleanup_sql(self) -> str:
         params = {"older_than_days": 0, "allow_young_orphans": True, "dry_run": False}
-        return f"SELECT * FROM lakehouse_remove_orphan_files({self.target()}{named(params)})"
+        return call("remove_orphan_files", self.target(), params)
 
     def after_cleanup(self) -> None:
         pass
@@ -321,18 +320,16 @@ class DeltaSubject:
     def action_sql(self, action: str, rng: random.Random, quiesced: bool) -> str:
         target = self.target()
         if action == "compact":
-            return f"SELECT * FROM lakehouse_compact({target}{named(compaction_params(rng))})"
+            return call("compact", target, compaction_params(rng))
         if action == "gate":
-            params = {**compaction_params(rng), "measure_speedup": False}
-            return f"SELECT * FROM lakehouse_gate({target}{named(params)})"
+            return call("gate", target, {**compaction_params(rng), "measure_speedup": False})
         if action == "vacuum":
-            return self.cleanup_sql() if quiesced else (
-                f"SELECT * FROM lakehouse_vacuum({target}{named({'dry_run': False})})")
+            return self.cleanup_sql() if quiesced else call("vacuum", target, {"dry_run": False})
         raise ValueError(action)
 
     def cleanup_sql(self) -> str:
         params = {"retention_hours": 0, "enforce_retention_duration": False, "dry_run": False}
-        return f"SELECT * FROM lakehouse_vacuum({self.target()}{named(params)})"
+        return call("vacuum", self.target(), params)
 
     def after_cleanup(self) -> None:
         self.safe_version = self.current_version()
@@ -355,6 +352,11 @@ def compaction_params(rng: random.Random) -> dict:
     if rng.random() < 0.3:
         params["min_input_files"] = rng.randint(2, 4)
     return params
+
+
+def expiry_params(rng: random.Random) -> dict:
+    """Retention from none (every snapshot but the last ones goes) to the default."""
+    return {"snapshot_retention_days": rng.choice([0, 0.0001, 7]), "retain_last": rng.randint(1, 3)}
 
 
 SUBJECTS = {"iceberg": IcebergSubject, "delta": DeltaSubject}
