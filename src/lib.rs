@@ -59,7 +59,9 @@
 //! - [`profile`]: fragmentation figures per partition and the summary row, from what the table
 //!   lists; [`plan`]: pure planners (bin-packing, layouts, expiry reachability); [`report`]: the
 //!   scorecard a gate run produces. [`notify`]: the Slack card and its delivery.
-//! - [`action`]: executes plans. [`action::compact`] (the neutral flow in `run.rs`, the Iceberg
+//! - [`action`]: executes plans. [`action::compact`] (the neutral flow in `run.rs`, committing in
+//!   batches of partitions with a conflicted one re-planned and retried in `progress.rs` and
+//!   `batches.rs` (partial progress), the Iceberg
 //!   rewrite in `iceberg.rs` with `focus.rs` (which manifests it decodes), `sql.rs` (v3 row lineage columns too), `deletes.rs`,
 //!   `stats.rs`, `commit.rs`, column defaults in `defaults.rs`, the Delta rewrite in `delta.rs`
 //!   with `delta_columns.rs` and `delta_commit.rs`; `deletion_vectors.rs` serves both formats, and

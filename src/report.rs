@@ -16,15 +16,19 @@ pub enum RunStatus {
     Optimal,
     /// Planned only.
     DryRun,
+    /// Some degraded partitions were not compacted: another writer's commits kept conflicting
+    /// with theirs (the rest of the maintenance stands).
+    Incomplete,
 }
 
 impl RunStatus {
-    /// `maintained`, `optimal`, `dry run`.
+    /// `maintained`, `optimal`, `dry run`, `incomplete`.
     pub fn as_str(self) -> &'static str {
         match self {
             RunStatus::Maintained => "maintained",
             RunStatus::Optimal => "optimal",
             RunStatus::DryRun => "dry run",
+            RunStatus::Incomplete => "incomplete",
         }
     }
 }
@@ -108,6 +112,16 @@ pub struct PartitionLine {
     pub executor_reason: Option<String>,
     /// The layout a compacted partition was written in (`binpack`, `sort(…)`, `zorder(…)`).
     pub strategy: Option<String>,
+    /// What the partition's commit did (`committed`, `retried 2×, committed`, `conflict: gave up
+    /// …`; [`crate::action::compact::PartitionOutcome`]); `None`: nothing was to commit.
+    pub commit: Option<String>,
+}
+
+impl PartitionLine {
+    /// Whether its compaction was given up on conflicts ([`PartitionLine::commit`]).
+    pub fn gave_up(&self) -> bool {
+        self.commit.as_deref().is_some_and(|c| c.starts_with("conflict"))
+    }
 }
 
 /// The whole scorecard of one run.

@@ -141,6 +141,56 @@ struct Retired {
     warning: Option<String>,
 }
 
+impl Retired {
+    /// Nothing retired (the step was left for the next run): the retention in force, no change.
+    fn nothing(table: &Table, options: &GateOptions) -> Retired {
+        let retention_days = match table {
+            Table::Iceberg { table, .. } => retention_days_in_force(&table.metadata, &options.expiry),
+            Table::Delta(table) => options.expiry.retention_days.unwrap_or_else(|| {
+                crate::action::vacuum::table_retention_hours(table).map_or(7.0, |hours| hours / 24.0)
+            }),
+        };
+        Retired {
+            retention_days,
+            snapshots_expired: 0,
+            files_deleted: 0,
+            bytes_reclaimed: 0,
+            changed: false,
+            warning: None,
+        }
+    }
+}
+
+/// With partial progress, a step's [`ErrorKind::CommitConflict`] (another writer's commits kept
+/// winning) becomes `None` and a line in `lost` (`{step} was left for the next run: …`); any
+/// other outcome passes through.
+fn tolerate_conflict<T>(
+    result: Result<Option<T>>,
+    options: &GateOptions,
+    step: &str,
+    lost: &mut Vec<String>,
+) -> Result<Option<T>> {
+    match result {
+        Err(e) if e.kind() == ErrorKind::CommitConflict && options.compaction.partial_progress => {
+            lost.push(format!("{step} was left for the next run: {}", e.message()));
+            Ok(None)
+        }
+        other => other,
+    }
+}
+
+/// `e` of a `step` after the compaction: naming the `commit` (`snapshot`, `version`) it made,
+/// which stands, when it made one.
+fn failed_after(e: Error, step: &str, commit: &str, compaction: Option<i64>) -> Error {
+    match compaction {
+        Some(id) => Error::new(
+            e.kind(),
+            format!("{step} failed after the compaction committed {commit} {id} (which stands): {e}"),
+        ),
+        None => e,
+    }
+}
+
 /// Expires snapshots (Iceberg) or vacuums (Delta) past the retention, also when nothing was
 /// compacted. Delta's retention is `snapshot_retention_days` when given, else the table's
 /// `delta.deletedFileRetentionDuration`; one below the table's is refused, as VACUUM refuses it.
@@ -290,6 +340,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
                     layout: crate::plan::layout::Layout::Binpack,
                     warning: None,
                     not_stitched: Default::default(),
+                    outcomes: Default::default(),
                 },
                 routes: Default::default(),
                 spark: Default::default(),
@@ -339,8 +390,9 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         None => before.clone(),
     };
     // The same rows after: the file each sampled group became (none for a group whose every row
-    // was deleted). A sampled group the real run did not rewrite as planned leaves the speedup
-    // unmeasured rather than compared on different rows.
+    // was deleted). A sampled group the real run did not rewrite and commit as planned (a
+    // partition planned again after a conflict, or given up) leaves the speedup unmeasured
+    // rather than compared on different rows.
     let after_paths: Option<Vec<String>> = sampled
         .iter()
         .map(|g| {
@@ -348,6 +400,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
             report
                 .groups
                 .iter()
+                .filter(|r| r.snapshot_id.is_some())
                 .find(|r| r.inputs.len() == wanted.len() && r.inputs.iter().all(|p| wanted.contains(p)))
                 .map(|r| r.outputs.clone())
         })
@@ -382,15 +435,16 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         None => "nothing was committed".to_string(),
     })?;
     // Position deletes merged (or made vectors) where they are bloated (Iceberg).
-    let deletes = rewrite_deletes(after_table, options, host).map_err(|e| match compaction_snapshot_id {
-        Some(id) => Error::new(
-            e.kind(),
-            format!(
-                "the position delete rewrite failed after the compaction committed snapshot {id} (which stands): {e}"
-            ),
-        ),
-        None => e,
-    })?;
+    // On a busy table (partial progress, the gate's default) a later step another writer's
+    // commits keep conflicting with is left for the next run, like a lost partition.
+    let mut lost_steps: Vec<String> = Vec::new();
+    let deletes = tolerate_conflict(
+        rewrite_deletes(after_table, options, host),
+        options,
+        "the position delete rewrite",
+        &mut lost_steps,
+    )
+    .map_err(|e| failed_after(e, "the position delete rewrite", "snapshot", compaction_snapshot_id))?;
     let rewritten = match deletes.as_ref().and_then(|d| d.metadata_location.as_ref()) {
         Some(_) => Some(Table::open(&options.table, &options.locate)?),
         None => None,
@@ -399,31 +453,31 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     crate::interrupt::check("the maintenance committed so far stands; nothing was expired")?;
     // Small manifests merged when they are bloated as data files are degraded (Iceberg; Delta's
     // log is compacted by its checkpoints).
-    let manifests = merge_manifests(after_table, options).map_err(|e| match compaction_snapshot_id {
-        Some(id) => Error::new(
-            e.kind(),
-            format!("the manifest rewrite failed after the compaction committed snapshot {id} (which stands): {e}"),
-        ),
-        None => e,
-    })?;
+    let manifests =
+        tolerate_conflict(merge_manifests(after_table, options), options, "the manifest merge", &mut lost_steps)
+            .map_err(|e| failed_after(e, "the manifest rewrite", "snapshot", compaction_snapshot_id))?;
     let remerged = match manifests.as_ref().and_then(|m| m.metadata_location.as_ref()) {
         Some(_) => Some(Table::open(&options.table, &options.locate)?),
         None => None,
     };
     let after_table = remerged.as_ref().unwrap_or(after_table);
     crate::interrupt::check("the maintenance committed so far stands; nothing was expired")?;
-    let retired = retire_history(after_table, options, host).map_err(|e| match compaction_snapshot_id {
-        Some(id) => {
-            let (step, commit) = match after_table.format() {
-                TableFormat::Iceberg => ("snapshot expiry", "snapshot"),
-                TableFormat::Delta => ("VACUUM", "version"),
-            };
-            Error::new(
-                e.kind(),
-                format!("{step} failed after the compaction committed {commit} {id} (which stands): {e}"),
-            )
-        }
-        None => e,
+    let retired = tolerate_conflict(
+        retire_history(after_table, options, host).map(Some),
+        options,
+        match after_table.format() {
+            TableFormat::Iceberg => "the snapshot expiry",
+            TableFormat::Delta => "VACUUM",
+        },
+        &mut lost_steps,
+    )
+    .map(|r| r.unwrap_or_else(|| Retired::nothing(after_table, options)))
+    .map_err(|e| {
+        let (step, commit) = match after_table.format() {
+            TableFormat::Iceberg => ("snapshot expiry", "snapshot"),
+            TableFormat::Delta => ("VACUUM", "version"),
+        };
+        failed_after(e, step, commit, compaction_snapshot_id)
     })?;
     let summary_after = summarize(&after, options.compaction.target_file_size_mb);
 
@@ -449,6 +503,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         };
         let route = executed.routes.get(&p.key).filter(|_| compacted);
         let spark = executed.spark.get(&p.key);
+        let outcome = report.outcomes.get(&p.key);
         let action = match (compacted, spark) {
             (true, Some(o)) => match o.snapshot_id {
                 Some(id) => format!(
@@ -486,6 +541,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
             executor: route.map(|r| if r.spark { "spark" } else { "local" }.to_string()),
             executor_reason: route.map(|r| r.why.clone()),
             strategy: (p.verdict == Verdict::Compact).then(|| report.layout.label()),
+            commit: outcome.map(|o| o.describe()),
         });
     }
     let compacted_lines: Vec<&PartitionLine> = lines.iter().filter(|l| l.bytes_consolidated > 0).collect();
@@ -497,8 +553,16 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         || retired.changed;
     let delete_partitions = deletes.iter().flat_map(|d| &d.partitions).filter(|p| p.rewrites);
     let merged_groups = manifests.iter().flat_map(|m| &m.groups).filter(|g| g.merges());
+    let gave_up: Vec<&str> = report
+        .plans
+        .iter()
+        .filter(|p| report.outcomes.get(&p.key).is_some_and(|o| o.gave_up()))
+        .map(|p| p.partition.as_str())
+        .collect();
     let status = if options.dry_run {
         RunStatus::DryRun
+    } else if !gave_up.is_empty() || !lost_steps.is_empty() {
+        RunStatus::Incomplete
     } else if changed {
         RunStatus::Maintained
     } else {
@@ -546,7 +610,18 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         notification: String::new(),
         partitions: lines,
         warnings: [
+            (!gave_up.is_empty()).then(|| {
+                format!(
+                    "{} degraded partition{} not compacted: another writer's commits kept conflicting ({}); the next \
+                     run compacts {}",
+                    gave_up.len(),
+                    if gave_up.len() == 1 { "" } else { "s" },
+                    gave_up.join(", "),
+                    if gave_up.len() == 1 { "it" } else { "them" }
+                )
+            }),
             report.warning.clone(),
+            (!lost_steps.is_empty()).then(|| lost_steps.join("; ")),
             deletes.and_then(|d| d.warning),
             manifests.and_then(|m| m.warning),
             retired.warning,
@@ -571,6 +646,7 @@ mod tests {
                     input_bytes: m << 20,
                     outputs: Vec::new(),
                     stitched: false,
+                    snapshot_id: None,
                 })
                 .collect()
         };

@@ -1,9 +1,10 @@
 //! `lakehouse_compact(table, small_file_threshold_mb := 64, fragmentation_ratio_threshold := 0.35,
 //! target_file_size_mb := 128, min_input_files := 2, partitions := NULL, apply_deletes := true,
 //! executor := 'local', spark_remote := NULL, spark_catalog := NULL, local_max_partition_mb := 10240,
-//! dry_run := false, …)`: bin-pack compaction of degraded partitions (merge-on-read ones with
-//! their delete files applied), here or on Spark ([`crate::action::executor`]), one row per
-//! partition considered.
+//! partial_progress := false, max_commits := 10, dry_run := false, …)`: bin-pack compaction of
+//! degraded partitions (merge-on-read ones with their delete files applied), here or on Spark
+//! ([`crate::action::executor`]), one row per partition considered; its `commit` column says what
+//! the partition's commit did ([`crate::action::compact::progress`]).
 
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
@@ -14,7 +15,7 @@ use crate::action::executor::{
 };
 use crate::duck::HostDb;
 use crate::error::{Error, Result};
-use crate::plan::compaction::{CompactionOptions, Verdict};
+use crate::plan::compaction::{CompactionOptions, DEFAULT_MAX_COMMITS, Verdict};
 use crate::plan::layout::{LayoutOptions, recent_window};
 use crate::spark::Remote;
 use crate::table::LocateOptions;
@@ -32,7 +33,7 @@ pub struct CompactInput {
 pub struct Compact;
 
 /// The compaction's named parameters besides the thresholds, `dry_run` and the table ones.
-pub const COMPACTION_PARAMETERS: [&str; 10] = [
+pub const COMPACTION_PARAMETERS: [&str; 12] = [
     "target_file_size_mb",
     "min_input_files",
     "partitions",
@@ -43,6 +44,8 @@ pub const COMPACTION_PARAMETERS: [&str; 10] = [
     "delete_ratio_threshold",
     "delete_file_threshold",
     "stitch",
+    "partial_progress",
+    "max_commits",
 ];
 
 /// Who rewrites ([`crate::action::executor`]).
@@ -80,8 +83,9 @@ pub fn executor_options(args: &Args) -> Result<ExecutorOptions> {
     Ok(ExecutorOptions { kind, spark, local_max_partition_mb })
 }
 
-/// Reads the thresholds and [`COMPACTION_PARAMETERS`], validated.
-pub fn compaction_options(args: &Args) -> Result<CompactionOptions> {
+/// Reads the thresholds and [`COMPACTION_PARAMETERS`], validated; `partial_progress` defaults
+/// to `partial_by_default` (on for the gate, off for `lakehouse_compact`).
+pub fn compaction_options(args: &Args, partial_by_default: bool) -> Result<CompactionOptions> {
     let options = CompactionOptions {
         thresholds: args.thresholds()?,
         target_file_size_mb: args.f64("target_file_size_mb", 128.0)?,
@@ -98,6 +102,9 @@ pub fn compaction_options(args: &Args) -> Result<CompactionOptions> {
         delete_ratio_threshold: args.opt_f64("delete_ratio_threshold")?,
         delete_file_threshold: args.opt_i64_in("delete_file_threshold", 1, i64::MAX)?.map(|n| n as u64),
         stitch: args.bool("stitch", true)?,
+        partial_progress: args.bool("partial_progress", partial_by_default)?,
+        max_commits: args.i64_in("max_commits", DEFAULT_MAX_COMMITS as i64, 1, 1_000_000)? as u64,
+        only: None,
     };
     options.validate()?;
     Ok(options)
@@ -141,12 +148,13 @@ impl RowFunction for Compact {
             ("warning", Varchar),
             ("method", Varchar),
             ("method_reason", Varchar),
+            ("commit", Varchar),
         ]
     }
 
     fn parse(args: &Args) -> Result<Self::Input> {
         let table = args.required_string(0, "table")?;
-        let options = compaction_options(args)?;
+        let options = compaction_options(args, false)?;
         Ok(CompactInput {
             table,
             locate: args.locate_options()?,
@@ -207,7 +215,8 @@ impl RowFunction for Compact {
                         p.files_after(),
                         p.groups.len() as u64,
                         p.bytes_to_rewrite,
-                        report.snapshot_id,
+                        // With partial progress each batch has its own commit.
+                        report.outcomes.get(&p.key).map_or(report.snapshot_id, |o| o.snapshot_id),
                         report.metadata_location.clone(),
                     ),
                 };
@@ -238,6 +247,7 @@ impl RowFunction for Compact {
                     report.warning.clone().map_or(Cell::Null, Cell::Text),
                     text(method),
                     text(method_reason),
+                    report.outcomes.get(&p.key).map_or(Cell::Null, |o| Cell::Text(o.describe())),
                 ]
             })
             .collect())

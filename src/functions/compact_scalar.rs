@@ -13,13 +13,13 @@ use super::json_options::{JsonOptions, TABLE_KEYS, invoke_per_row, table_and_opt
 use crate::action::compact::{CompactionReport, compact};
 use crate::duck::HostDb;
 use crate::error::{Error, Result};
-use crate::plan::compaction::{CompactionOptions, Verdict};
+use crate::plan::compaction::{CompactionOptions, DEFAULT_MAX_COMMITS, Verdict};
 use crate::plan::layout::{LayoutOptions, recent_window};
 use crate::profile::Thresholds;
 use crate::table::LocateOptions;
 
 const NAME: &str = "lakehouse_compact";
-const KEYS: [&str; 17] = [
+const KEYS: [&str; 19] = [
     "small_file_threshold_mb",
     "fragmentation_ratio_threshold",
     "target_file_size_mb",
@@ -32,6 +32,8 @@ const KEYS: [&str; 17] = [
     "delete_ratio_threshold",
     "delete_file_threshold",
     "stitch",
+    "partial_progress",
+    "max_commits",
     "dry_run",
     TABLE_KEYS[0],
     TABLE_KEYS[1],
@@ -73,6 +75,9 @@ pub fn parse_options(options: Option<&str>) -> Result<(LocateOptions, Compaction
         delete_ratio_threshold: map.opt_number("delete_ratio_threshold")?,
         delete_file_threshold: map.opt_integer("delete_file_threshold", 1.0)?,
         stitch: map.boolean("stitch", true)?,
+        partial_progress: map.boolean("partial_progress", false)?,
+        max_commits: map.opt_integer("max_commits", 1.0)?.unwrap_or(DEFAULT_MAX_COMMITS),
+        only: None,
     };
     options.validate()?;
     Ok((map.locate_options()?, options, map.boolean("dry_run", false)?))
@@ -104,6 +109,7 @@ pub fn summary_json(table: &str, report: &CompactionReport) -> Value {
             "files_after": p.files_after(),
             "method": method,
             "method_reason": method_reason,
+            "commit": report.outcomes.get(&p.key).map(|o| o.describe()),
         })).collect::<Vec<_>>(),
     })
 }

@@ -67,7 +67,7 @@ pub(crate) fn gate_options(args: &Args, table: String) -> Result<(GateOptions, O
     let options = GateOptions {
         table,
         locate: args.locate_options()?,
-        compaction: compaction_options(args)?,
+        compaction: compaction_options(args, true)?,
         executor: executor_options(args)?,
         expiry: expiry_options(args, dry_run)?,
         dry_run,
@@ -117,7 +117,7 @@ impl RowFunction for Gate {
 }
 
 /// The scorecard's columns (also the history table's).
-pub const COLUMNS: [(&str, LogicalTypeId); 44] = {
+pub const COLUMNS: [(&str, LogicalTypeId); 45] = {
     use LogicalTypeId::*;
     [
         ("execution_id", Varchar),
@@ -164,6 +164,7 @@ pub const COLUMNS: [(&str, LogicalTypeId); 44] = {
         ("rows_purged", Bigint),
         ("delete_files_rewritten", Bigint),
         ("delete_rewrite_snapshot_id", Bigint),
+        ("commit", Varchar),
     ]
 };
 
@@ -218,6 +219,7 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
         table_level(&mut row);
         row.extend([Cell::Null, Cell::Null, Cell::Null, warnings(), Cell::Null]);
         row.extend(deletes());
+        row.push(Cell::Null);
         return vec![row];
     }
     card.partitions
@@ -247,6 +249,7 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
                 big(p.rows_purged),
             ]);
             row.extend(deletes());
+            row.push(p.commit.clone().map_or(Cell::Null, Cell::Text));
             row
         })
         .collect()

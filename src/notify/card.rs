@@ -102,6 +102,14 @@ fn headline(card: &Scorecard) -> String {
         ),
         RunStatus::DryRun => format!("🧪 {format} Lakehouse Maintenance Plan (dry run)"),
         RunStatus::Maintained => format!("❄️ {format} Lakehouse Compaction Complete"),
+        RunStatus::Incomplete => {
+            let lost = card.partitions.iter().filter(|l| l.gave_up()).count();
+            format!(
+                "⚠️ {format} Lakehouse Maintenance Incomplete: {lost} degraded partition{} not compacted (another \
+                 writer's commits conflicted)",
+                if lost == 1 { "" } else { "s" }
+            )
+        }
     }
 }
 
@@ -139,7 +147,7 @@ fn partition_line(line: &PartitionLine) -> String {
         LineVerdict::Healthy => "✅",
     };
     format!(
-        "{icon} `{}` {}: {} → {} files, small {} → {}, ratio {:.2} → {:.2}{}{} — {}",
+        "{icon} `{}` {}: {} → {} files, small {} → {}, ratio {:.2} → {:.2}{}{} — {}{}",
         escape_mrkdwn(&line.partition),
         line.verdict.as_str(),
         line.files_before,
@@ -154,7 +162,12 @@ fn partition_line(line: &PartitionLine) -> String {
             String::new()
         },
         if line.rows_purged > 0 { format!(", {} deleted rows purged", line.rows_purged) } else { String::new() },
-        escape_mrkdwn(&line.reason)
+        escape_mrkdwn(&line.reason),
+        // A given-up partition's reason already tells its commit's story.
+        match &line.commit {
+            Some(commit) if line.verdict.acts() => format!(" · {}", escape_mrkdwn(commit)),
+            _ => String::new(),
+        }
     )
 }
 
@@ -277,6 +290,7 @@ mod tests {
                     executor: None,
                     executor_reason: None,
                     strategy: None,
+                    commit: (i % 3 == 0).then(|| if i == 3 { "retried 2×, committed" } else { "committed" }.into()),
                 })
                 .collect(),
             partitions_degraded: 1,
@@ -329,6 +343,21 @@ mod tests {
         let shown = scorecard_payload(&with).to_string();
         assert!(shown.contains("Warnings") && shown.contains("version-hint.text could not be updated"), "{shown}");
         assert!(!scorecard_payload(&card(3)).to_string().contains("Warnings"));
+    }
+
+    #[test]
+    fn each_partition_shows_what_its_commit_did_and_a_lost_one_makes_the_run_incomplete() {
+        let mut c = card(6);
+        let shown = scorecard_payload(&c).to_string();
+        assert!(shown.contains("· retried 2×, committed") && shown.contains("· committed"), "{shown}");
+        c.status = RunStatus::Incomplete;
+        c.partitions[0].verdict = LineVerdict::Skipped;
+        c.partitions[0].reason = "skipped: conflict: gave up after 3 attempts (x was removed)".into();
+        c.partitions[0].commit = Some("conflict: gave up after 3 attempts (x was removed)".into());
+        let shown = scorecard_payload(&c).to_string();
+        assert!(shown.contains("Maintenance Incomplete: 1 degraded partition not compacted"), "{shown}");
+        assert!(shown.contains("skipped: conflict: gave up after 3 attempts"), "{shown}");
+        assert!(!shown.contains("· conflict"), "the reason tells it once: {shown}");
     }
 
     #[test]

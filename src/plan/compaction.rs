@@ -69,7 +69,21 @@ pub struct CompactionOptions {
     /// [`crate::action::compact::stitch`]): copy their column chunks into the new file instead of
     /// re-encoding them.
     pub stitch: bool,
+    /// Commit in up to [`CompactionOptions::max_commits`] batches of rewrite groups instead of
+    /// once, and re-plan and retry a batch lost to another writer's conflicting commit
+    /// (`partial_progress`; Java's `partial-progress.enabled`): on for the gate, off for
+    /// `lakehouse_compact`, whose one snapshot is all or nothing
+    /// ([`crate::action::compact::progress`]).
+    pub partial_progress: bool,
+    /// With `partial_progress`, at most this many commits (`max_commits`; Java's
+    /// `partial-progress.max-commits`, default 10), of whole partitions where they fit.
+    pub max_commits: u64,
+    /// Only these partitions may be compacted (a re-plan after a conflict); `None`: any.
+    pub only: Option<Vec<PartitionKey>>,
 }
+
+/// `max_commits`' default, Java's `partial-progress.max-commits`.
+pub const DEFAULT_MAX_COMMITS: u64 = 10;
 
 impl Default for CompactionOptions {
     fn default() -> Self {
@@ -86,6 +100,9 @@ impl Default for CompactionOptions {
             delete_ratio_threshold: None,
             delete_file_threshold: None,
             stitch: true,
+            partial_progress: false,
+            max_commits: DEFAULT_MAX_COMMITS,
+            only: None,
         }
     }
 }
@@ -109,6 +126,9 @@ impl CompactionOptions {
         }
         if self.delete_file_threshold == Some(0) {
             return Err(Error::invalid("delete_file_threshold must be at least 1 (a count of delete files)"));
+        }
+        if self.max_commits == 0 {
+            return Err(Error::invalid("max_commits must be at least 1 (a count of commits)"));
         }
         if self.min_input_files < 2 {
             return Err(Error::invalid(format!("min_input_files must be at least 2, got {}", self.min_input_files)));
@@ -430,6 +450,8 @@ fn settle(p: &PartitionProfile, options: &CompactionOptions, purges: bool, plan:
     let selected = options.partitions.as_ref().is_none_or(|list| list.iter().any(|l| l == &p.partition));
     if !selected {
         plan.reason = "skipped: not in the partitions list".into();
+    } else if options.only.as_ref().is_some_and(|only| !only.contains(&p.key)) {
+        plan.reason = "skipped: not re-planned".into();
     } else if options.excluded.contains(&p.key) {
         plan.reason = "skipped: rewritten by Spark".into();
     } else if !p.requires_compaction && !purges {

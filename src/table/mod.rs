@@ -106,6 +106,19 @@ impl Table {
         Ok(Table::Iceberg { located, table })
     }
 
+    /// The table as it is now: its catalog (or version hint, or newest metadata file) asked
+    /// again for an Iceberg table, the log read again for a Delta table.
+    pub fn reload(&self) -> Result<Table> {
+        match self {
+            Table::Iceberg { located, .. } => {
+                let located = iceberg::commit::relocate(located)?;
+                let table = iceberg::IcebergTable::load(&located.metadata_location)?;
+                Ok(Table::Iceberg { located, table })
+            }
+            Table::Delta(table) => Ok(Table::Delta(delta::DeltaLakeTable::load(&table.root)?)),
+        }
+    }
+
     /// The table's format.
     pub fn format(&self) -> TableFormat {
         match self {

@@ -36,13 +36,36 @@ pub(super) struct Base {
     pub(super) add_order: Option<::iceberg::spec::SortOrder>,
 }
 
-/// Commits, retrying on a moved head while the rewrite is still valid there ([`check_rebase`]).
-/// New files take `starting_sequence_number`, the data sequence number of the snapshot the
-/// rewrite read. Of the delete `candidates`, those dangling on the head committed to
+impl Base {
+    /// The table's current head, as a base: the manifests it still shares with this one's
+    /// carried ones (unchanged, so still holding no replaced file) carried again, every other
+    /// decoded.
+    fn at_head(&self) -> Result<Base> {
+        let located = relocate(&self.located)?;
+        let table = IcebergTable::load(&located.metadata_location)?;
+        let carried_now: HashMap<&str, &CarriedManifest> =
+            self.carried.iter().map(|c| (c.file.manifest_path.as_str(), c)).collect();
+        let (mut decode, mut carried) = (Vec::new(), Vec::new());
+        for file in table.current_manifests()? {
+            match carried_now.get(file.manifest_path.as_str()) {
+                Some(c) => carried.push((*c).clone()),
+                None => decode.push(file),
+            }
+        }
+        let manifests = table.decode_manifests(decode)?;
+        Ok(Base { located, table, manifests, carried, add_order: self.add_order.clone() })
+    }
+}
+
+/// Commits, retrying on a moved head while the rewrite is still valid there ([`check_rebase`]);
+/// `moved`: the head has moved since `base` (an earlier batch of this rewrite committed,
+/// [`super::progress`]), so the first attempt is on the head too. New files take
+/// `starting_sequence_number`, the data sequence number of the snapshot the rewrite read. Of the delete `candidates`, those dangling on the head committed to
 /// ([`dangling_deletes`]) are removed by the same snapshot; they are returned with the commit
 /// (its `files` left for the caller to fill).
 pub(super) fn commit_with_retries<'c>(
     mut base: Base,
+    moved: bool,
     starting_sequence_number: i64,
     written: &[Written],
     candidates: &'c [Candidate],
@@ -52,6 +75,10 @@ pub(super) fn commit_with_retries<'c>(
     // and list are flushed before its commit).
     sync_files(written.iter().filter(|w| w.data_file.is_some()).map(|w| w.local_path.as_str()))?;
     pause_for_tests();
+    if moved {
+        base = base.at_head()?;
+        check_rebase(&base, starting_sequence_number, &replaced)?;
+    }
     if !candidates.is_empty() && !base.carried.is_empty() {
         // Which delete files dangle is judged on every live file: decode them all.
         let manifests = base.table.load_manifests()?;
@@ -80,10 +107,7 @@ pub(super) fn commit_with_retries<'c>(
             }
             Ok((CommitOutcome::Conflict, _)) => {
                 remove_all(&scratch);
-                let located = relocate(&base.located)?;
-                let table = IcebergTable::load(&located.metadata_location)?;
-                let manifests = table.load_manifests()?;
-                base = Base { located, table, manifests, carried: Vec::new(), add_order: base.add_order };
+                base = base.at_head()?;
                 check_rebase(&base, starting_sequence_number, &replaced)?;
             }
             Err(e) => {

@@ -312,7 +312,7 @@ impl Rewrite for DeltaRewrite<'_> {
         Some(written.local_path.to_string_lossy().into_owned())
     }
 
-    fn commit(&self, written: &[Written]) -> Result<Committed> {
+    fn commit(&self, written: &[Written], moved: bool) -> Result<Committed> {
         sync_files(written.iter().filter_map(|w| w.local_path.to_str()))?;
         // On object storage the next _delta_log entry is created by a conditional put; a store
         // that ignored the condition could overwrite a concurrent writer's commit.
@@ -322,7 +322,8 @@ impl Rewrite for DeltaRewrite<'_> {
         }
         interrupt::pause_for_tests();
         interrupt::check("nothing was committed")?;
-        let (version, warning) = crate::action::compact::delta_commit::commit(self.table, self.target_size, written)?;
+        let (version, warning) =
+            crate::action::compact::delta_commit::commit(self.table, self.target_size, written, moved)?;
         let location = self.table.log_dir().join(format!("{version:020}.json")).to_string_lossy().into_owned();
         let mut deletes_removed: HashMap<PartitionKey, u64> = HashMap::new();
         for w in written {

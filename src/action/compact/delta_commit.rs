@@ -67,24 +67,35 @@ const COMMIT_ID_KEY: &str = "lakehouse.commitId";
 /// vector it was read with, and neither protocol nor metadata changed, the rewrite still holds
 /// exactly those rows and is committed on the newer version ([`check_rebase`]); otherwise it
 /// fails as a conflict. (delta-rs built without DataFusion takes every live file as read, so any
-/// concurrent DELETE anywhere in the table would abort the rewrite.)
-pub(super) fn commit(table: &DeltaLakeTable, target_size: i64, written: &[Written]) -> Result<(i64, Option<String>)> {
+/// concurrent DELETE anywhere in the table would abort the rewrite.) `moved`: an earlier batch
+/// of this rewrite committed ([`super::progress`]), so the first attempt is on the latest
+/// version too, once checked the same way.
+pub(super) fn commit(
+    table: &DeltaLakeTable,
+    target_size: i64,
+    written: &[Written],
+    moved: bool,
+) -> Result<(i64, Option<String>)> {
     let commit_id = uuid::Uuid::new_v4().to_string();
-    let mut newer: Option<DeltaLakeTable> = None;
+    // The latest version, once the rewrite is checked to still hold there (`conflict`: what
+    // made the last attempt fail, for the message).
+    let rebased = |conflict: Option<&str>| -> Result<DeltaLakeTable> {
+        let latest = DeltaLakeTable::load(&table.root)?;
+        check_rebase(table, &latest, written).map_err(|why| {
+            let why = conflict.map_or(why.clone(), |c| format!("{why}; {c}"));
+            Error::conflict(format!(
+                "another writer changed Delta table '{}' ({why}); nothing was committed",
+                table.root.display()
+            ))
+        })?;
+        Ok(latest)
+    };
+    let mut newer: Option<DeltaLakeTable> = if moved { Some(rebased(None)?) } else { None };
     for _ in 0..MAX_REBASES {
         let base = newer.as_ref().unwrap_or(table);
         match commit_on(base, target_size, written, &commit_id)? {
             Ok(done) => return Ok(done),
-            Err(conflict) => {
-                let latest = DeltaLakeTable::load(&table.root)?;
-                check_rebase(table, &latest, written).map_err(|why| {
-                    Error::conflict(format!(
-                        "another writer changed Delta table '{}' ({why}; {conflict}); nothing was committed",
-                        table.root.display()
-                    ))
-                })?;
-                newer = Some(latest);
-            }
+            Err(conflict) => newer = Some(rebased(Some(&conflict))?),
         }
     }
     Err(Error::conflict(format!(

@@ -394,7 +394,7 @@ impl Rewrite for IcebergRewrite<'_> {
         written.data_file.as_ref().map(|f| f.file_path().to_string())
     }
 
-    fn commit(&self, written: &[Written]) -> Result<Committed> {
+    fn commit(&self, written: &[Written], moved: bool) -> Result<Committed> {
         let base = Base {
             located: self.located.clone(),
             table: self.table.clone(),
@@ -404,7 +404,7 @@ impl Rewrite for IcebergRewrite<'_> {
         };
         let replaced: HashSet<&str> = written.iter().flat_map(|w| w.replaces.iter().map(String::as_str)).collect();
         let candidates = self.removal_candidates(&replaced);
-        let (outcome, removed) = commit_with_retries(base, self.starting_sequence_number, written, &candidates)?;
+        let (outcome, removed) = commit_with_retries(base, moved, self.starting_sequence_number, written, &candidates)?;
         let mut by_partition: HashMap<PartitionKey, u64> = HashMap::new();
         for c in removed {
             for key in &c.partitions {

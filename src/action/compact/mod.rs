@@ -24,10 +24,14 @@
 //!   live there and no position delete added meanwhile can apply to one (Java's
 //!   `validateNoNewDeletesForDataFiles`), otherwise it is abandoned with
 //!   [`crate::error::ErrorKind::CommitConflict`];
+//! - with `partial_progress` (the gate's default) the commit is one per batch of whole
+//!   partitions, and a partition lost to a conflict is planned again on the new head and retried
+//!   ([`progress`]); each batch's commit follows the rules above;
 //! - the work answers an interrupt (Ctrl-C) between groups and before the commit;
 //! - on any failure the files we wrote (data, manifests, manifest lists) are removed, so the table
 //!   is exactly as it was; replaced files stay on disk for older snapshots until expiry.
 
+pub mod batches;
 pub mod commit;
 pub mod defaults;
 pub mod deletes;
@@ -37,6 +41,7 @@ pub mod delta_columns;
 pub mod delta_commit;
 pub mod focus;
 pub mod iceberg;
+pub mod progress;
 pub mod run;
 pub mod sql;
 pub mod stats;
@@ -44,6 +49,7 @@ pub mod stitch;
 
 use self::iceberg::IcebergRewrite;
 pub(crate) use self::iceberg::merge_on_read_select;
+pub use batches::PartitionOutcome;
 pub(crate) use deletes::{DeleteSet, Input};
 use run::run;
 pub use run::{CompactionReport, GroupFiles};
@@ -54,9 +60,10 @@ use crate::error::Result;
 use crate::plan::compaction::CompactionOptions;
 use crate::table::Table;
 
-/// Plans, and (unless `dry_run`) rewrites and commits, on an Iceberg or a Delta table.
-/// `known_ratio`: the output bytes per input byte a previous plan measured (then no sample is
-/// rewritten, and the plan is that plan's, table unchanged); `None` measures.
+/// Plans, and (unless `dry_run`) rewrites and commits, on an Iceberg or a Delta table; with
+/// `partial_progress`, in batches, partitions lost to a conflict planned again on the new head
+/// ([`progress`]). `known_ratio`: the output bytes per input byte a previous plan measured (then
+/// no sample is rewritten, and the plan is that plan's, table unchanged); `None` measures.
 pub fn compact(
     table: &Table,
     options: &CompactionOptions,
@@ -65,17 +72,24 @@ pub fn compact(
     known_ratio: Option<f64>,
 ) -> Result<CompactionReport> {
     options.validate()?;
-    match table {
-        Table::Iceberg { located, table } => {
-            table.require_rewritable()?;
-            let rewrite = IcebergRewrite::new(located, table, &options.layout, Some(&options.thresholds))?;
-            run(&rewrite, options, dry_run, host, known_ratio)
+    let once = |table: &Table, options: &CompactionOptions, ratio: Option<f64>| -> Result<CompactionReport> {
+        match table {
+            Table::Iceberg { located, table } => {
+                table.require_rewritable()?;
+                let rewrite = IcebergRewrite::new(located, table, &options.layout, Some(&options.thresholds))?;
+                run(&rewrite, options, dry_run, host, ratio)
+            }
+            Table::Delta(table) => {
+                let rewrite = crate::action::compact::delta::DeltaRewrite::new(table, options)?;
+                run(&rewrite, options, dry_run, host, ratio)
+            }
         }
-        Table::Delta(table) => {
-            let rewrite = crate::action::compact::delta::DeltaRewrite::new(table, options)?;
-            run(&rewrite, options, dry_run, host, known_ratio)
-        }
+    };
+    let report = once(table, options, known_ratio)?;
+    if dry_run || !options.partial_progress {
+        return Ok(report);
     }
+    progress::retry_conflicts(table, options, report, &once)
 }
 
 #[cfg(test)]

@@ -1,15 +1,17 @@
 //! The compaction flow shared by every format: plan, choose the partitions whose row groups are
 //! stitched rather than re-encoded ([`crate::action::compact::stitch`]), measure the re-encoding's
 //! output ratio and plan the others again, let the format skip what it cannot rewrite, rewrite
-//! unit by unit (answering Ctrl-C between them), commit once, and on any failure remove every file
-//! written (`Rewrite`, `run`); the rows of a sorted layout written in order (`copy_in_order`).
+//! unit by unit (answering Ctrl-C between them), commit once — or, with partial progress, in
+//! batches ([`super::progress`]) — and on any failure remove every file the failed commit would
+//! have added (`Rewrite`, `run`); the rows of a sorted layout written in order (`copy_in_order`).
 
 use std::collections::HashMap;
 use std::path::Path;
 
+use super::batches::{self, PartitionOutcome};
 use crate::action::layout::OrderedRows;
 use crate::duck::{HostDb, Nested, quote_ident};
-use crate::error::{ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt;
 use crate::plan::compaction::{CompactionOptions, PartitionPlan, Verdict, plan_with_settled};
 use crate::plan::layout::Layout;
@@ -43,6 +45,8 @@ pub struct CompactionReport {
     pub warning: Option<String>,
     /// Per compacting partition that is re-encoded: why its row groups are not stitched.
     pub not_stitched: HashMap<PartitionKey, String>,
+    /// Per compacting partition of a real run: what its commit did ([`PartitionOutcome`]).
+    pub outcomes: HashMap<PartitionKey, PartitionOutcome>,
 }
 
 impl CompactionReport {
@@ -95,12 +99,15 @@ pub struct GroupFiles {
     /// Whether its row groups are (or would be) stitched rather than re-encoded
     /// ([`crate::action::compact::stitch`]).
     pub stitched: bool,
+    /// The commit that committed it (none: dry, or not committed).
+    pub snapshot_id: Option<i64>,
 }
 
 /// What a table format contributes to a compaction. The flow around it is [`run`]'s: plan,
 /// measure the rewrite's output ratio and plan again, let the format skip what it cannot
-/// rewrite, rewrite group by group (answering Ctrl-C between groups), commit once, and on any
-/// failure remove every file written, so the table is exactly as it was.
+/// rewrite, rewrite group by group (answering Ctrl-C between groups), commit once (or per batch,
+/// [`super::progress`]), and on any failure remove every file the failed commit would have
+/// added, so the table is exactly as it was (or as the batches committed before left it).
 pub(crate) trait Rewrite {
     /// A rewritten group, ready for the commit.
     type Written;
@@ -165,9 +172,12 @@ pub(crate) trait Rewrite {
     fn sorts(&self) -> bool {
         !matches!(self.layout(), Layout::Binpack)
     }
-    /// Commits everything written. An error means nothing was committed (the flow then removes
-    /// what was written), except [`ErrorKind::CommitUnknown`], after which every file is kept.
-    fn commit(&self, written: &[Self::Written]) -> Result<Committed>;
+    /// Commits everything written; `moved`: an earlier batch of this rewrite committed, so the
+    /// table's head is no longer the state read (the commit starts from the head, once checked
+    /// that the rewrite still holds there). An error means nothing was committed (the flow then
+    /// removes what was written), except [`ErrorKind::CommitUnknown`], after which every file is
+    /// kept.
+    fn commit(&self, written: &[Self::Written], moved: bool) -> Result<Committed>;
 }
 
 /// The compaction flow shared by every format ([`Rewrite`]).
@@ -204,6 +214,7 @@ pub(crate) fn run<R: Rewrite>(
         layout: rewrite.layout(),
         warning: None,
         not_stitched: HashMap::new(),
+        outcomes: HashMap::new(),
     };
     if report.plans.iter().all(|p| p.groups.is_empty()) {
         return Ok(report);
@@ -268,6 +279,7 @@ pub(crate) fn run<R: Rewrite>(
             input_bytes: u.files.iter().map(|&i| files[i].size_bytes).sum(),
             outputs: Vec::new(),
             stitched: u.stitch,
+            snapshot_id: None,
         })
         .collect();
     if dry_run || report.plans.iter().all(|p| p.groups.is_empty()) {
@@ -279,39 +291,123 @@ pub(crate) fn run<R: Rewrite>(
         // which a DuckDB that cannot set it per session may not guarantee.
         conn.require_ordered_writes()?;
     }
-    let mut written: Vec<R::Written> = Vec::new();
-    // Per unit: its range in `written`.
-    let mut spans: Vec<std::ops::Range<usize>> = Vec::new();
-    let result = (|| {
-        for unit in &units {
-            interrupt::check("nothing was committed")?;
-            let start = written.len();
-            written.extend(rewrite.rewrite(&conn, &report.plans[unit.plan], &unit.files, unit.outputs, unit.stitch)?);
-            spans.push(start..written.len());
-        }
-        rewrite.commit(&written)
-    })();
-    drop(conn);
-    match result {
-        Ok(committed) => {
-            for p in &mut report.plans {
-                p.delete_files_removed = committed.deletes_removed.get(&p.key).copied().unwrap_or(0);
+    let max_commits = if options.partial_progress { options.max_commits } else { 1 };
+    // Per unit: whether it is committed (its commit's id) or lost to a conflict (why).
+    let mut settled: Vec<Option<std::result::Result<i64, String>>> = vec![None; units.len()];
+    for batch in batches::batches(&units.iter().map(|u| u.plan).collect::<Vec<_>>(), max_commits) {
+        let stands = what_stands(&report);
+        let mut written: Vec<R::Written> = Vec::new();
+        // Per unit of the batch: its range in `written`.
+        let mut spans: Vec<std::ops::Range<usize>> = Vec::new();
+        let result = (|| {
+            for unit in &units[batch.clone()] {
+                interrupt::check(&stands)?;
+                let start = written.len();
+                written.extend(rewrite.rewrite(
+                    &conn,
+                    &report.plans[unit.plan],
+                    &unit.files,
+                    unit.outputs,
+                    unit.stitch,
+                )?);
+                spans.push(start..written.len());
             }
-            report.snapshot_id = Some(committed.id);
-            report.metadata_location = Some(committed.location);
-            report.written = written.iter().filter_map(R::output).collect();
-            report.warning = committed.warning;
-            for ((group, unit), span) in report.groups.iter_mut().zip(&units).zip(&spans) {
-                group.outputs = written[span.clone()].iter().filter_map(R::output).collect();
-                let plan = &mut report.plans[unit.plan];
-                plan.files_written = Some(plan.files_written.unwrap_or(0) + group.outputs.len() as u64);
+            rewrite.commit(&written, report.snapshot_id.is_some())
+        })();
+        match result {
+            Ok(committed) => {
+                for (key, removed) in &committed.deletes_removed {
+                    if let Some(p) = report.plans.iter_mut().find(|p| &p.key == key) {
+                        p.delete_files_removed += removed;
+                    }
+                }
+                report.snapshot_id = Some(committed.id);
+                report.metadata_location = Some(committed.location);
+                report.written.extend(written.iter().filter_map(R::output));
+                report.warning = batches::joined(report.warning.take(), committed.warning);
+                for (u, span) in batch.clone().zip(&spans) {
+                    let group = &mut report.groups[u];
+                    group.outputs = written[span.clone()].iter().filter_map(R::output).collect();
+                    group.snapshot_id = Some(committed.id);
+                    let plan = &mut report.plans[units[u].plan];
+                    plan.files_written = Some(plan.files_written.unwrap_or(0) + group.outputs.len() as u64);
+                    settled[u] = Some(Ok(committed.id));
+                }
             }
-            Ok(report)
+            Err(e) if e.kind() == ErrorKind::CommitUnknown => return Err(with_what_stands(e, &report)),
+            Err(e) => {
+                crate::store::remove_quietly(written.iter().filter_map(|w| R::local_path(w).to_str()));
+                if !(options.partial_progress && e.kind() == ErrorKind::CommitConflict) {
+                    return Err(with_what_stands(e, &report));
+                }
+                for u in batch {
+                    settled[u] = Some(Err(e.message().to_string()));
+                }
+            }
         }
-        Err(e) if e.kind() == ErrorKind::CommitUnknown => Err(e),
-        Err(e) => {
-            crate::store::remove_quietly(written.iter().filter_map(|w| R::local_path(w).to_str()));
-            Err(e)
+    }
+    record_outcomes(&mut report, &units.iter().map(|u| u.plan).collect::<Vec<_>>(), &settled);
+    Ok(report)
+}
+
+/// What an interrupted or failed batch leaves standing, for its message: `nothing was
+/// committed`, or the partitions earlier batches committed.
+fn what_stands(report: &CompactionReport) -> String {
+    match report.snapshot_id {
+        None => "nothing was committed".into(),
+        Some(last) => {
+            let labels = committed_labels(report);
+            let one = labels.len() == 1;
+            format!(
+                "nothing more was committed; earlier batches stand ({} of partition{} {}, last commit {last})",
+                if one { "the rewrite" } else { "the rewrites" },
+                if one { "" } else { "s" },
+                labels.join(", ")
+            )
+        }
+    }
+}
+
+/// `e`, telling what earlier batches committed when they did.
+pub(super) fn with_what_stands(e: Error, report: &CompactionReport) -> Error {
+    match report.snapshot_id {
+        None => e,
+        Some(_) => Error::new(e.kind(), format!("{}; {}", e.message(), what_stands(report))),
+    }
+}
+
+/// The labels of the partitions committed so far.
+fn committed_labels(report: &CompactionReport) -> Vec<String> {
+    let mut labels: Vec<String> = Vec::new();
+    for g in report.groups.iter().filter(|g| g.snapshot_id.is_some()) {
+        if let Some(p) = report.plans.iter().find(|p| p.key == g.key)
+            && !labels.contains(&p.partition)
+        {
+            labels.push(p.partition.clone());
+        }
+    }
+    labels
+}
+
+/// Records each compacting partition's outcome of this attempt from its units' (`settled[u]`:
+/// the commit of unit `u`, or why its batch was lost; `unit_plans[u]`: its plan).
+fn record_outcomes(
+    report: &mut CompactionReport,
+    unit_plans: &[usize],
+    settled: &[Option<std::result::Result<i64, String>>],
+) {
+    for (u, plan) in unit_plans.iter().enumerate() {
+        let key = report.plans[*plan].key.clone();
+        let outcome = report.outcomes.entry(key).or_insert(PartitionOutcome {
+            attempts: 1,
+            snapshot_id: None,
+            conflict: None,
+            settled: None,
+        });
+        match &settled[u] {
+            Some(Ok(id)) => outcome.snapshot_id = Some(*id),
+            Some(Err(why)) => outcome.conflict = Some(why.clone()),
+            None => {}
         }
     }
 }
