@@ -266,7 +266,8 @@ def test_a_lagging_version_hint_is_followed_not_overwritten(con, iceberg_con, tm
 
 
 def test_a_conflict_is_reported_as_retryable_not_as_corruption(con, catalog, monkeypatch):
-    """The gate's alert for a commit conflict says the next run retries, not that the table failed."""
+    """The gate's alert for a commit conflict says the next run retries, not that the table failed
+    (without partial progress: with it, the partition is retried, test_partial_progress)."""
     from test_gate import FakeSlack
 
     slack = FakeSlack()
@@ -278,7 +279,7 @@ def test_a_conflict_is_reported_as_retryable_not_as_corruption(con, catalog, mon
         def run():
             return con.execute(f"SELECT * FROM lakehouse_gate('{c.NAMESPACE}.by_date', catalog_uri := "
                                f"'{catalog.test_uri}', small_file_threshold_mb := 1.0, "
-                               "target_file_size_mb := 8.0)").fetchall()
+                               "target_file_size_mb := 8.0, partial_progress := false)").fetchall()
 
         def concurrent_delete():
             t = catalog.load_table(f"{c.NAMESPACE}.by_date")
