@@ -52,6 +52,10 @@ CATALOG = "chaos"  # the sqlite catalog's name, as pyiceberg, Spark's JDBC catal
 TABLE = "events"
 WRITER = HERE / "writer.py"
 CONFLICT = "commit conflict"
+# What the gate's `commit` column says of a partition re-planned after a conflict, and of one
+# given up (partial progress).
+RETRIED = "retried"
+GAVE_UP = "conflict: gave up"
 
 
 class ChaosFailure(AssertionError):
@@ -585,7 +589,13 @@ class Run:
             outcome = "ok"
             if not proc.paused:  # the usual duration, which kill moments are drawn from
                 self.durations[name] = 0.7 * self.durations[name] + 0.3 * elapsed
-            if CONFLICT in text:  # the gate reports a partition's conflict in its rows
+            if GAVE_UP in text:  # partial progress: a partition lost to conflicts, reported in its row
+                outcome = "ok, a partition given up"
+                self.summary.conflicts += 1
+            elif RETRIED in text:  # partial progress: a partition re-planned after a conflict
+                outcome = "ok, a partition retried"
+                self.summary.conflicts += 1
+            elif CONFLICT in text:  # a later step's conflict the gate left for the next run
                 outcome = "ok, conflict reported"
                 self.summary.conflicts += 1
         elif CONFLICT in text:
