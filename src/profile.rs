@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::store::location_key;
-use crate::table::summary::{ManifestTally, PartitionTally, referenced_paths};
+use crate::table::summary::{ManifestTally, PartitionTally, SIZE_BUCKETS, SMALL_BUCKETS, referenced_paths};
 use crate::table::{DataFile, PartitionKey, Table};
 
 /// Bytes in one MiB: the unit of every `_mb` figure.
@@ -98,12 +98,19 @@ pub struct PartitionProfile {
     pub fragmentation_ratio: f64,
     /// fragmentation_ratio ≥ threshold.
     pub requires_compaction: bool,
+    /// Data files per size bucket ([`crate::table::summary::size_bucket`]).
+    pub size_buckets: [u64; SIZE_BUCKETS],
 }
 
 impl PartitionProfile {
     /// Total size in MiB.
     pub fn total_size_mb(&self) -> f64 {
         self.total_size_bytes as f64 / MIB
+    }
+
+    /// The file-size distribution at a glance ([`histogram`]).
+    pub fn size_histogram(&self) -> String {
+        histogram(&self.size_buckets)
     }
 
     /// Average data file size in MiB.
@@ -296,12 +303,38 @@ impl Tally {
                     record_count: p.records,
                     fragmentation_ratio,
                     requires_compaction: fragmentation_ratio >= self.ratio_threshold,
+                    size_buckets: p.size_buckets,
                 }
             })
             .collect();
         rows.sort_by(|a, b| (a.partition.as_str(), &a.key).cmp(&(b.partition.as_str(), &b.key)));
         rows
     }
+}
+
+/// A file-size distribution ([`PartitionProfile::size_buckets`]) as one block character per
+/// bucket, the tallest the most files (a space: none; `▁`: some, however few), the small buckets
+/// left of `│` and the others right of it: `█▃ ▁│▁  ` is a partition of mostly tiny files.
+pub fn histogram(buckets: &[u64; SIZE_BUCKETS]) -> String {
+    const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let most = buckets.iter().copied().max().unwrap_or(0).max(1);
+    let mut out = String::new();
+    for (i, &count) in buckets.iter().enumerate() {
+        if i == SMALL_BUCKETS {
+            out.push('│');
+        }
+        out.push(match count {
+            0 => ' ',
+            n => BLOCKS[((n * 8).div_ceil(most) as usize).clamp(1, 8) - 1],
+        });
+    }
+    out
+}
+
+/// `a,b,c,d|e,f,g`: the counts behind [`histogram`].
+pub fn histogram_counts(buckets: &[u64; SIZE_BUCKETS]) -> String {
+    let text = |range: &[u64]| range.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+    format!("{}|{}", text(&buckets[..SMALL_BUCKETS]), text(&buckets[SMALL_BUCKETS..]))
 }
 
 /// The reference flow's single summary row.
@@ -362,6 +395,22 @@ pub fn round_to(value: f64, digits: i32) -> f64 {
 mod tests {
     use super::*;
     use crate::table::FileContent;
+
+    #[test]
+    fn the_size_histogram_buckets_files_around_the_threshold_and_draws_them() {
+        let t = Thresholds::new(64.0, 0.35).unwrap();
+        // 0.5 MiB, 0.9, 3 (< 4), 10 (< 16), 63 (small), 64 (not), 200, 300 (≥ 256).
+        let sizes = [0.5, 0.9, 3.0, 10.0, 63.0, 64.0, 200.0, 300.0];
+        let files: Vec<DataFile> = sizes.iter().map(|&mb| file("p=1", mb, FileContent::Data)).collect();
+        let p = &profile(&files, &t)[0];
+        assert_eq!(p.size_buckets, [2, 1, 1, 1, 1, 1, 1]);
+        assert_eq!(p.size_buckets.iter().take(SMALL_BUCKETS).sum::<u64>(), p.small_files);
+        assert_eq!(histogram_counts(&p.size_buckets), "2,1,1,1|1,1,1");
+        assert_eq!(p.size_histogram(), "█▄▄▄│▄▄▄");
+        // Mostly tiny files, one target-sized: the shape says it; an empty bucket is blank.
+        assert_eq!(histogram(&[48, 12, 0, 1, 2, 0, 0]), "█▂ ▁│▁  ");
+        assert_eq!(histogram(&[0; SIZE_BUCKETS]), "    │   ");
+    }
 
     fn file(partition: &str, size_mb: f64, content: FileContent) -> DataFile {
         DataFile { record_count: 10, ..DataFile::for_tests(partition, (size_mb * MIB) as u64, content) }

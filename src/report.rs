@@ -112,6 +112,11 @@ pub struct PartitionLine {
     pub executor_reason: Option<String>,
     /// The layout a compacted partition was written in (`binpack`, `sort(…)`, `zorder(…)`).
     pub strategy: Option<String>,
+    /// The file-size distribution before and after ([`crate::profile::histogram`]; after: as
+    /// profiled after the run, or for a dry run the same as before).
+    pub sizes_before: String,
+    /// See `sizes_before`.
+    pub sizes_after: String,
     /// What the partition's commit did (`committed`, `retried 2×, committed`, `conflict: gave up
     /// …`; [`crate::action::compact::PartitionOutcome`]); `None`: nothing was to commit.
     pub commit: Option<String>,

@@ -1,5 +1,6 @@
 //! `lakehouse_fragmentation(table, small_file_threshold_mb := 64, fragmentation_ratio_threshold := 0.35, …)`:
-//! one row per partition of the current snapshot with its small-file figures and verdict.
+//! one row per partition of the current snapshot with its small-file figures and verdict, and its
+//! file-size distribution at a glance (`file_sizes`, [`crate::profile::histogram`]).
 
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
@@ -61,6 +62,8 @@ impl RowFunction for Fragmentation {
             ("total_size_bytes", Bigint),
             ("small_size_bytes", Bigint),
             ("dangling_delete_files", Bigint),
+            ("file_sizes", Varchar),
+            ("file_size_counts", Varchar),
         ]
     }
 
@@ -86,6 +89,8 @@ impl RowFunction for Fragmentation {
                     Cell::BigInt(p.total_size_bytes as i64),
                     Cell::BigInt(p.small_size_bytes as i64),
                     Cell::BigInt(p.dangling_delete_files as i64),
+                    Cell::Text(p.size_histogram()),
+                    Cell::Text(crate::profile::histogram_counts(&p.size_buckets)),
                 ]
             })
             .collect())

@@ -147,11 +147,17 @@ fn partition_line(line: &PartitionLine) -> String {
         LineVerdict::Healthy => "✅",
     };
     format!(
-        "{icon} `{}` {}: {} → {} files, small {} → {}, ratio {:.2} → {:.2}{}{} — {}{}",
+        "{icon} `{}` {}: {} → {} files{}, small {} → {}, ratio {:.2} → {:.2}{}{} — {}{}",
         escape_mrkdwn(&line.partition),
         line.verdict.as_str(),
         line.files_before,
         line.files_after,
+        // Sizes at a glance (small buckets left of │) where the run changed them.
+        if line.verdict == LineVerdict::Compacted && !line.sizes_before.is_empty() {
+            format!(" `{}` → `{}`", line.sizes_before, line.sizes_after)
+        } else {
+            String::new()
+        },
         line.small_files_before,
         line.small_files_after,
         line.ratio_before,
@@ -291,6 +297,8 @@ mod tests {
                     executor_reason: None,
                     strategy: None,
                     commit: (i % 3 == 0).then(|| if i == 3 { "retried 2×, committed" } else { "committed" }.into()),
+                    sizes_before: "█▃ ▁│▁  ".into(),
+                    sizes_after: "    │█  ".into(),
                 })
                 .collect(),
             partitions_degraded: 1,
@@ -350,6 +358,7 @@ mod tests {
         let mut c = card(6);
         let shown = scorecard_payload(&c).to_string();
         assert!(shown.contains("· retried 2×, committed") && shown.contains("· committed"), "{shown}");
+        assert!(shown.contains("10 → 2 files `█▃ ▁│▁  ` → `    │█  `"), "sizes before → after: {shown}");
         c.status = RunStatus::Incomplete;
         c.partitions[0].verdict = LineVerdict::Skipped;
         c.partitions[0].reason = "skipped: conflict: gave up after 3 attempts (x was removed)".into();

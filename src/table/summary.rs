@@ -31,6 +31,22 @@ pub struct PartitionTally {
     /// partition exactly when it applies to that one (scope is per partition, the sequence rule
     /// monotone).
     pub oldest_sequence_number: i64,
+    /// Data files per size bucket ([`size_bucket`]: four below the small-file threshold, three
+    /// above).
+    pub size_buckets: [u64; SIZE_BUCKETS],
+}
+
+/// Buckets of the file-size distribution: by size relative to the small-file threshold `T`,
+/// `< T/64`, `< T/16`, `< T/4`, `< T` (small), then `< 2T`, `< 4T`, `≥ 4T`.
+pub const SIZE_BUCKETS: usize = 7;
+
+/// Of the buckets, those below the small-file threshold.
+pub const SMALL_BUCKETS: usize = 4;
+
+/// The bucket of a file of `size_bytes` under the small-file threshold `small_limit` (bytes).
+pub fn size_bucket(size_bytes: u64, small_limit: f64) -> usize {
+    let share = size_bytes as f64 / small_limit.max(1.0);
+    [1.0 / 64.0, 1.0 / 16.0, 0.25, 1.0, 2.0, 4.0].iter().position(|&edge| share < edge).unwrap_or(SIZE_BUCKETS - 1)
 }
 
 impl PartitionTally {
@@ -45,6 +61,7 @@ impl PartitionTally {
             small_bytes: 0,
             records: 0,
             oldest_sequence_number: i64::MAX,
+            size_buckets: [0; SIZE_BUCKETS],
         }
     }
 
@@ -57,6 +74,7 @@ impl PartitionTally {
             self.small_files += 1;
             self.small_bytes += size_bytes;
         }
+        self.size_buckets[size_bucket(size_bytes, small_limit)] += 1;
         self.oldest_sequence_number = self.oldest_sequence_number.min(data_sequence_number);
     }
 
@@ -68,6 +86,9 @@ impl PartitionTally {
         self.small_bytes += other.small_bytes;
         self.records += other.records;
         self.oldest_sequence_number = self.oldest_sequence_number.min(other.oldest_sequence_number);
+        for (mine, theirs) in self.size_buckets.iter_mut().zip(other.size_buckets) {
+            *mine += theirs;
+        }
     }
 }
 

@@ -73,6 +73,8 @@ PROFILE_COLUMNS = {
     "total_size_bytes": "BIGINT",
     "small_size_bytes": "BIGINT",
     "dangling_delete_files": "BIGINT",
+    "file_sizes": "VARCHAR",
+    "file_size_counts": "VARCHAR",
 }
 SUMMARY_COLUMNS = {
     "total_partitions": "BIGINT",
@@ -247,6 +249,28 @@ def round_ok(got: float, exact: float, digits: int) -> bool:
 
 
 # --------------------------------------------------------------------------- shape
+
+
+def test_file_size_counts_match_pyicebergs_file_list(con, warehouse: Warehouse):
+    """The size buckets (the documented edges T/64, T/16, T/4, T, 2T, 4T around the threshold T)
+    hold the live data files pyiceberg lists, partition by partition, and the histogram has a
+    block exactly where a bucket is non-empty."""
+    table = warehouse.tables["by_date"]
+    threshold = split_threshold_mb(table)
+    edges = [threshold * MIB * k for k in (1 / 64, 1 / 16, 1 / 4, 1, 2, 4)]
+    expected: dict[str, list[int]] = {}
+    for f in table.inspect.files().to_pylist():
+        if f["content"] == 0:
+            counts = expected.setdefault(str(f["partition"]["partition_date"]), [0] * 7)
+            counts[sum(f["file_size_in_bytes"] >= e for e in edges)] += 1
+    profile = call_sql(FN, warehouse.metadata_path("by_date"), small_file_threshold_mb=threshold)
+    rows = con.execute(f"SELECT partition, file_size_counts, file_sizes FROM ({profile})").fetchall()
+    assert len(rows) == len(expected)
+    for label, counts, drawn in rows:
+        want = expected[label.split("=", 1)[1]]
+        assert counts == ",".join(map(str, want[:4])) + "|" + ",".join(map(str, want[4:])), (label, counts, want)
+        blocks = drawn.replace("│", "")
+        assert [b != " " for b in blocks] == [n > 0 for n in want], (label, drawn, want)
 
 
 def test_result_columns(con, warehouse: Warehouse):
