@@ -36,6 +36,7 @@ LAYERS: dict[str, int] = {
     "error": 0,
     "runtime": 0,
     "interrupt": 0,
+    "progress_lines": 0,
     "scheduler": 0,
     "duck": 1,
     "store": 2,

@@ -15,7 +15,8 @@
 //!
 //! - [`error`]: `Error { kind, message, context }` and the crate's `Result`; [`runtime`]: the
 //!   Tokio runtime iceberg-rust's and delta-rs's async I/O run on; [`interrupt`]: Ctrl-C recorded
-//!   while long work runs, checked between its steps; [`scheduler`]: a table function's work runs
+//!   while long work runs, checked between its steps; [`progress_lines`]: what long work finished,
+//!   on stderr with `progress := true` (the C API has no progress bar for us); [`scheduler`]: a table function's work runs
 //!   on a thread of ours while DuckDB's thread executes DuckDB's queued tasks (so every thread
 //!   works on the nested statements, whichever took the init).
 //! - [`duck`]: the nested host connection (driven through C API `v1.2.0` functions only, so
@@ -90,6 +91,7 @@ pub mod interrupt;
 pub mod notify;
 pub mod plan;
 pub mod profile;
+pub mod progress_lines;
 pub mod report;
 pub mod runtime;
 pub mod scheduler;

@@ -522,9 +522,27 @@ fn keep_what_the_catalog_references(
 /// Deletes (or, `dry`, only sizes) every deletion inside the table location, on
 /// [`DELETE_CONCURRENCY`] threads; keeps the planned order.
 pub fn delete_files(deletions: Vec<Deletion>, dry: bool) -> Vec<DeletedFile> {
-    if deletions.first().is_some_and(|d| crate::store::is_remote(&d.path)) {
-        return delete_remote(deletions, dry);
-    }
+    let count = deletions.len();
+    crate::progress_lines::line(|| format!("{} {count} files", if dry { "checking" } else { "deleting" }));
+    let done = if deletions.first().is_some_and(|d| crate::store::is_remote(&d.path)) {
+        delete_remote(deletions, dry)
+    } else {
+        delete_local(deletions, dry)
+    };
+    crate::progress_lines::line(|| {
+        let removed = done.iter().filter(|f| f.removed()).count();
+        let bytes: u64 = done.iter().filter(|f| f.removed()).map(|f| f.size_bytes).sum();
+        format!(
+            "{removed} of {count} files {} ({:.1} MiB)",
+            if dry { "would go" } else { "deleted" },
+            bytes as f64 / 1048576.0
+        )
+    });
+    done
+}
+
+/// [`delete_files`] on a local disk, [`DELETE_CONCURRENCY`] at a time.
+fn delete_local(deletions: Vec<Deletion>, dry: bool) -> Vec<DeletedFile> {
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: Vec<std::sync::Mutex<Option<DeletedFile>>> =
         deletions.iter().map(|_| std::sync::Mutex::new(None)).collect();

@@ -304,6 +304,9 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     // Streamed by the lean reader, as the profile is: a million-file table is not held whole.
     let before = table_profile_for_planning(&table, &thresholds)?;
     let summary_before = summarize(&before, options.compaction.target_file_size_mb);
+    crate::progress_lines::line(|| {
+        format!("profiled {} partitions, {} degraded", before.len(), summary_before.fragmented_partition_count)
+    });
 
     // Plan (metadata only), then act on exactly the partitions the plan compacts. A table this
     // version does not rewrite (Iceberg columns of a type it cannot write back, a Delta feature a
@@ -350,6 +353,9 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     let plan = &planned.report;
     let compacting: HashSet<PartitionKey> =
         plan.plans.iter().filter(|p| p.verdict == Verdict::Compact).map(|p| p.key.clone()).collect();
+    crate::progress_lines::line(|| {
+        format!("planned: {} partitions to compact in {} groups", compacting.len(), plan.groups.len())
+    });
     // The measured scans cover a bounded sample of the rewrite groups ([`scan_sample`]) this
     // session rewrites (groups are in plan order; Spark's partitions are not sampled).
     let local_groups: Vec<GroupFiles> =
@@ -379,6 +385,10 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         return Err(Error::new(error.kind(), format!("{}; nothing was expired", error.message())));
     }
     let report = &executed.report;
+    crate::progress_lines::line(|| match report.snapshot_id {
+        Some(id) => format!("compaction committed (last commit {id}); verifying, then the other steps"),
+        None => "nothing compacted; the other steps".into(),
+    });
     // After a commit the table is read again: the state it committed, and what history to retire.
     let reopened = match executed.committed() {
         true => Some(Table::open(&options.table, &options.locate)?),
@@ -480,6 +490,12 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         failed_after(e, step, commit, compaction_snapshot_id)
     })?;
     let summary_after = summarize(&after, options.compaction.target_file_size_mb);
+    crate::progress_lines::line(|| {
+        format!(
+            "retired history: {} snapshots expired, {} files deleted",
+            retired.snapshots_expired, retired.files_deleted
+        )
+    });
 
     let mut lines = Vec::new();
     for p in &report.plans {
@@ -542,6 +558,8 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
             executor_reason: route.map(|r| r.why.clone()),
             strategy: (p.verdict == Verdict::Compact).then(|| report.layout.label()),
             commit: outcome.map(|o| o.describe()),
+            sizes_before: b.map_or_else(String::new, |b| b.size_histogram()),
+            sizes_after: a.map_or_else(String::new, |a| a.size_histogram()),
         });
     }
     let compacted_lines: Vec<&PartitionLine> = lines.iter().filter(|l| l.bytes_consolidated > 0).collect();

@@ -112,6 +112,7 @@ pub fn compaction_options(args: &Args, partial_by_default: bool) -> Result<Compa
 
 impl RowFunction for Compact {
     const NAME: &'static str = "lakehouse_compact";
+    const LONG: bool = true;
     type Input = CompactInput;
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {

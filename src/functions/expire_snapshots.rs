@@ -40,6 +40,7 @@ pub fn expiry_options(args: &Args, dry_run: bool) -> Result<ExpiryOptions> {
 
 impl RowFunction for ExpireSnapshots {
     const NAME: &'static str = "lakehouse_expire_snapshots";
+    const LONG: bool = true;
     type Input = ExpireInput;
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {

@@ -82,6 +82,7 @@ pub(crate) fn gate_options(args: &Args, table: String) -> Result<(GateOptions, O
 
 impl RowFunction for Gate {
     const NAME: &'static str = "lakehouse_gate";
+    const LONG: bool = true;
     type Input = GateInput;
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
@@ -117,7 +118,7 @@ impl RowFunction for Gate {
 }
 
 /// The scorecard's columns (also the history table's).
-pub const COLUMNS: [(&str, LogicalTypeId); 45] = {
+pub const COLUMNS: [(&str, LogicalTypeId); 47] = {
     use LogicalTypeId::*;
     [
         ("execution_id", Varchar),
@@ -165,6 +166,8 @@ pub const COLUMNS: [(&str, LogicalTypeId); 45] = {
         ("delete_files_rewritten", Bigint),
         ("delete_rewrite_snapshot_id", Bigint),
         ("commit", Varchar),
+        ("file_sizes_before", Varchar),
+        ("file_sizes_after", Varchar),
     ]
 };
 
@@ -219,7 +222,7 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
         table_level(&mut row);
         row.extend([Cell::Null, Cell::Null, Cell::Null, warnings(), Cell::Null]);
         row.extend(deletes());
-        row.push(Cell::Null);
+        row.extend([Cell::Null, Cell::Null, Cell::Null]);
         return vec![row];
     }
     card.partitions
@@ -250,6 +253,7 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
             ]);
             row.extend(deletes());
             row.push(p.commit.clone().map_or(Cell::Null, Cell::Text));
+            row.extend([Cell::Text(p.sizes_before.clone()), Cell::Text(p.sizes_after.clone())]);
             row
         })
         .collect()

@@ -72,7 +72,14 @@ pub trait RowFunction: 'static {
     fn parse(args: &Args) -> Result<Self::Input>;
     /// Does the work and returns the rows, in column order.
     fn run(input: &Self::Input, host: &HostDb) -> Result<Vec<Vec<Cell>>>;
+    /// Whether the work can be long (rewrites, deletes): then the function takes
+    /// `progress := true`, which prints what it finished to stderr as it goes
+    /// ([`crate::progress_lines`]).
+    const LONG: bool = false;
 }
+
+/// The named parameter of a [`RowFunction::LONG`] function that turns progress lines on.
+pub const PROGRESS_PARAMETER: &str = "progress";
 
 /// Adapts a [`RowFunction`] to duckdb-rs's [`VTab`].
 pub struct Table<F>(PhantomData<F>);
@@ -80,6 +87,8 @@ pub struct Table<F>(PhantomData<F>);
 /// Bind data: the parsed input.
 pub struct Bound<I> {
     input: I,
+    /// `progress := true` ([`RowFunction::LONG`] functions only).
+    progress: bool,
 }
 
 /// Init data: the rows and how many were emitted.
@@ -100,8 +109,10 @@ impl<F: RowFunction> VTab for Table<F> {
         for (name, ty) in F::columns() {
             bind.add_result_column(name, LogicalTypeHandle::from(ty));
         }
-        let input = F::parse(&Args::new(bind)).map_err(|e| prefixed(F::NAME, e))?;
-        Ok(Bound { input })
+        let args = Args::new(bind);
+        let input = F::parse(&args).map_err(|e| prefixed(F::NAME, e))?;
+        let progress = F::LONG && args.bool(PROGRESS_PARAMETER, false).map_err(|e| prefixed(F::NAME, e))?;
+        Ok(Bound { input, progress })
     }
 
     fn init(init: &InitInfo) -> std::result::Result<Self::InitData, Box<dyn std::error::Error>> {
@@ -115,7 +126,11 @@ impl<F: RowFunction> VTab for Table<F> {
             let _interrupts = crate::interrupt::Guard::new();
             // On a thread of ours, with this one executing DuckDB's tasks meanwhile (whichever
             // thread DuckDB gave the init, all of its threads work on the nested statements).
-            host.run_helped(|| F::run(&bound.input, host)).and_then(|r| r).map_err(|e| prefixed(F::NAME, e))?
+            let work = || {
+                let _lines = crate::progress_lines::enable(F::NAME, bound.progress);
+                F::run(&bound.input, host)
+            };
+            host.run_helped(work).and_then(|r| r).map_err(|e| prefixed(F::NAME, e))?
         };
         Ok(Produced { rows, next: Mutex::new(0) })
     }
@@ -136,7 +151,11 @@ impl<F: RowFunction> VTab for Table<F> {
     }
 
     fn named_parameters() -> Option<Vec<(String, LogicalTypeHandle)>> {
-        Some(F::named_parameters())
+        let mut named = F::named_parameters();
+        if F::LONG {
+            named.push((PROGRESS_PARAMETER.to_string(), args::any()));
+        }
+        Some(named)
     }
 }
 

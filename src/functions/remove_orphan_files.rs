@@ -27,6 +27,7 @@ pub struct RemoveOrphanFiles;
 
 impl RowFunction for RemoveOrphanFiles {
     const NAME: &'static str = "lakehouse_remove_orphan_files";
+    const LONG: bool = true;
     type Input = OrphansInput;
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {

@@ -36,6 +36,7 @@ pub fn target_bytes(args: &Args) -> Result<Option<u64>> {
 
 impl RowFunction for RewriteManifests {
     const NAME: &'static str = "lakehouse_rewrite_manifests";
+    const LONG: bool = true;
     type Input = RewriteManifestsInput;
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {

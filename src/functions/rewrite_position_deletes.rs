@@ -25,6 +25,7 @@ pub struct RewritePositionDeletes;
 
 impl RowFunction for RewritePositionDeletes {
     const NAME: &'static str = "lakehouse_rewrite_position_deletes";
+    const LONG: bool = true;
     type Input = RewritePositionDeletesInput;
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {

@@ -22,6 +22,7 @@ pub struct Vacuum;
 
 impl RowFunction for Vacuum {
     const NAME: &'static str = "lakehouse_vacuum";
+    const LONG: bool = true;
     type Input = VacuumInput;
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {

@@ -50,7 +50,7 @@ use crate::table::{DataFile, FileContent, PartitionKey};
 
 /// Every table feature, and what compaction does with it: `None`, rewritten (kept valid by a
 /// rewrite of the same rows: the files are read and written as the feature asks); `Some(why)`,
-/// refused for that reason. A feature not listed is refused as unknown. The README's feature
+/// refused for that reason. A feature not listed is refused as unknown. docs/delta.md's feature
 /// table says the same.
 const FEATURES: &[(&str, Option<&str>)] = &[
     ("appendOnly", None),

@@ -44,6 +44,9 @@ pub fn retry_conflicts(
             break;
         }
         lost.sort();
+        crate::progress_lines::line(|| {
+            format!("planning {} partition(s) lost to conflicts again on the new head (attempt {attempt})", lost.len())
+        });
         let head = table.reload().map_err(|e| with_what_stands(e, &report))?;
         let only = CompactionOptions { only: Some(lost.clone()), ..options.clone() };
         let again = once(&head, &only, report.output_ratio).map_err(|e| with_what_stands(e, &report))?;

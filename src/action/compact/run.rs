@@ -300,20 +300,28 @@ pub(crate) fn run<R: Rewrite>(
         // Per unit of the batch: its range in `written`.
         let mut spans: Vec<std::ops::Range<usize>> = Vec::new();
         let result = (|| {
-            for unit in &units[batch.clone()] {
+            for (u, unit) in units.iter().enumerate().take(batch.end).skip(batch.start) {
                 interrupt::check(&stands)?;
                 let start = written.len();
-                written.extend(rewrite.rewrite(
-                    &conn,
-                    &report.plans[unit.plan],
-                    &unit.files,
-                    unit.outputs,
-                    unit.stitch,
-                )?);
+                let plan = &report.plans[unit.plan];
+                written.extend(rewrite.rewrite(&conn, plan, &unit.files, unit.outputs, unit.stitch)?);
                 spans.push(start..written.len());
+                crate::progress_lines::line(|| {
+                    format!(
+                        "{}: group {}/{} rewritten ({:.1} MiB in)",
+                        plan.partition,
+                        u + 1,
+                        units.len(),
+                        report.groups[u].input_bytes as f64 / (1024.0 * 1024.0)
+                    )
+                });
             }
             rewrite.commit(&written, report.snapshot_id.is_some())
         })();
+        crate::progress_lines::line(|| match &result {
+            Ok(c) => format!("committed groups {}-{} of {} (commit {})", batch.start + 1, batch.end, units.len(), c.id),
+            Err(e) => format!("groups {}-{} not committed: {}", batch.start + 1, batch.end, e.message()),
+        });
         match result {
             Ok(committed) => {
                 for (key, removed) in &committed.deletes_removed {
