@@ -10,7 +10,7 @@ export CARGO_TARGET_DIR
 EXT_VERSION := v$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 DEMO_DIR    ?= demo/events_lakehouse
 
-.PHONY: release debug venv spark servers zamboni demo test test-unit test-sql test-integration test-versions bench chaos fuzz clean
+.PHONY: release debug install repository configure test_debug test_release venv spark servers zamboni demo test test-unit test-sql test-integration test-versions bench chaos fuzz clean
 
 $(VENV)/.installed: test/requirements.txt
 	python3 -m venv $(VENV)
@@ -68,6 +68,35 @@ build/%/lakehouse.duckdb_extension: FORCE
 
 release: build/release/lakehouse.duckdb_extension
 debug: build/debug/lakehouse.duckdb_extension
+
+# The targets DuckDB's community-extension CI drives (extension-ci-tools' c_api_extensions
+# makefiles for Rust: configure, debug, release, test_debug, test_release), with the variables it
+# reads. The stable C API only: one binary for every DuckDB from 1.3 on (description.yml).
+EXTENSION_NAME        := lakehouse
+USE_UNSTABLE_C_API    := 0
+TARGET_DUCKDB_VERSION := v1.2.0
+configure: venv
+	$(PY) -c "import duckdb; print(duckdb.connect().execute('PRAGMA platform').fetchone()[0])" > build_platform.txt
+	@echo "platform: $$(cat build_platform.txt)"
+test_debug: venv debug
+	LAKEHOUSE_EXTENSION=build/debug/lakehouse.duckdb_extension $(PY) test/sqllogictest.py
+test_release: venv release
+	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) test/sqllogictest.py
+
+# Install by name: after `make install`, `LOAD lakehouse;` works in the DuckDB CLI of .venv
+# (`duckdb -unsigned`) and in its Python duckdb (with allow_unsigned_extensions); DuckDB copies the
+# file into its extension directory (~/.duckdb/extensions/v<version>/<platform>/). For another
+# DuckDB, run its `INSTALL '<path>/build/release/lakehouse.duckdb_extension'` once.
+install: venv release
+	$(VENV)/bin/duckdb -unsigned -c "INSTALL '$(CURDIR)/build/release/lakehouse.duckdb_extension'"
+	$(PY) -c "import duckdb; duckdb.connect(config={'allow_unsigned_extensions': 'true'}).execute(\"INSTALL '$(CURDIR)/build/release/lakehouse.duckdb_extension'\")"
+	@echo "installed: duckdb -unsigned -c 'LOAD lakehouse; SELECT * FROM lakehouse_demo(\"/tmp/demo\")'"
+
+# A local extension repository (build/repository/v<duckdb>/<platform>/lakehouse.duckdb_extension)
+# for every supported DuckDB release: `INSTALL lakehouse FROM '<path>/build/repository'` in any of
+# them (scripts/extension_repository.py; checked in the version matrix).
+repository: venv release
+	$(PY) scripts/extension_repository.py build/release/lakehouse.duckdb_extension build/repository
 
 # Writes the demo table, profiles it (files and metadata), plans the gate (dry run), runs it —
 # compaction of the degraded partitions, snapshot expiry, measured scan speedup, scorecard — and
@@ -161,8 +190,11 @@ bench: venv spark servers release .venv-zamboni/.installed .venv-spark400/.insta
 # pyiceberg; Iceberg written by pyiceberg and Spark's merge-on-read; Delta written by deltalake) on
 # a random seed (or CHAOS_SEED); each run's summary is appended to bench/results/chaos.jsonl and
 # bench/results/chaos.md is made from that file. A failure prints its seed and how to replay it.
-# `make test` runs a seeded 50 s of each (test/integration/test_chaos.py).
+# `make test` runs a seeded 50 s of each (test/integration/test_chaos.py). Then the gate on a busy
+# table, partial progress off and on, BUSY_RUNS runs per format (test/chaos/busy.py) →
+# bench/results/partial_progress.md.
 CHAOS_SECONDS ?= 600
+BUSY_RUNS ?= 5
 CHAOS_RUN = LAKEHOUSE_EXTENSION=$(TEST_EXT) $(PY) test/chaos/harness.py --seconds $(CHAOS_SECONDS) \
   $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) --json bench/results/chaos.jsonl
 chaos: venv spark debug
@@ -170,7 +202,14 @@ chaos: venv spark debug
 	$(CHAOS_RUN) --format iceberg || status=1; \
 	$(CHAOS_RUN) --format iceberg --spark || status=1; \
 	$(CHAOS_RUN) --format delta || status=1; \
-	$(PY) test/chaos/report.py bench/results/chaos.jsonl > bench/results/chaos.md; exit $$status
+	$(PY) test/chaos/report.py bench/results/chaos.jsonl > bench/results/chaos.md; \
+	rm -f bench/results/partial_progress.jsonl; \
+	for format in iceberg delta; do for every in 2.0 0.5; do \
+	  LAKEHOUSE_EXTENSION=$(TEST_EXT) $(PY) test/chaos/busy.py --format $$format --runs $(BUSY_RUNS) \
+	    --delete-every $$every --jsonl bench/results/partial_progress.jsonl || status=1; \
+	done; done; \
+	$(PY) test/chaos/busy_report.py bench/results/partial_progress.jsonl > bench/results/partial_progress.md; \
+	exit $$status
 
 # The fuzzer of the readers of foreign bytes (src/fuzz.rs: manifest lists and manifests, lean and
 # iceberg-rust's, table metadata, Delta commits, webhook bodies) for FUZZ_SECONDS per target;
@@ -186,6 +225,6 @@ fuzz:
 	  /tmp/lakehouse-fuzz.log; } > bench/results/fuzz.md; exit $$status
 
 clean:
-	rm -rf build demo
+	rm -rf build demo build_platform.txt
 
 FORCE:

@@ -177,3 +177,55 @@ def test_session_settings_are_pinned_or_refused_by_name(con, demo):
     assert [v for (v,) in done].count("compacted") == 2
     assert rows(newest(demo)) == before
     assert con.execute("SELECT lower(current_setting('default_order'))").fetchone()[0] in ("desc", "descending")
+
+
+# --------------------------------------------------------------------------- install by name
+
+
+def _unsigned(tmp_path: Path) -> duckdb.DuckDBPyConnection:
+    """A session whose extension directory is empty (so nothing but what the test installs loads
+    by name) and that takes unsigned extensions, as `duckdb -unsigned` does."""
+    return duckdb.connect(config={"allow_unsigned_extensions": "true",
+                                  "extension_directory": str(tmp_path / "extensions")})
+
+
+def test_install_from_a_local_repository_then_load_by_name(tmp_path):
+    """`INSTALL lakehouse FROM '<dir>'` finds the binary in the repository layout
+    scripts/extension_repository.py writes, and `LOAD lakehouse` then works by name."""
+    import subprocess
+    import sys
+
+    if not EXTENSION.is_file():
+        pytest.skip(f"{EXTENSION} is not built")
+    repository = tmp_path / "repository"
+    made = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "extension_repository.py"), str(EXTENSION),
+                           str(repository), "--duckdb", duckdb.__version__], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    con = _unsigned(tmp_path)
+    with pytest.raises(duckdb.Error):
+        con.execute("LOAD lakehouse")  # not installed yet: the test would pass without INSTALL otherwise
+    con.execute(f"INSTALL lakehouse FROM '{repository}'")
+    con.execute("LOAD lakehouse")
+    (files,) = con.execute(f"SELECT data_files FROM lakehouse_demo('{tmp_path / 'demo'}')").fetchone()
+    assert files == 167
+    installed = con.execute("SELECT installed, loaded, install_path FROM duckdb_extensions() "
+                            "WHERE extension_name = 'lakehouse'").fetchone()
+    assert installed[:2] == (True, True) and installed[2].startswith(str(tmp_path / "extensions")), installed
+    con.close()
+    # A new session loads it by name from where INSTALL put it.
+    again = _unsigned(tmp_path)
+    again.execute("LOAD lakehouse")
+    assert again.execute("SELECT count(*) FROM lakehouse_fragmentation("
+                         f"'{tmp_path / 'demo'}', {SCALED.split(',')[0]})").fetchone()[0] > 0
+    again.close()
+
+
+def test_install_of_the_file_then_load_by_name(tmp_path):
+    """`make install`'s way: `INSTALL '<path to the .duckdb_extension>'`, then `LOAD lakehouse`."""
+    if not EXTENSION.is_file():
+        pytest.skip(f"{EXTENSION} is not built")
+    con = _unsigned(tmp_path)
+    con.execute(f"INSTALL '{EXTENSION}'")
+    con.execute("LOAD lakehouse")
+    assert con.execute("SELECT count(*) FROM duckdb_functions() WHERE function_name = 'lakehouse_gate'").fetchone()[0] >= 1
+    con.close()
