@@ -1,6 +1,6 @@
 -- The weekly lakehouse maintenance sweep (the reference flow's Sunday 02:00 schedule).
 -- Shipped disabled: nothing runs it until you install the crontab line or systemd timer from the
--- README. Run it by hand with
+-- docs/scheduling.md. Run it by hand with
 --   duckdb -unsigned /var/lib/lakehouse/runs.duckdb -f sql/weekly_maintenance.sql
 -- (a file database keeps the history table between runs). The Slack webhook comes from the
 -- SLACK_WEBHOOK_URL environment variable; without it the scorecards are only stored.

@@ -8,7 +8,7 @@ be SigV4-signed with a key moto issued (an IAM user's, or the session of a role 
 its STS), the signature must match (``SignatureDoesNotMatch`` otherwise), and the caller's policy
 must allow the action: a test that signs with the wrong key fails.
 
-What moto leaves untested (README, "What the emulators leave untested"): Glue's ``UpdateTable``
+What moto leaves untested (docs/tests.md, the test_aws.py entry): Glue's ``UpdateTable``
 ignores ``VersionId`` (the optimistic lock is not checked; our commit's re-read before the update
 is), EC2 instance metadata and ECS container credentials are not served, and SSO is not.
 """

@@ -8,7 +8,6 @@ pyiceberg, DuckDB's iceberg and delta extensions, deltalake and Spark."""
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq

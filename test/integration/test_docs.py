@@ -1,0 +1,93 @@
+"""The docs' SQL runs: the README's tour statement by statement on the demo table, and the run
+history trend query of docs/functions/gate.md on a history of real gate runs. Each is read from
+the document itself, so a doc that drifts from the code fails here."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def sql_blocks(document: Path) -> list[str]:
+    return re.findall(r"```sql\n(.*?)```", document.read_text(), flags=re.S)
+
+
+def statements(block: str) -> list[str]:
+    lines = [line for line in block.splitlines() if not line.strip().startswith("--")]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+
+
+def test_the_readme_tour_runs(con, tmp_path):
+    (tour,) = [b for b in sql_blocks(REPO / "README.md") if "lakehouse_demo(" in b]
+    table = str(tmp_path / "tour")
+    results = {}
+    for sql in statements(tour.replace("/tmp/lakehouse_tour", table)):
+        if sql == "LOAD lakehouse":
+            continue  # the fixture loaded the build under test by path
+        function = re.search(r"FROM (lakehouse_\w+)\(", sql).group(1)
+        results[function] = con.execute(sql).fetchall()
+    assert results["lakehouse_demo"] == [(167, 16)]
+    profile = {r[0]: r for r in results["lakehouse_fragmentation"]}
+    assert profile["partition_date=2026-10-01"][3] == " █  │▁  ", profile
+    assert {r[1] for r in results["lakehouse_compact"]} == {"would compact", "healthy"}
+    gate = {r[0]: r for r in results["lakehouse_gate"]}
+    assert gate["partition_date=2026-10-01"][1:3] == ("compacted", "committed"), gate
+    assert gate["partition_date=2026-10-01"][4] == "    │█  ", "one target-sized file after"
+    assert all(action == "kept: referenced" or action.startswith("would") or action.startswith("kept")
+               for _, action in results["lakehouse_remove_orphan_files"]), results["lakehouse_remove_orphan_files"]
+
+
+def test_the_run_history_trend_query_runs(con, tmp_path):
+    (trend,) = [b for b in sql_blocks(REPO / "docs" / "functions" / "gate.md") if "FROM lakehouse_runs" in b]
+    table = str(tmp_path / "demo")
+    con.execute(f"SELECT * FROM lakehouse_demo('{table}')")
+    scaled = "small_file_threshold_mb := 0.064, target_file_size_mb := 0.128"
+    for dry_run in ("true", "false", "false"):
+        con.execute(f"SELECT * FROM lakehouse_gate('{table}', {scaled}, dry_run := {dry_run}, "
+                    "history_table := 'lakehouse_runs')").fetchall()
+    rows = con.execute(trend.replace("'analytics.events'", f"'{table}'")).fetchall()
+    assert [r[1] for r in rows] == ["dry run", "maintained", "optimal"], rows
+    (files_before, files_after, small_before, small_after) = rows[1][2:6]
+    assert files_after < files_before and small_after < small_before, rows
+    assert rows[2][2] == rows[1][3], "the next run starts where the last left the table"
+    assert rows[1][6] > 0, "the demo's old snapshots were expired"
+    assert all(isinstance(r[8], str) for r in rows), "the bar renders"
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(document: Path) -> set[str]:
+    anchors, fence = set(), False
+    for line in document.read_text().splitlines():
+        if line.startswith("```"):
+            fence = not fence
+        elif not fence and re.match(r"#{1,6} ", line):
+            anchors.add(_slug(line.lstrip("#")))
+    return anchors
+
+
+def test_every_link_between_the_docs_resolves():
+    """README.md and docs/: every relative link names an existing file, and every #anchor a
+    heading of the page it points to."""
+    broken = []
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    for page in pages:
+        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            resolved = (page.parent / path).resolve() if path else page
+            if not resolved.exists():
+                broken.append(f"{page.relative_to(REPO)}: {target} (no such file)")
+            elif anchor and resolved.suffix == ".md" and anchor not in _anchors(resolved):
+                broken.append(f"{page.relative_to(REPO)}: {target} (no such heading)")
+    assert not broken, "\n".join(broken)
+    assert len((REPO / "README.md").read_text().splitlines()) <= 300, "the README stays a front page"
