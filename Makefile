@@ -10,7 +10,7 @@ export CARGO_TARGET_DIR
 EXT_VERSION := v$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 DEMO_DIR    ?= demo/events_lakehouse
 
-.PHONY: release debug install repository configure test_debug test_release venv spark servers zamboni demo test test-unit test-sql test-integration test-versions bench chaos fuzz clean
+.PHONY: release debug install repository size configure test_debug test_release venv spark servers zamboni demo test test-unit test-sql test-integration test-versions bench chaos fuzz clean
 
 $(VENV)/.installed: test/requirements.txt
 	python3 -m venv $(VENV)
@@ -69,6 +69,13 @@ build/%/lakehouse.duckdb_extension: FORCE
 release: build/release/lakehouse.duckdb_extension
 debug: build/debug/lakehouse.duckdb_extension
 
+# What the release binary weighs, stripped and gzipped, and which crates make it up
+# (scripts/binary_size.py) → bench/results/binary_size.md.
+size: venv release
+	{ echo "# The release binary's size (\`make size\`)"; echo; \
+	  $(PY) scripts/binary_size.py $(CARGO_TARGET_DIR)/release/liblakehouse.so; } > bench/results/binary_size.md
+	cat bench/results/binary_size.md
+
 # The targets DuckDB's community-extension CI drives (extension-ci-tools' c_api_extensions
 # makefiles for Rust: configure, debug, release, test_debug, test_release), with the variables it
 # reads. The stable C API only: one binary for every DuckDB from 1.3 on (description.yml).
@@ -90,7 +97,7 @@ test_release: venv release
 install: venv release
 	$(VENV)/bin/duckdb -unsigned -c "INSTALL '$(CURDIR)/build/release/lakehouse.duckdb_extension'"
 	$(PY) -c "import duckdb; duckdb.connect(config={'allow_unsigned_extensions': 'true'}).execute(\"INSTALL '$(CURDIR)/build/release/lakehouse.duckdb_extension'\")"
-	@echo "installed: duckdb -unsigned -c 'LOAD lakehouse; SELECT * FROM lakehouse_demo(\"/tmp/demo\")'"
+	@echo "installed: $(VENV)/bin/duckdb -unsigned -c 'LOAD lakehouse; SELECT * FROM lakehouse_demo(\"/tmp/demo\")'"
 
 # A local extension repository (build/repository/v<duckdb>/<platform>/lakehouse.duckdb_extension)
 # for every supported DuckDB release: `INSTALL lakehouse FROM '<path>/build/repository'` in any of
