@@ -117,7 +117,7 @@ demo: venv release
 	  SELECT data_files, snapshots, record_count, small_file_threshold_mb FROM lakehouse_demo('$(DEMO_DIR)'); \
 	  SELECT partition, total_files, small_files, round(total_size_mb, 3) AS total_size_mb, \
 	         round(avg_file_size_mb, 4) AS avg_file_size_mb, round(fragmentation_ratio, 4) AS fragmentation_ratio, \
-	         requires_compaction \
+	         requires_compaction, file_sizes \
 	  FROM lakehouse_fragmentation('$(DEMO_DIR)', small_file_threshold_mb := 0.064, fragmentation_ratio_threshold := 0.35); \
 	  SELECT * EXCLUDE (compactable_bytes) \
 	  FROM lakehouse_fragmentation_summary('$(DEMO_DIR)', $(DEMO_SCALED)); \
@@ -132,7 +132,8 @@ demo: venv release
 	         round(measured_speedup, 2) AS measured_speedup, round(projected_speedup, 2) AS projected_speedup, \
 	         snapshots_expired, files_deleted, notification \
 	  FROM lakehouse_runs LIMIT 1; \
-	  SELECT partition, total_files, small_files, round(fragmentation_ratio, 4) AS fragmentation_ratio, requires_compaction \
+	  SELECT partition, total_files, small_files, round(fragmentation_ratio, 4) AS fragmentation_ratio, requires_compaction, \
+	         file_sizes \
 	  FROM lakehouse_fragmentation('$(DEMO_DIR)', small_file_threshold_mb := 0.064);"
 
 TEST_EXT ?= build/debug/lakehouse.duckdb_extension
