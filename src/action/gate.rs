@@ -2,7 +2,8 @@
 //! bloated position deletes → merge bloated manifests → expire snapshots past retention →
 //! re-profile → measured scorecard → Slack.
 //!
-//! Nothing half-done: compaction and expiry each commit atomically (or not at all); a failure
+//! Nothing half-done: every commit is atomic (compaction's one per batch of partitions with
+//! partial progress, [`crate::action::compact::progress`]; expiry's one); a failure
 //! anywhere posts the failure alert (table and execution id) and raises. A failed Slack post
 //! never undoes maintenance: it is reported in the scorecard (and raised only when asked).
 
