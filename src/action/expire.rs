@@ -535,7 +535,7 @@ pub fn delete_files(deletions: Vec<Deletion>, dry: bool) -> Vec<DeletedFile> {
         format!(
             "{removed} of {count} files {} ({:.1} MiB)",
             if dry { "would go" } else { "deleted" },
-            bytes as f64 / 1048576.0
+            bytes as f64 / crate::profile::MIB
         )
     });
     done

@@ -162,13 +162,16 @@ impl Retired {
     }
 }
 
-/// With partial progress, a step's [`ErrorKind::CommitConflict`] (another writer's commits kept
-/// winning) becomes `None` and a line in `lost` (`{step} was left for the next run: …`); any
-/// other outcome passes through.
-fn tolerate_conflict<T>(
+/// The outcome of a maintenance `step` run after the compaction (which committed `compaction`, a
+/// `commit` — `snapshot` or `version` — when it did). With partial progress, a
+/// [`ErrorKind::CommitConflict`] (another writer's commits kept winning) becomes `None` and a
+/// line in `lost` (`{step} was left for the next run: …`); any other error names the compaction's
+/// commit, which stands.
+fn after_compaction<T>(
     result: Result<Option<T>>,
     options: &GateOptions,
-    step: &str,
+    (step, commit): (&str, &str),
+    compaction: Option<i64>,
     lost: &mut Vec<String>,
 ) -> Result<Option<T>> {
     match result {
@@ -176,19 +179,14 @@ fn tolerate_conflict<T>(
             lost.push(format!("{step} was left for the next run: {}", e.message()));
             Ok(None)
         }
-        other => other,
-    }
-}
-
-/// `e` of a `step` after the compaction: naming the `commit` (`snapshot`, `version`) it made,
-/// which stands, when it made one.
-fn failed_after(e: Error, step: &str, commit: &str, compaction: Option<i64>) -> Error {
-    match compaction {
-        Some(id) => Error::new(
-            e.kind(),
-            format!("{step} failed after the compaction committed {commit} {id} (which stands): {e}"),
-        ),
-        None => e,
+        Err(e) => Err(match compaction {
+            Some(id) => Error::new(
+                e.kind(),
+                format!("{step} failed after the compaction committed {commit} {id} (which stands): {e}"),
+            ),
+            None => e,
+        }),
+        ok => ok,
     }
 }
 
@@ -449,13 +447,13 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     // On a busy table (partial progress, the gate's default) a later step another writer's
     // commits keep conflicting with is left for the next run, like a lost partition.
     let mut lost_steps: Vec<String> = Vec::new();
-    let deletes = tolerate_conflict(
+    let deletes = after_compaction(
         rewrite_deletes(after_table, options, host),
         options,
-        "the position delete rewrite",
+        ("the position delete rewrite", "snapshot"),
+        compaction_snapshot_id,
         &mut lost_steps,
-    )
-    .map_err(|e| failed_after(e, "the position delete rewrite", "snapshot", compaction_snapshot_id))?;
+    )?;
     let rewritten = match deletes.as_ref().and_then(|d| d.metadata_location.as_ref()) {
         Some(_) => Some(Table::open(&options.table, &options.locate)?),
         None => None,
@@ -464,32 +462,31 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     crate::interrupt::check("the maintenance committed so far stands; nothing was expired")?;
     // Small manifests merged when they are bloated as data files are degraded (Iceberg; Delta's
     // log is compacted by its checkpoints).
-    let manifests =
-        tolerate_conflict(merge_manifests(after_table, options), options, "the manifest merge", &mut lost_steps)
-            .map_err(|e| failed_after(e, "the manifest rewrite", "snapshot", compaction_snapshot_id))?;
+    let manifests = after_compaction(
+        merge_manifests(after_table, options),
+        options,
+        ("the manifest rewrite", "snapshot"),
+        compaction_snapshot_id,
+        &mut lost_steps,
+    )?;
     let remerged = match manifests.as_ref().and_then(|m| m.metadata_location.as_ref()) {
         Some(_) => Some(Table::open(&options.table, &options.locate)?),
         None => None,
     };
     let after_table = remerged.as_ref().unwrap_or(after_table);
     crate::interrupt::check("the maintenance committed so far stands; nothing was expired")?;
-    let retired = tolerate_conflict(
+    let retire_step = match after_table.format() {
+        TableFormat::Iceberg => ("snapshot expiry", "snapshot"),
+        TableFormat::Delta => ("VACUUM", "version"),
+    };
+    let retired = after_compaction(
         retire_history(after_table, options, host).map(Some),
         options,
-        match after_table.format() {
-            TableFormat::Iceberg => "the snapshot expiry",
-            TableFormat::Delta => "VACUUM",
-        },
+        retire_step,
+        compaction_snapshot_id,
         &mut lost_steps,
-    )
-    .map(|r| r.unwrap_or_else(|| Retired::nothing(after_table, options)))
-    .map_err(|e| {
-        let (step, commit) = match after_table.format() {
-            TableFormat::Iceberg => ("snapshot expiry", "snapshot"),
-            TableFormat::Delta => ("VACUUM", "version"),
-        };
-        failed_after(e, step, commit, compaction_snapshot_id)
-    })?;
+    )?
+    .unwrap_or_else(|| Retired::nothing(after_table, options));
     let summary_after = summarize(&after, options.compaction.target_file_size_mb);
     crate::progress_lines::line(|| {
         format!(

@@ -292,9 +292,8 @@ pub(crate) fn run<R: Rewrite>(
         conn.require_ordered_writes()?;
     }
     let max_commits = if options.partial_progress { options.max_commits } else { 1 };
-    // Per unit: whether it is committed (its commit's id) or lost to a conflict (why).
-    let mut settled: Vec<Option<std::result::Result<i64, String>>> = vec![None; units.len()];
-    for batch in batches::batches(&units.iter().map(|u| u.plan).collect::<Vec<_>>(), max_commits) {
+    let unit_plans: Vec<usize> = units.iter().map(|u| u.plan).collect();
+    for batch in batches::batches(&unit_plans, max_commits) {
         let stands = what_stands(&report);
         let mut written: Vec<R::Written> = Vec::new();
         // Per unit of the batch: its range in `written`.
@@ -312,7 +311,7 @@ pub(crate) fn run<R: Rewrite>(
                         plan.partition,
                         u + 1,
                         units.len(),
-                        report.groups[u].input_bytes as f64 / (1024.0 * 1024.0)
+                        report.groups[u].input_bytes as f64 / crate::profile::MIB
                     )
                 });
             }
@@ -339,7 +338,7 @@ pub(crate) fn run<R: Rewrite>(
                     group.snapshot_id = Some(committed.id);
                     let plan = &mut report.plans[units[u].plan];
                     plan.files_written = Some(plan.files_written.unwrap_or(0) + group.outputs.len() as u64);
-                    settled[u] = Some(Ok(committed.id));
+                    outcome_of(&mut report, &units[u]).snapshot_id = Some(committed.id);
                 }
             }
             Err(e) if e.kind() == ErrorKind::CommitUnknown => return Err(with_what_stands(e, &report)),
@@ -348,14 +347,24 @@ pub(crate) fn run<R: Rewrite>(
                 if !(options.partial_progress && e.kind() == ErrorKind::CommitConflict) {
                     return Err(with_what_stands(e, &report));
                 }
-                for u in batch {
-                    settled[u] = Some(Err(e.message().to_string()));
+                for unit in &units[batch] {
+                    outcome_of(&mut report, unit).conflict = Some(e.message().to_string());
                 }
             }
         }
     }
-    record_outcomes(&mut report, &units.iter().map(|u| u.plan).collect::<Vec<_>>(), &settled);
     Ok(report)
+}
+
+/// The outcome of `unit`'s partition in `report`, a first attempt's until recorded.
+fn outcome_of<'r>(report: &'r mut CompactionReport, unit: &Unit) -> &'r mut PartitionOutcome {
+    let key = report.plans[unit.plan].key.clone();
+    report.outcomes.entry(key).or_insert(PartitionOutcome {
+        attempts: 1,
+        snapshot_id: None,
+        conflict: None,
+        settled: None,
+    })
 }
 
 /// What an interrupted or failed batch leaves standing, for its message: `nothing was
@@ -395,29 +404,6 @@ fn committed_labels(report: &CompactionReport) -> Vec<String> {
         }
     }
     labels
-}
-
-/// Records each compacting partition's outcome of this attempt from its units' (`settled[u]`:
-/// the commit of unit `u`, or why its batch was lost; `unit_plans[u]`: its plan).
-fn record_outcomes(
-    report: &mut CompactionReport,
-    unit_plans: &[usize],
-    settled: &[Option<std::result::Result<i64, String>>],
-) {
-    for (u, plan) in unit_plans.iter().enumerate() {
-        let key = report.plans[*plan].key.clone();
-        let outcome = report.outcomes.entry(key).or_insert(PartitionOutcome {
-            attempts: 1,
-            snapshot_id: None,
-            conflict: None,
-            settled: None,
-        });
-        match &settled[u] {
-            Some(Ok(id)) => outcome.snapshot_id = Some(*id),
-            Some(Err(why)) => outcome.conflict = Some(why.clone()),
-            None => {}
-        }
-    }
 }
 
 /// One rewrite: a bin-pack group into one file, or, for a sorted layout, every planned file of a
