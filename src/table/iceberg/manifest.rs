@@ -104,17 +104,20 @@ fn first_row_id(file: &ManifestFile) -> Option<i64> {
     (file.content == ManifestContentType::Data).then_some(file.first_row_id).flatten().map(|id| id as i64)
 }
 
-/// The spec's first-row-id inheritance: a data file whose `first_row_id` is null gets the
-/// manifest's plus the record counts of the files before it in the manifest that had none
-/// (`next`, advanced here). Written into the entry, so a manifest rewritten from it keeps every
-/// row's id (a null would be assigned afresh by the next manifest list).
+/// The spec's first-row-id inheritance: a live (ADDED or EXISTING) data file whose
+/// `first_row_id` is null gets the manifest's plus the record counts of the live files before it
+/// in the manifest that had none (`next`, advanced here). A DELETED entry takes no id and
+/// advances nothing: the manifest list reserved ids for the manifest's existing and added rows
+/// only (Java's `ManifestReader.idAssigner` skips it too), so counting it would shift every later
+/// file's rows onto ids of another manifest's. Written into the entry, so a manifest rewritten
+/// from it keeps every row's id (a null would be assigned afresh by the next manifest list).
 fn inherit_first_row_id(
     entry: &mut iceberg::spec::ManifestEntry,
     next: &mut Option<i64>,
     spec_id: i32,
 ) -> std::result::Result<(), String> {
     let Some(id) = *next else { return Ok(()) };
-    if entry.data_file.first_row_id().is_some() {
+    if entry.data_file.first_row_id().is_some() || entry.status == ManifestStatus::Deleted {
         return Ok(());
     }
     let file = &entry.data_file;
@@ -481,5 +484,79 @@ mod tests {
         assert_eq!(&file[header.sync_at..header.sync_at + 16], &[7u8; 16]);
         assert!(Header::parse(b"PAR1").is_err());
         assert!(Header::parse(&file[..header.sync_at + 4]).is_err(), "truncated before the sync marker");
+    }
+
+    /// A v3 manifest a commit rewrote after an upgrade — [DELETED a (10 rows), EXISTING b (5),
+    /// ADDED c (3)], none with an explicit `first_row_id` — under a list entry whose
+    /// `first_row_id` is 100: the list reserved ids for b and c only, so b's rows are 100..105 and
+    /// c's 105..108, and a gets none (it counted a before: b at 110, outside the range).
+    #[test]
+    fn first_row_id_inheritance_skips_deleted_entries() {
+        use iceberg::spec::{
+            DataContentType, DataFileBuilder, DataFileFormat, FormatVersion as V, NestedField, PrimitiveType, Schema,
+            SortOrder, Struct, TableMetadataBuilder, Type, UnboundPartitionSpec,
+        };
+        let dir = std::env::temp_dir().join(format!("lakehouse-row-ids-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let schema = Schema::builder()
+            .with_fields(vec![NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into()])
+            .build()
+            .unwrap();
+        let location = dir.to_string_lossy().into_owned();
+        let metadata = TableMetadataBuilder::new(
+            schema.clone(),
+            UnboundPartitionSpec::builder().build(),
+            SortOrder::unsorted_order(),
+            location.clone(),
+            V::V3,
+            Default::default(),
+        )
+        .unwrap()
+        .build()
+        .unwrap()
+        .metadata;
+        let file = |name: &str, rows: u64| {
+            DataFileBuilder::default()
+                .content(DataContentType::Data)
+                .file_path(format!("{location}/{name}.parquet"))
+                .file_format(DataFileFormat::Parquet)
+                .partition(Struct::empty())
+                .record_count(rows)
+                .file_size_in_bytes(100)
+                .partition_spec_id(0)
+                .build()
+                .unwrap()
+        };
+        let path = format!("{location}/m.avro");
+        let file_io = iceberg::io::FileIO::new_with_fs();
+        let written = crate::runtime::block_on(async {
+            let mut writer = crate::table::iceberg::manifest_writer(
+                &file_io,
+                &path,
+                7,
+                metadata.current_schema().clone(),
+                metadata.default_partition_spec().as_ref().clone(),
+                V::V3,
+                ManifestContentType::Data,
+            )
+            .unwrap();
+            writer.add_delete_file(file("a", 10), 1, Some(1)).unwrap();
+            writer.add_existing_file(file("b", 5), 3, 1, Some(1)).unwrap();
+            writer.add_file(file("c", 3), 2).unwrap();
+            writer.write_manifest_file().await.unwrap()
+        })
+        .unwrap();
+        let listed = ManifestFile { first_row_id: Some(100), ..written };
+        let manifest = decode_bytes(&std::fs::read(&path).unwrap(), &metadata, &listed).unwrap();
+        let ids: Vec<(String, Option<i64>)> = manifest
+            .entries()
+            .iter()
+            .map(|e| (e.file_path().rsplit('/').next().unwrap().to_string(), e.data_file().first_row_id()))
+            .collect();
+        assert_eq!(
+            ids,
+            vec![("a.parquet".into(), None), ("b.parquet".into(), Some(100)), ("c.parquet".into(), Some(105))]
+        );
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }
