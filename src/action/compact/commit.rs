@@ -15,6 +15,7 @@ use crate::interrupt::pause_for_tests;
 use crate::runtime;
 use crate::store::{location_key, strip_file_scheme};
 use crate::table::iceberg::commit::{CommitOutcome, commit_table, relocate, snapshot_landed};
+use crate::table::iceberg::history::descends_from;
 use crate::table::iceberg::{
     CarriedManifest, IcebergTable, LoadedManifest, manifest_writer, new_snapshot_id, rewrite_manifest_dropping,
     with_counts, with_main_snapshot, write_manifest_list,
@@ -57,19 +58,32 @@ impl Base {
     }
 }
 
+/// What a rewrite read, which a head it is committed on must still hold ([`check_rebase`]).
+pub(super) struct Start {
+    /// The snapshot read (`None`: the table had none).
+    pub(super) snapshot_id: Option<i64>,
+    /// Its sequence number: the data sequence number the new files take.
+    pub(super) sequence_number: i64,
+    /// Each replaced file's `first_row_id` as read (format v3 row lineage): the rows written
+    /// carry the ids it gave them, or none when it was null.
+    pub(super) first_row_ids: HashMap<String, Option<i64>>,
+}
+
 /// Commits, retrying on a moved head while the rewrite is still valid there ([`check_rebase`]);
 /// `moved`: the head has moved since `base` (an earlier batch of this rewrite committed,
-/// [`super::progress`]), so the first attempt is on the head too. New files take
-/// `starting_sequence_number`, the data sequence number of the snapshot the rewrite read. Of the delete `candidates`, those dangling on the head committed to
-/// ([`dangling_deletes`]) are removed by the same snapshot; they are returned with the commit
-/// (its `files` left for the caller to fill).
+/// [`super::progress`]), so the first attempt is on the head too. New files take the data
+/// sequence number of the snapshot the rewrite read (`start`). The delete `candidates` are the
+/// delete files that applied to the replaced files (so the rewrite applied them): each must still
+/// be live on the head committed to; those dangling there ([`dangling_deletes`]) are removed by
+/// the same snapshot and returned with the commit (its `files` left for the caller to fill).
 pub(super) fn commit_with_retries<'c>(
     mut base: Base,
     moved: bool,
-    starting_sequence_number: i64,
+    start: &Start,
     written: &[Written],
     candidates: &'c [Candidate],
 ) -> Result<(Committed, Vec<&'c Candidate>)> {
+    let starting_sequence_number = start.sequence_number;
     let replaced: HashSet<&str> = written.iter().flat_map(|w| w.replaces.iter().map(String::as_str)).collect();
     // The new data files are on disk before any metadata names them (each attempt's manifests
     // and list are flushed before its commit).
@@ -77,7 +91,7 @@ pub(super) fn commit_with_retries<'c>(
     pause_for_tests();
     if moved {
         base = base.at_head()?;
-        check_rebase(&base, starting_sequence_number, &replaced)?;
+        check_rebase(&base, start, &replaced, candidates)?;
     }
     if !candidates.is_empty() && !base.carried.is_empty() {
         // Which delete files dangle is judged on every live file: decode them all.
@@ -108,7 +122,7 @@ pub(super) fn commit_with_retries<'c>(
             Ok((CommitOutcome::Conflict, _)) => {
                 remove_all(&scratch);
                 base = base.at_head()?;
-                check_rebase(&base, starting_sequence_number, &replaced)?;
+                check_rebase(&base, start, &replaced, candidates)?;
             }
             Err(e) => {
                 remove_all(&scratch);
@@ -142,31 +156,68 @@ fn settle_unknown(located: &Located, snapshot_id: i64, why: &str) -> Result<(i64
     }
 }
 
-/// Whether a rewrite that read the snapshot of `starting_sequence_number` can be committed on
-/// `head`: every replaced file must still be live, and no position delete committed since (a
-/// data sequence number above the start) may apply to one — its rows would come back, since the
-/// new files do not carry the positions it names. Equality deletes committed since are fine: the
-/// new files keep the starting sequence number, so they still apply (Java's rule with
-/// `use-starting-sequence-number`).
-fn check_rebase(head: &Base, starting_sequence_number: i64, replaced: &HashSet<&str>) -> Result<()> {
+/// Whether a rewrite that read `start` can be committed on `head`:
+/// - the head descends from the snapshot read ([`descends_from`]): after a rollback the rewrite
+///   would carry deletes the table no longer has, and delete again the rows it restored;
+/// - every replaced file is still live, with the `first_row_id` it was read with (format v3: an
+///   upgraded table's first v3 commit gives the old manifests ids; rows written without them
+///   would get fresh ones at this commit and change identity);
+/// - every delete file the rewrite applied (`applied`) is still live (one rewritten or removed
+///   meanwhile is another history of the rows);
+/// - no position delete committed since (a data sequence number above the start) applies to a
+///   replaced file — its rows would come back, since the new files do not carry the positions it
+///   names. Equality deletes committed since are fine: the new files keep the starting sequence
+///   number, so they still apply (Java's rule with `use-starting-sequence-number`).
+fn check_rebase(head: &Base, start: &Start, replaced: &HashSet<&str>, applied: &[Candidate]) -> Result<()> {
+    let refuse = |why: String| {
+        Err(Error::conflict(format!("{why}; nothing was committed and the rewritten files were removed")))
+    };
+    if let Some(id) = start.snapshot_id {
+        let metadata = &head.table.metadata;
+        let current = metadata.current_snapshot().map(|s| s.snapshot_id());
+        if let Some(why) = descends_from(metadata, id).refusal(id, current) {
+            return refuse(why);
+        }
+    }
     let files: Vec<DataFile> = head.manifests.iter().flat_map(|m| head.table.model_files(m)).collect();
     let live: HashMap<&str, &DataFile> = files.iter().map(|f| (f.path.as_str(), f)).collect();
     if let Some(gone) = replaced.iter().find(|p| !live.contains_key(**p)) {
-        return Err(Error::conflict(format!(
-            "the table changed while compacting and '{gone}' is no longer live; nothing was committed and the \
-             rewritten files were removed"
-        )));
+        return refuse(format!("the table changed while compacting and '{gone}' is no longer live"));
     }
-    let new_position_deletes = files.iter().filter(|f| {
-        f.content == table::FileContent::PositionDeletes && f.data_sequence_number > starting_sequence_number
-    });
+    let live_entries: HashSet<(&str, Option<i64>)> = files.iter().map(DataFile::entry).collect();
+    if let Some(gone) = applied.iter().find(|c| !live_entries.contains(&c.file.entry())) {
+        return refuse(format!(
+            "the table changed while compacting and '{}', a delete file this compaction applied, is no longer live",
+            gone.file.path
+        ));
+    }
+    let row_ids_at_head = head
+        .manifests
+        .iter()
+        .flat_map(|m| m.manifest.entries().iter().filter(|e| e.is_alive()))
+        .filter(|e| replaced.contains(e.file_path()));
+    for entry in row_ids_at_head {
+        let now = entry.data_file().first_row_id();
+        if let Some(read) = start.first_row_ids.get(entry.file_path()).filter(|read| **read != now) {
+            return refuse(format!(
+                "the row ids of '{}' changed while compacting (first_row_id {} when read, {} now: the table's first \
+                 format v3 commit gave its rows ids)",
+                entry.file_path(),
+                read.map_or("null".to_string(), |id| id.to_string()),
+                now.map_or("null".to_string(), |id| id.to_string()),
+            ));
+        }
+    }
+    let new_position_deletes = files
+        .iter()
+        .filter(|f| f.content == table::FileContent::PositionDeletes && f.data_sequence_number > start.sequence_number);
     for delete in new_position_deletes {
         if let Some(target) = replaced.iter().find(|p| delete.applies_to(live[**p])) {
-            return Err(Error::conflict(format!(
+            return refuse(format!(
                 "a delete committed while compacting ('{}') can delete rows of '{target}', which this compaction \
-                 replaces; nothing was committed and the rewritten files were removed",
+                 replaces",
                 delete.path
-            )));
+            ));
         }
     }
     Ok(())

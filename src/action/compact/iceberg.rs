@@ -11,7 +11,7 @@ use ::iceberg::spec::{
     PrimitiveType, Schema, Transform, Type,
 };
 
-use super::commit::{Base, Candidate, Written, commit_with_retries};
+use super::commit::{Base, Candidate, Start, Written, commit_with_retries};
 use super::deletes::{DeleteSet, DeletedCounts, Input};
 use super::deletion_vectors::DeletedPositions;
 use super::focus::Focus;
@@ -366,6 +366,15 @@ impl Rewrite for IcebergRewrite<'_> {
         require_exclusive(self.located)
     }
 
+    /// A format v3 table with data files that have no `first_row_id` yet (upgraded from v2, its
+    /// old manifests not yet given ids): the first commit gives every such manifest its ids, so a
+    /// later batch, read before, would write its rows without them and they would get fresh ids.
+    fn one_commit(&self) -> Option<&'static str> {
+        let unassigned = (0..self.files.len())
+            .any(|i| self.files[i].content == FileContent::Data && self.source(i).first_row_id().is_none());
+        (self.lineage && unassigned).then_some("the table's rows get their format v3 row ids from its first v3 commit")
+    }
+
     fn rewrite(
         &self,
         conn: &Nested,
@@ -404,7 +413,15 @@ impl Rewrite for IcebergRewrite<'_> {
         };
         let replaced: HashSet<&str> = written.iter().flat_map(|w| w.replaces.iter().map(String::as_str)).collect();
         let candidates = self.removal_candidates(&replaced);
-        let (outcome, removed) = commit_with_retries(base, moved, self.starting_sequence_number, written, &candidates)?;
+        let start = Start {
+            snapshot_id: self.table.metadata.current_snapshot().map(|s| s.snapshot_id()),
+            sequence_number: self.starting_sequence_number,
+            first_row_ids: (0..self.files.len())
+                .filter(|&i| replaced.contains(self.files[i].path.as_str()))
+                .map(|i| (self.files[i].path.clone(), self.source(i).first_row_id()))
+                .collect(),
+        };
+        let (outcome, removed) = commit_with_retries(base, moved, &start, written, &candidates)?;
         let mut by_partition: HashMap<PartitionKey, u64> = HashMap::new();
         for c in removed {
             for key in &c.partitions {

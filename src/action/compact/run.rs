@@ -172,6 +172,10 @@ pub(crate) trait Rewrite {
     fn sorts(&self) -> bool {
         !matches!(self.layout(), Layout::Binpack)
     }
+    /// Why the rewrite must be committed in one batch even with partial progress, if it must.
+    fn one_commit(&self) -> Option<&'static str> {
+        None
+    }
     /// Commits everything written; `moved`: an earlier batch of this rewrite committed, so the
     /// table's head is no longer the state read (the commit starts from the head, once checked
     /// that the rewrite still holds there). An error means nothing was committed (the flow then
@@ -291,7 +295,14 @@ pub(crate) fn run<R: Rewrite>(
         // which a DuckDB that cannot set it per session may not guarantee.
         conn.require_ordered_writes()?;
     }
-    let max_commits = if options.partial_progress { options.max_commits } else { 1 };
+    let max_commits = match (options.partial_progress, rewrite.one_commit()) {
+        (true, None) => options.max_commits,
+        (true, Some(why)) => {
+            crate::progress_lines::line(|| format!("committing in one batch: {why}"));
+            1
+        }
+        (false, _) => 1,
+    };
     let unit_plans: Vec<usize> = units.iter().map(|u| u.plan).collect();
     for batch in batches::batches(&unit_plans, max_commits) {
         let stands = what_stands(&report);

@@ -6,6 +6,7 @@ pub mod avro_writer;
 pub mod commit;
 pub mod deletion_vector;
 pub mod files;
+pub mod history;
 pub mod list_reader;
 pub mod manifest;
 pub mod manifest_merge;
