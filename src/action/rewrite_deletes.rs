@@ -227,7 +227,20 @@ impl State {
                 let equality =
                     deletes.iter().filter(|&&d| self.files[d].content == FileContent::EqualityDeletes).count();
                 let unreadable = equality > 0 && self.data_in_scope(deletes).iter().any(|&i| !self.files[i].parquet);
-                let (rewrites, reason) = if unreadable {
+                let outranked = match version >= FormatVersion::V3 {
+                    true => self.unread_position_deletes(deletes),
+                    false => 0,
+                };
+                let (rewrites, reason) = if outranked > 0 {
+                    (
+                        false,
+                        format!(
+                            "{outranked} ORC or Avro position delete files apply to its data files; this rewrite does not \
+                             read them, and a deletion vector written beside them would make readers ignore them (a \
+                             vector replaces every earlier position delete of its data file)"
+                        ),
+                    )
+                } else if unreadable {
                     (
                         false,
                         format!(
@@ -263,6 +276,20 @@ impl State {
                 })
             })
             .collect()
+    }
+
+    /// How many live position delete files that are neither Parquet nor deletion vectors (ORC,
+    /// Avro: this rewrite reads Parquet only) apply to a data file the partition's `deletes` can
+    /// apply to. On format v3 the rewrite writes deletion vectors, and a reader takes a data
+    /// file's vector in place of every earlier position delete of it (the spec; Java's
+    /// `DeleteFileIndex.forDataFile`): rows those files alone delete would come back.
+    fn unread_position_deletes(&self, deletes: &[usize]) -> usize {
+        let data = self.data_in_scope(deletes);
+        (0..self.files.len())
+            .filter(|&d| self.files[d].content == FileContent::PositionDeletes && !self.files[d].parquet)
+            .filter(|&d| !is_deletion_vector(self.source(d)))
+            .filter(|&d| data.iter().any(|&i| self.files[d].applies_to(&self.files[i])))
+            .count()
     }
 
     /// The live data files (model indices) a delete file of partition `key` can apply to.

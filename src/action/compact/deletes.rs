@@ -159,12 +159,9 @@ impl DeleteSet {
                 )
             };
             let condition: Vec<String> = std::iter::once("__f.__seq < __x.__seq".to_string())
-                .chain(
-                    fields
-                        .iter()
-                        .enumerate()
-                        .map(|(k, (f, _))| format!("__d.{} IS NOT DISTINCT FROM __x.__k{k}", quote_ident(&f.name))),
-                )
+                .chain(fields.iter().enumerate().map(|(k, (f, _))| {
+                    equal_values(&format!("__d.{}", quote_ident(&f.name)), &format!("__x.__k{k}"), f)
+                }))
                 .collect();
             sources.push((
                 format!(
@@ -256,4 +253,20 @@ pub(crate) struct Input<'a> {
     pub(crate) file: &'a IcebergDataFile,
     pub(crate) sequence_number: i64,
     pub(crate) first_row_id: Option<i64>,
+}
+
+/// The SQL condition under which an equality delete's value `delete` deletes a row's value `row`
+/// of `field`: equal, null equal to null — as Java compares them (`StructLikeSet` with
+/// `Comparators.forType`): a float or double compares as `Float.compare`/`Double.compare`, so
+/// -0.0 is not 0.0 while every NaN equals every NaN. DuckDB's equality takes -0.0 for 0.0 (and
+/// NaN for NaN), so the sign bit of a non-NaN value must match too.
+fn equal_values(row: &str, delete: &str, field: &NestedField) -> String {
+    use ::iceberg::spec::{PrimitiveType, Type};
+    let equal = format!("{row} IS NOT DISTINCT FROM {delete}");
+    match field.field_type.as_ref() {
+        Type::Primitive(PrimitiveType::Float | PrimitiveType::Double) => {
+            format!("({equal} AND ({row} IS NULL OR isnan({row}) OR signbit({row}) = signbit({delete})))")
+        }
+        _ => equal,
+    }
 }
