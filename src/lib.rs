@@ -49,7 +49,8 @@
 //!   [`table::iceberg::manifest_merge`] merges manifests by copying entries' bytes (written by
 //!   [`table::iceberg::avro_writer`]), [`table::iceberg::tallies`]
 //!   what their tallies give the planners (kept per table, manifests carried undecoded), [`table::iceberg::reach`]
-//!   what many snapshots reference, [`table::iceberg::stand_in`] v3 types iceberg-rust lacks,
+//!   what many snapshots reference, [`table::iceberg::history`] whether the head descends from a
+//!   snapshot read (a rebase's first check), [`table::iceberg::stand_in`] v3 types iceberg-rust lacks,
 //!   [`table::iceberg::partition`] Java's partition labels, [`table::iceberg::deletion_vector`]
 //!   v3 deletion vectors in Puffin files, [`table::iceberg::commit`] makes a metadata file
 //!   current atomically). [`table::delta`]: the log through delta-rs,
