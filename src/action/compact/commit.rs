@@ -184,6 +184,18 @@ fn check_rebase(head: &Base, start: &Start, replaced: &HashSet<&str>, applied: &
     if let Some(gone) = replaced.iter().find(|p| !live.contains_key(**p)) {
         return refuse(format!("the table changed while compacting and '{gone}' is no longer live"));
     }
+    let new_position_deletes = files
+        .iter()
+        .filter(|f| f.content == table::FileContent::PositionDeletes && f.data_sequence_number > start.sequence_number);
+    for delete in new_position_deletes {
+        if let Some(target) = replaced.iter().find(|p| delete.applies_to(live[**p])) {
+            return refuse(format!(
+                "a delete committed while compacting ('{}') can delete rows of '{target}', which this compaction \
+                 replaces",
+                delete.path
+            ));
+        }
+    }
     let live_entries: HashSet<(&str, Option<i64>)> = files.iter().map(DataFile::entry).collect();
     if let Some(gone) = applied.iter().find(|c| !live_entries.contains(&c.file.entry())) {
         return refuse(format!(
@@ -205,18 +217,6 @@ fn check_rebase(head: &Base, start: &Start, replaced: &HashSet<&str>, applied: &
                 entry.file_path(),
                 read.map_or("null".to_string(), |id| id.to_string()),
                 now.map_or("null".to_string(), |id| id.to_string()),
-            ));
-        }
-    }
-    let new_position_deletes = files
-        .iter()
-        .filter(|f| f.content == table::FileContent::PositionDeletes && f.data_sequence_number > start.sequence_number);
-    for delete in new_position_deletes {
-        if let Some(target) = replaced.iter().find(|p| delete.applies_to(live[**p])) {
-            return refuse(format!(
-                "a delete committed while compacting ('{}') can delete rows of '{target}', which this compaction \
-                 replaces",
-                delete.path
             ));
         }
     }
