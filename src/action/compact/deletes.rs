@@ -79,6 +79,17 @@ impl DeleteSet {
                 )
             })
             .collect();
+        // Each float or double equality column's sign bit beside it: the condition of
+        // [`equal_values`] compares it, and a correlated `EXISTS` then tells -0.0 from 0.0 (DuckDB
+        // takes the distinct values of the columns it correlates on, where -0.0 is 0.0).
+        let signs: Vec<String> = float_equality_fields(schema, deletes)
+            .iter()
+            .map(|f| format!("signbit({}) AS {}", quote_ident(&f.name), sign_column(f)))
+            .collect();
+        let source = match signs.is_empty() {
+            true => source,
+            false => format!("(SELECT *, {} FROM {source})", signs.join(", ")),
+        };
         let data = format!(
             "{source} AS __d JOIN (VALUES {}) AS __f(__file, __path, __seq, __first_row_id) \
              ON __d.__lakehouse_file = __f.__file",
@@ -159,9 +170,7 @@ impl DeleteSet {
                 )
             };
             let condition: Vec<String> = std::iter::once("__f.__seq < __x.__seq".to_string())
-                .chain(fields.iter().enumerate().map(|(k, (f, _))| {
-                    equal_values(&format!("__d.{}", quote_ident(&f.name)), &format!("__x.__k{k}"), f)
-                }))
+                .chain(fields.iter().enumerate().map(|(k, (f, _))| equal_values(&format!("__x.__k{k}"), f)))
                 .collect();
             sources.push((
                 format!(
@@ -255,18 +264,42 @@ pub(crate) struct Input<'a> {
     pub(crate) first_row_id: Option<i64>,
 }
 
-/// The SQL condition under which an equality delete's value `delete` deletes a row's value `row`
-/// of `field`: equal, null equal to null — as Java compares them (`StructLikeSet` with
-/// `Comparators.forType`): a float or double compares as `Float.compare`/`Double.compare`, so
-/// -0.0 is not 0.0 while every NaN equals every NaN. DuckDB's equality takes -0.0 for 0.0 (and
-/// NaN for NaN), so the sign bit of a non-NaN value must match too.
-fn equal_values(row: &str, delete: &str, field: &NestedField) -> String {
-    use ::iceberg::spec::{PrimitiveType, Type};
+/// The SQL condition under which an equality delete's value `delete` deletes the value of
+/// `field` of the data row `__d`: equal, null equal to null — as Java compares them
+/// (`StructLikeSet` with `Comparators.forType`): a float or double compares as
+/// `Float.compare`/`Double.compare`, so -0.0 is not 0.0 while every NaN equals every NaN.
+/// DuckDB's equality takes -0.0 for 0.0 (and NaN for NaN), so the sign bit of a non-NaN value
+/// must match too: the row's from its [`sign_column`], which [`DeleteSet::new`] adds to `__d`.
+fn equal_values(delete: &str, field: &NestedField) -> String {
+    let row = format!("__d.{}", quote_ident(&field.name));
     let equal = format!("{row} IS NOT DISTINCT FROM {delete}");
-    match field.field_type.as_ref() {
-        Type::Primitive(PrimitiveType::Float | PrimitiveType::Double) => {
-            format!("({equal} AND ({row} IS NULL OR isnan({row}) OR signbit({row}) = signbit({delete})))")
+    match is_float(field) {
+        true => {
+            format!("({equal} AND ({row} IS NULL OR isnan({row}) OR __d.{} = signbit({delete})))", sign_column(field))
         }
-        _ => equal,
+        false => equal,
     }
+}
+
+/// Whether `field` is a float or double column.
+fn is_float(field: &NestedField) -> bool {
+    use ::iceberg::spec::{PrimitiveType, Type};
+    matches!(field.field_type.as_ref(), Type::Primitive(PrimitiveType::Float | PrimitiveType::Double))
+}
+
+/// The column of `__d` holding the sign bit of float column `field` ([`equal_values`]).
+fn sign_column(field: &NestedField) -> String {
+    format!("__lakehouse_sign_{}", field.id)
+}
+
+/// The float and double columns some equality delete of `deletes` compares, once each.
+fn float_equality_fields<'s>(schema: &'s Schema, deletes: &[Input<'_>]) -> Vec<&'s NestedField> {
+    let mut ids: Vec<i32> = deletes
+        .iter()
+        .filter(|d| d.file.content_type() == DataContentType::EqualityDeletes)
+        .flat_map(|d| d.file.equality_ids().unwrap_or_default())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids.iter().filter_map(|id| schema.field_by_id(*id)).map(|f| f.as_ref()).filter(|f| is_float(f)).collect()
 }
