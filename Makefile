@@ -194,13 +194,15 @@ bench: venv spark servers release .venv-zamboni/.installed .venv-spark400/.insta
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_zamboni.py
 	LAKEHOUSE_EXTENSION=build/release/lakehouse.duckdb_extension $(PY) bench/bench_layout.py
 
-# The chaos harness (test/chaos/harness.py): three runs of CHAOS_SECONDS each (Iceberg written by
-# pyiceberg; Iceberg written by pyiceberg and Spark's merge-on-read; Delta written by deltalake) on
-# a random seed (or CHAOS_SEED); each run's summary is appended to bench/results/chaos.jsonl and
-# bench/results/chaos.md is made from that file. A failure prints its seed and how to replay it.
-# `make test` runs a seeded 50 s of each (test/integration/test_chaos.py). Then the gate on a busy
-# table, partial progress off and on, BUSY_RUNS runs per format (test/chaos/busy.py) →
-# bench/results/partial_progress.md.
+# The chaos harness (test/chaos/harness.py): four runs of CHAOS_SECONDS each (Iceberg written by
+# pyiceberg; Iceberg v2 written by pyiceberg and Spark — merge-on-read deletes in Parquet, Avro or
+# ORC, rollbacks, set-current, cherry-picks — and read by Spark; the same upgraded to v3 mid-run,
+# Spark writing deletion vectors and row lineage; Delta written and RESTOREd by deltalake) on a
+# random seed (or CHAOS_SEED); each run's summary is appended to bench/results/chaos.jsonl and
+# bench/results/chaos.md is made from that file. A failure prints its seed, the invariant it
+# broke and how to replay it. `make test` runs a seeded 50 s of each (test/integration/test_chaos.py).
+# Then the gate on a busy table, partial progress off and on, BUSY_RUNS runs per format
+# (test/chaos/busy.py) → bench/results/partial_progress.md.
 CHAOS_SECONDS ?= 600
 BUSY_RUNS ?= 5
 CHAOS_RUN = LAKEHOUSE_EXTENSION=$(TEST_EXT) $(PY) test/chaos/harness.py --seconds $(CHAOS_SECONDS) \
@@ -209,6 +211,7 @@ chaos: venv spark debug
 	status=0; \
 	$(CHAOS_RUN) --format iceberg || status=1; \
 	$(CHAOS_RUN) --format iceberg --spark || status=1; \
+	$(CHAOS_RUN) --format iceberg --spark --upgrade || status=1; \
 	$(CHAOS_RUN) --format delta || status=1; \
 	$(PY) test/chaos/report.py bench/results/chaos.jsonl > bench/results/chaos.md; \
 	rm -f bench/results/partial_progress.jsonl; \

@@ -4,7 +4,9 @@ The writers are libraries we did not write: pyiceberg (on a sqlite SQL catalog) 
 Usage: ``python writer.py '<json>'`` with ``{"format", "op", ...}`` (with ``"wait": true`` it imports
 its library, prints ``ready`` and waits for a line on stdin before it starts); prints one JSON line:
 ``{"ok": true}`` when the operation committed, ``{"ok": false, "conflict": "<message>"}`` when
-the library refused to commit because the table moved under it (the model is then unchanged).
+the library refused to commit because the table moved under it, ``{"ok": false, "unsupported":
+"<message>"}`` when the library cannot do it on this table (pyiceberg: a v3 table, or Avro/ORC
+position deletes to read, which Spark writes); the model is then unchanged.
 Anything else is an exception and a non-zero exit: the harness reports it with its seed.
 
 Operations (each on rows ``{id: long, p: int, val: string}``, partitioned by ``p``):
@@ -13,6 +15,7 @@ Operations (each on rows ``{id: long, p: int, val: string}``, partitioned by ``p
   overwrite  p=<int>, rows=[...]   (every row of partition p replaced by rows)
   add_column name=<str>            (a nullable string column; later writes leave it null)
   evolve_spec                      (Iceberg: a bucket(4, id) partition field added)
+  restore    version=<int>         (Delta: DeltaTable.restore, the table as it was at that version)
 """
 
 from __future__ import annotations
@@ -85,6 +88,8 @@ def delta(op: dict) -> None:
         table = DeltaTable(path)
         write_deltalake(path, rows_table(op["rows"], pa.schema(table.schema().to_arrow())), mode="overwrite",
                         predicate=f"p = {int(op['p'])}")
+    elif kind == "restore":
+        DeltaTable(path).restore(int(op["version"]))
     elif kind == "add_column":
         table = DeltaTable(path)
         schema = pa.schema(table.schema().to_arrow()).append(pa.field(op["name"], pa.string()))
@@ -97,6 +102,11 @@ def delta_conflict(error: BaseException) -> bool:
     from deltalake.exceptions import CommitFailedError
 
     return isinstance(error, CommitFailedError)
+
+
+# What pyiceberg says when it cannot do the operation on this table at all (not a conflict: the
+# same operation fails again on a table that does not change).
+UNSUPPORTED = ("Delete file format not supported", "Cannot write manifest for table version")
 
 
 def missing_path(message: str) -> str:
@@ -126,6 +136,9 @@ def main() -> int:
                           "missing": error.filename or missing_path(str(error))}))
         return 0
     except Exception as error:  # noqa: BLE001 - classified, then re-raised
+        if any(text in str(error) for text in UNSUPPORTED):
+            print(json.dumps({"ok": False, "unsupported": f"{type(error).__name__}: {error}"[:300]}))
+            return 0
         if conflict(error):
             print(json.dumps({"ok": False, "conflict": f"{type(error).__name__}: {error}"[:500]}))
             return 0
