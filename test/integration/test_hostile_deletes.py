@@ -12,18 +12,15 @@ fix, which compared paths with the metadata's own `location` as text.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
-import sqlite3
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 
 import conftest as c
 from test_compact_iceberg import duckdb_rows, pyiceberg_rows
-from test_expire_iceberg import backdate, expire
+from test_expire_iceberg import backdate, commit_metadata_change, expire
 
 DAY_S = 86_400
 
@@ -41,19 +38,7 @@ def other_teams_file(con, path: Path, age_days: float = 10.0) -> Path:
 def set_location(catalog, name: str, location: Path):
     """The table's metadata names `location` as its location: a new metadata file with that one
     change, which the catalog then points at (as a writer with access to the table can do)."""
-    table = catalog.load_table(f"{c.NAMESPACE}.{name}")
-    path = Path(c.local_path(table.metadata_location))
-    meta = json.loads(path.read_text())
-    meta["location"] = str(location)
-    meta.setdefault("metadata-log", []).append({"metadata-file": table.metadata_location,
-                                                "timestamp-ms": int(time.time() * 1000)})
-    new_path = path.parent / f"{int(path.name.split('-')[0]) + 1:05d}-{uuid.uuid4()}.metadata.json"
-    new_path.write_text(json.dumps(meta))
-    db = sqlite3.connect(catalog.test_uri[len("sqlite:///"):])
-    db.execute("UPDATE iceberg_tables SET metadata_location = ? WHERE table_name = ?", (f"file://{new_path}", name))
-    db.commit()
-    db.close()
-    return catalog.load_table(f"{c.NAMESPACE}.{name}")
+    return commit_metadata_change(catalog, name, lambda meta, _now: meta.update(location=str(location)))
 
 
 def table_with_a_foreign_file_in_old_snapshots(con, catalog, name: str, foreign: Path):
