@@ -68,7 +68,7 @@
 //!   `stats.rs`, `commit.rs`, column defaults in `defaults.rs`, the Delta rewrite in `delta.rs`
 //!   with `delta_columns.rs` and `delta_commit.rs`; `deletion_vectors.rs` serves both formats, and
 //!   so does `stitch.rs`, which copies row groups byte for byte instead of re-encoding them); [`action::expire`],
-//!   [`action::orphans`], [`action::vacuum`], [`action::rewrite_manifests`],
+//!   [`action::orphans`] (both delete only inside [`action::boundary`], the table's root as named), [`action::vacuum`], [`action::rewrite_manifests`],
 //!   [`action::rewrite_deletes`] (position deletes merged, or made deletion vectors), [`action::health`]
 //!   (metadata-bloat figures from the other actions' dry plans), [`action::executor`] (the Spark
 //!   hand-off; what it needs of a format is [`action::spark_rewrite`], Delta's OPTIMIZE

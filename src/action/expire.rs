@@ -27,12 +27,13 @@ use iceberg::{Catalog, Namespace, NamespaceIdent, TableCommit, TableCreation, Ta
 
 use futures::StreamExt;
 
+use crate::action::boundary::{Boundary, within_real};
 use crate::catalog::{Backend, CatalogTable};
 use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt::pause_for_tests;
 use crate::plan::expiry::{Deletion, FileKind, unreachable_files};
 use crate::runtime;
-use crate::store::{is_inside, location_key, strip_file_scheme};
+use crate::store::{location_key, strip_file_scheme};
 use crate::table::Located;
 use crate::table::iceberg::IcebergTable;
 use crate::table::iceberg::commit::{CommitOutcome, commit_table, relocate, require_exclusive};
@@ -99,8 +100,11 @@ pub enum Outcome {
     Deleted,
     /// It did not exist any more (not an error).
     AlreadyGone,
-    /// Outside the table location: reported, never deleted.
+    /// Outside the table location, or the location outside the table's root: reported, never
+    /// deleted.
     OutsideLocation,
+    /// Its real path (symlinks resolved) leaves the table's root: reported, never deleted.
+    OutsideRoot,
     /// The delete failed; the file is an orphan for a later cleanup.
     Failed(String),
     /// Not deleted: the query was interrupted first; the file is an orphan for a later cleanup.
@@ -115,6 +119,7 @@ impl Outcome {
             Outcome::Deleted => "deleted".into(),
             Outcome::AlreadyGone => "already gone".into(),
             Outcome::OutsideLocation => "kept: outside the table location".into(),
+            Outcome::OutsideRoot => "kept: its real path (symlinks resolved) leaves the table's root".into(),
             Outcome::Failed(e) => format!("delete failed: {e}"),
             Outcome::Interrupted => "kept: interrupted before its delete (an orphan cleanup removes it)".into(),
         }
@@ -358,6 +363,10 @@ pub fn files_to_delete(table: &IcebergTable, selection: &Selection) -> Result<Ve
         retained.decode(table, all, false)?;
     }
     let mut files = unreachable_files(&expired, &retained, location)?;
+    let boundary = Boundary::of(table);
+    for file in &mut files {
+        file.inside_location = file.inside_location && boundary.admits(&file.path);
+    }
 
     // Statistics and metadata files, compared as normalized paths and listed once each.
     let key = location_key;
@@ -375,7 +384,7 @@ pub fn files_to_delete(table: &IcebergTable, selection: &Selection) -> Result<Ve
                 path: path.to_string(),
                 size_bytes: u64::try_from(size).ok(),
                 snapshot_id,
-                inside_location: is_inside(path, location),
+                inside_location: boundary.admits(path),
             });
         }
     };
@@ -425,8 +434,11 @@ pub fn expire(located: &Located, options: &ExpiryOptions) -> Result<ExpiryReport
             return Ok(report);
         }
         let deletions = files_to_delete(&table, &selection)?;
+        let boundary = Boundary::of(&table);
+        let real_root = boundary.is_local().then(|| boundary.real_root()).flatten();
         if options.dry_run {
-            report.files = delete_files(deletions, true);
+            report.files = delete_files(deletions, true, real_root.as_deref());
+            report.warning = boundary.refusal().map(str::to_string);
             return Ok(report);
         }
         require_exclusive(&located)?;
@@ -443,8 +455,10 @@ pub fn expire(located: &Located, options: &ExpiryOptions) -> Result<ExpiryReport
                     _ => (deletions, None),
                 };
                 report.metadata_location = Some(location);
-                report.warning = [warning, kept_warning].into_iter().flatten().reduce(|a, b| format!("{a}; {b}"));
-                report.files = delete_files(deletions, false);
+                let refused = boundary.refusal().map(str::to_string);
+                report.warning =
+                    [warning, kept_warning, refused].into_iter().flatten().reduce(|a, b| format!("{a}; {b}"));
+                report.files = delete_files(deletions, false, real_root.as_deref());
                 return Ok(report);
             }
             CommitOutcome::Conflict => located = relocate(&located)?,
@@ -520,14 +534,16 @@ fn keep_what_the_catalog_references(
 }
 
 /// Deletes (or, `dry`, only sizes) every deletion inside the table location, on
-/// [`DELETE_CONCURRENCY`] threads; keeps the planned order.
-pub fn delete_files(deletions: Vec<Deletion>, dry: bool) -> Vec<DeletedFile> {
+/// [`DELETE_CONCURRENCY`] threads; keeps the planned order. `real_root`: a local table's root,
+/// symlinks resolved — a file whose real path leaves it is kept ([`Outcome::OutsideRoot`]),
+/// checked just before its delete.
+pub fn delete_files(deletions: Vec<Deletion>, dry: bool, real_root: Option<&Path>) -> Vec<DeletedFile> {
     let count = deletions.len();
     crate::progress_lines::line(|| format!("{} {count} files", if dry { "checking" } else { "deleting" }));
     let done = if deletions.first().is_some_and(|d| crate::store::is_remote(&d.path)) {
         delete_remote(deletions, dry)
     } else {
-        delete_local(deletions, dry)
+        delete_local(deletions, dry, real_root)
     };
     crate::progress_lines::line(|| {
         let removed = done.iter().filter(|f| f.removed()).count();
@@ -542,7 +558,7 @@ pub fn delete_files(deletions: Vec<Deletion>, dry: bool) -> Vec<DeletedFile> {
 }
 
 /// [`delete_files`] on a local disk, [`DELETE_CONCURRENCY`] at a time.
-fn delete_local(deletions: Vec<Deletion>, dry: bool) -> Vec<DeletedFile> {
+fn delete_local(deletions: Vec<Deletion>, dry: bool, real_root: Option<&Path>) -> Vec<DeletedFile> {
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: Vec<std::sync::Mutex<Option<DeletedFile>>> =
         deletions.iter().map(|_| std::sync::Mutex::new(None)).collect();
@@ -560,7 +576,7 @@ fn delete_local(deletions: Vec<Deletion>, dry: bool) -> Vec<DeletedFile> {
                             outcome: Outcome::Interrupted,
                         }
                     } else {
-                        delete_one(deletion, dry)
+                        delete_one(deletion, dry, real_root)
                     };
                     if let Ok(mut slot) = results[i].lock() {
                         *slot = Some(done);
@@ -645,12 +661,14 @@ fn remove_checksum_companion(path: &Path) {
     }
 }
 
-fn delete_one(deletion: &Deletion, dry: bool) -> DeletedFile {
+fn delete_one(deletion: &Deletion, dry: bool, real_root: Option<&Path>) -> DeletedFile {
     let local = strip_file_scheme(&deletion.path);
     let on_disk = std::fs::symlink_metadata(local);
     let size_bytes = deletion.size_bytes.or_else(|| on_disk.as_ref().ok().map(|m| m.len())).unwrap_or(0);
     let outcome = if !deletion.inside_location {
         Outcome::OutsideLocation
+    } else if on_disk.is_ok() && real_root.is_some_and(|root| !within_real(Path::new(local), root)) {
+        Outcome::OutsideRoot
     } else if on_disk.is_err() {
         Outcome::AlreadyGone
     } else if dry {
@@ -770,21 +788,21 @@ mod tests {
             path: format!("file://{}", path.display()),
             size_bytes: None,
             snapshot_id: None,
-            inside_location: is_inside(&path.to_string_lossy(), &location),
+            inside_location: crate::store::is_inside(&path.to_string_lossy(), &location),
         };
         let deletions = vec![
             plan(dir.join("t/data/a.parquet")),
             plan(dir.join("t/data/gone.parquet")),
             plan(dir.join("outside.parquet")),
         ];
-        let dry = delete_files(deletions.clone(), true);
+        let dry = delete_files(deletions.clone(), true, None);
         assert_eq!(
             dry.iter().map(|d| d.outcome.clone()).collect::<Vec<_>>(),
             vec![Outcome::WouldDelete, Outcome::AlreadyGone, Outcome::OutsideLocation]
         );
         assert_eq!(dry[0].size_bytes, 3);
         assert!(dir.join("t/data/a.parquet").exists());
-        let done = delete_files(deletions, false);
+        let done = delete_files(deletions, false, None);
         assert_eq!(done[0].outcome, Outcome::Deleted);
         assert_eq!(done[0].reclaimed_bytes(), 3);
         assert!(!dir.join("t/data/a.parquet").exists());

@@ -1,5 +1,6 @@
 //! Actions: execute a plan against a table and return what was done.
 
+pub mod boundary;
 pub mod compact;
 pub mod executor;
 pub mod executor_delta;

@@ -24,6 +24,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use crate::action::boundary::Boundary;
 use crate::action::expire::{DeletedFile, delete_files};
 use crate::action::real_paths::RealPaths;
 use crate::error::{Error, ErrorKind, Result};
@@ -86,6 +87,11 @@ pub fn referenced_files(table: &IcebergTable, reach: &Reach) -> Result<HashSet<P
 pub fn find_orphans(table: &IcebergTable, reach: &Reach, older_than_days: f64) -> Result<Vec<Orphan>> {
     if !older_than_days.is_finite() || older_than_days < 0.0 {
         return Err(Error::invalid(format!("older_than_days must be a number >= 0, got {older_than_days}")));
+    }
+    // The listing never leaves the table's root: a location the metadata sets elsewhere is not
+    // listed at all.
+    if let Some(why) = Boundary::of(table).refusal() {
+        return Err(Error::new(ErrorKind::Unsupported, format!("{why}; nothing was listed")));
     }
     if crate::store::is_remote(table.metadata.location()) {
         return find_orphans_remote(table, reach, older_than_days);
@@ -272,6 +278,7 @@ pub fn remove_orphan_files(
     let located = table::locate(table_name, locate)?;
     let table = IcebergTable::load(&located.metadata_location)?;
     let orphans = find_orphans(&table, &load_all(&table)?, older_than_days)?;
+    let boundary = Boundary::of(&table);
     // A commit that landed while we listed may reference some of these files now.
     if !dry_run && relocate(&located)?.metadata_location != located.metadata_location {
         return Err(Error::new(
@@ -287,10 +294,11 @@ pub fn remove_orphan_files(
             path: o.path.clone(),
             size_bytes: Some(o.size_bytes),
             snapshot_id: None,
-            inside_location: crate::store::is_inside(&o.path, table.metadata.location()),
+            inside_location: boundary.admits(&o.path),
         })
         .collect();
-    Ok(orphans.into_iter().zip(delete_files(deletions, dry_run)).collect())
+    let real_root = boundary.is_local().then(|| boundary.real_root()).flatten();
+    Ok(orphans.into_iter().zip(delete_files(deletions, dry_run, real_root.as_deref())).collect())
 }
 
 #[cfg(test)]

@@ -280,7 +280,8 @@ pub fn vacuum(table: &DeltaLakeTable, options: &VacuumOptions, host: &HostDb) ->
             inside_location: c.path.starts_with(&root) && c.path != root,
         })
         .collect();
-    let deleted = delete_files(deletions, options.dry_run);
+    // Delta VACUUM checks real paths against the table root itself (its prefix check and listing).
+    let deleted = delete_files(deletions, options.dry_run, None);
     Ok(VacuumReport {
         retention_hours,
         files: candidates

@@ -46,19 +46,28 @@ def twin(catalog: SqlCatalog, tmp_path: Path) -> SqlCatalog:
 def backdate(catalog: SqlCatalog, name: str, ages_days: dict[int, float]):
     """Rewrites timestamp-ms of snapshots (by position in the snapshot list) in a copy of the
     metadata to now - age, keeps the snapshot log consistent, and points the catalog at the copy."""
+    def change(meta: dict, now: int) -> None:
+        by_id = {}
+        # Writers may list snapshots in any order: position means commit order.
+        meta["snapshots"].sort(key=lambda s: (s.get("sequence-number", 0), s["timestamp-ms"]))
+        for i, snap in enumerate(meta["snapshots"]):
+            if i in ages_days:
+                snap["timestamp-ms"] = now - int(ages_days[i] * DAY_MS) + i  # + i keeps the order strict
+            by_id[snap["snapshot-id"]] = snap["timestamp-ms"]
+        for entry in meta.get("snapshot-log", []):
+            entry["timestamp-ms"] = by_id.get(entry["snapshot-id"], entry["timestamp-ms"])
+
+    return commit_metadata_change(catalog, name, change)
+
+
+def commit_metadata_change(catalog: SqlCatalog, name: str, change) -> object:
+    """Writes a copy of the table's metadata with ``change(meta, now_ms)`` applied as the next
+    metadata file and points the sqlite catalog at it, as a writer with access to the table can."""
     table = catalog.load_table(f"{c.NAMESPACE}.{name}")
     path = Path(c.local_path(table.metadata_location))
     meta = json.loads(path.read_text())
     now = int(time.time() * 1000)
-    by_id = {}
-    # Writers may list snapshots in any order: position means commit order.
-    meta["snapshots"].sort(key=lambda s: (s.get("sequence-number", 0), s["timestamp-ms"]))
-    for i, snap in enumerate(meta["snapshots"]):
-        if i in ages_days:
-            snap["timestamp-ms"] = now - int(ages_days[i] * DAY_MS) + i  # + i keeps the order strict
-        by_id[snap["snapshot-id"]] = snap["timestamp-ms"]
-    for entry in meta.get("snapshot-log", []):
-        entry["timestamp-ms"] = by_id.get(entry["snapshot-id"], entry["timestamp-ms"])
+    change(meta, now)
     # As a real commit does: the replaced metadata file joins the metadata log.
     meta.setdefault("metadata-log", []).append({"metadata-file": table.metadata_location, "timestamp-ms": now})
     version = int(path.name.split("-")[0]) + 1

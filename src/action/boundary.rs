@@ -1,0 +1,178 @@
+//! What Iceberg maintenance may delete: files inside the table's **root** — the directory the
+//! maintainer named or the catalog registered, i.e. the one holding the metadata directory of the
+//! metadata file we loaded — and inside the metadata's `location`, which must itself lie under
+//! the root. Whoever writes a table controls its metadata: its `location` and every path in its
+//! manifests. A guard that compared paths with that `location` alone let a table whose metadata
+//! names another directory as its location (or `/`) delete that directory's files. On a local
+//! disk the check is also made on real paths (symlinks resolved) just before each delete, so a
+//! symlinked directory inside the table cannot reach outside it.
+
+use std::path::{Path, PathBuf};
+
+use crate::store::{canonical, is_inside, is_remote, normalize_location, strip_file_scheme};
+use crate::table::iceberg::IcebergTable;
+
+/// The limits of what an expiry or orphan removal of one table may delete.
+#[derive(Debug, Clone)]
+pub struct Boundary {
+    /// The table's root, as named by the user or registered by the catalog.
+    root: String,
+    /// The metadata's `location` (untrusted).
+    location: String,
+    /// Why nothing may be deleted, if nothing may.
+    refusal: Option<String>,
+}
+
+impl Boundary {
+    /// The boundary of `table`, from the metadata file it was loaded from.
+    pub fn of(table: &IcebergTable) -> Self {
+        Self::new(&table.metadata_location, table.metadata.location())
+    }
+
+    /// The boundary of a table whose metadata file is `metadata_location` and whose metadata
+    /// names `location`.
+    pub fn new(metadata_location: &str, location: &str) -> Self {
+        let root = root_of(metadata_location);
+        let location = canonical(location.trim_end_matches('/'));
+        let same = matches!((normalize_location(&location), normalize_location(&root)), (Some(a), Some(b)) if a == b);
+        // A local location that exists is judged by its real path (a symlink inside the root may
+        // lead out of it; a symlink to the root is the root); any other by its name.
+        let under = match really_under(&location, &root) {
+            Some(under) => under,
+            None => same || is_inside(&location, &root),
+        };
+        let refusal = (!under).then(|| {
+            format!(
+                "the table's metadata names location '{location}', which is not inside the table's root '{root}' (the \
+                 directory that holds its metadata directory); nothing is deleted outside the root, so no file was \
+                 deleted"
+            )
+        });
+        Self { root, location, refusal }
+    }
+
+    /// Why nothing may be deleted: the metadata's `location` lies outside the root.
+    pub fn refusal(&self) -> Option<&str> {
+        self.refusal.as_deref()
+    }
+
+    /// The table's root.
+    pub fn root(&self) -> &str {
+        &self.root
+    }
+
+    /// Whether `path` (as metadata or a listing names it) may be deleted: inside the location,
+    /// which lies under the root (a local location may be another spelling of a directory under
+    /// it: a symlink, another mount). Checked again on the real path before a local delete
+    /// ([`Boundary::real_root`]).
+    pub fn admits(&self, path: &str) -> bool {
+        self.refusal.is_none() && is_inside(path, &self.location)
+    }
+
+    /// The root's real path (symlinks resolved) for a local table; `None` on object storage,
+    /// or when the root does not exist (then no local file may be deleted: [`within_real`]).
+    pub fn real_root(&self) -> Option<PathBuf> {
+        if is_remote(&self.root) {
+            return None;
+        }
+        std::fs::canonicalize(strip_file_scheme(&self.root)).ok()
+    }
+
+    /// Whether this boundary is of a local table.
+    pub fn is_local(&self) -> bool {
+        !is_remote(&self.root)
+    }
+}
+
+/// The root of the table whose metadata file is `metadata_location`: the directory holding its
+/// `metadata/` directory, or, for a metadata file elsewhere, the directory holding it.
+pub fn root_of(metadata_location: &str) -> String {
+    let location = canonical(metadata_location);
+    let dir = location.rsplit_once('/').map_or(location.as_str(), |(dir, _)| dir);
+    match dir.rsplit_once('/') {
+        Some((parent, "metadata")) if !parent.is_empty() && !parent.ends_with(':') && !parent.ends_with(":/") => {
+            parent.to_string()
+        }
+        _ => dir.to_string(),
+    }
+}
+
+/// Whether the local directory `location`, symlinks resolved, is `root` or lies under it
+/// (resolved too); `None` for object storage, or when either does not exist.
+fn really_under(location: &str, root: &str) -> Option<bool> {
+    if is_remote(location) || is_remote(root) {
+        return None;
+    }
+    let location = std::fs::canonicalize(strip_file_scheme(location)).ok()?;
+    let root = std::fs::canonicalize(strip_file_scheme(root)).ok()?;
+    Some(location.starts_with(root))
+}
+
+/// Whether the local file `path`, its directory's symlinks resolved, lies strictly inside
+/// `real_root` (itself resolved). A file whose directory cannot be resolved is not.
+pub fn within_real(path: &Path, real_root: &Path) -> bool {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else { return false };
+    match std::fs::canonicalize(dir) {
+        Ok(real_dir) => {
+            let real = real_dir.join(name);
+            real != real_root && real.starts_with(real_root)
+        }
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_root_is_where_the_metadata_file_lives() {
+        assert_eq!(root_of("/w/ns/t/metadata/v3.metadata.json"), "/w/ns/t");
+        assert_eq!(root_of("file:///w/t/metadata/00001-a.metadata.json"), "file:///w/t");
+        assert_eq!(root_of("s3a://b/w/t/metadata/v1.metadata.json"), "s3://b/w/t");
+        assert_eq!(root_of("/w/elsewhere/t.metadata.json"), "/w/elsewhere", "no metadata/ directory");
+    }
+
+    #[test]
+    fn a_location_outside_the_root_admits_nothing() {
+        let inside = Boundary::new("/w/t/metadata/v2.metadata.json", "/w/t");
+        assert!(inside.refusal().is_none());
+        assert!(inside.admits("/w/t/data/a.parquet"));
+        assert!(!inside.admits("/w/other/a.parquet"));
+        assert!(!inside.admits("/w/t/../other/a.parquet"), "normalized before comparing");
+        assert!(!inside.admits("/w/tt/a.parquet"), "by components, not text");
+        let data_under = Boundary::new("/w/t/metadata/v2.metadata.json", "file:///w/t/data/");
+        assert!(data_under.refusal().is_none() && data_under.admits("/w/t/data/a.parquet"));
+        for hostile in ["/w", "/", "/w/other", "file:///w/t/../other"] {
+            let b = Boundary::new("/w/t/metadata/v2.metadata.json", hostile);
+            assert!(b.refusal().unwrap().contains("not inside the table's root '/w/t'"), "{hostile}");
+            assert!(!b.admits("/w/t/data/a.parquet"), "{hostile}: nothing at all");
+        }
+        let s3 = Boundary::new("s3://b/w/t/metadata/v2.metadata.json", "s3://other/w/t");
+        assert!(s3.refusal().is_some(), "another bucket");
+        let s3 = Boundary::new("s3://b/w/t/metadata/v2.metadata.json", "s3a://b/w/t");
+        assert!(s3.refusal().is_none() && s3.admits("s3://b/w/t/data/x.parquet") && !s3.admits("s3://b/w/x.parquet"));
+    }
+
+    #[test]
+    fn a_symlinked_directory_inside_the_root_is_outside_it_really() {
+        let base = std::env::temp_dir().join(format!("lakehouse-boundary-{}", uuid::Uuid::new_v4()));
+        let (root, victim) = (base.join("t"), base.join("victim"));
+        std::fs::create_dir_all(root.join("data")).unwrap();
+        std::fs::create_dir_all(&victim).unwrap();
+        std::os::unix::fs::symlink(&victim, root.join("data/evil")).unwrap();
+        let real_root = std::fs::canonicalize(&root).unwrap();
+        assert!(within_real(&root.join("data/a.parquet"), &real_root));
+        assert!(!within_real(&root.join("data/evil/a.parquet"), &real_root), "the link leads outside");
+        assert!(!within_real(&root.join("gone/a.parquet"), &real_root), "an unresolvable directory");
+        // A location that is another spelling of the root (a symlink to it) lies under it; one
+        // that links outside does not.
+        std::os::unix::fs::symlink(&root, base.join("alias")).unwrap();
+        let metadata = root.join("metadata/v1.metadata.json").to_string_lossy().into_owned();
+        let aliased = Boundary::new(&metadata, &base.join("alias").to_string_lossy());
+        assert!(aliased.refusal().is_none() && aliased.admits(&base.join("alias/data/a.parquet").to_string_lossy()));
+        let away = Boundary::new(&metadata, &root.join("data/evil").to_string_lossy());
+        assert!(away.refusal().is_some(), "a location inside the root by name, outside by its real path");
+        std::fs::remove_dir_all(base).unwrap();
+    }
+}
