@@ -2,6 +2,8 @@
 -- SIGTERM or Ctrl-C, then prints one row per run. Run by sql/systemd/lakehouse-webhook.service.
 -- The key comes from LAKEHOUSE_WEBHOOK_KEY (never from SQL); Slack from SLACK_WEBHOOK_URL.
 -- Edit the tables a CDC pipeline may trigger; a trigger can name nothing else.
+-- Behind a proxy every connection is the proxy's: one address may hold a quarter of the
+-- connections (max_connections_per_peer := 16 of max_connections := 64); raise it there.
 LOAD '/opt/lakehouse/lakehouse.duckdb_extension';
 CALL lakehouse_serve(
     listen := '127.0.0.1:8787',              -- loopback: put a TLS-terminating proxy in front

@@ -46,6 +46,7 @@
 //!   [`table::iceberg`]: metadata and live files ([`table::iceberg::manifest`]
 //!   decodes manifests as Java does (first row ids inherited), [`table::iceberg::manifest_reader`] and
 //!   [`table::iceberg::list_reader`] are the lean streaming readers (on [`table::iceberg::avro`]),
+//!   [`table::iceberg::inflate`] bounds every inflate of metadata (decompression bombs),
 //!   [`table::iceberg::manifest_merge`] merges manifests by copying entries' bytes (written by
 //!   [`table::iceberg::avro_writer`]), [`table::iceberg::tallies`]
 //!   what their tallies give the planners (kept per table, manifests carried undecoded), [`table::iceberg::reach`]

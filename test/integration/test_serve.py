@@ -26,6 +26,7 @@ from test_gate import SECRET, FakeSlack
 from loopback import free_port
 
 KEY = "serve-test-key-0123456789abcdef"
+SIGNATURE_FUTURE_S = 5
 SCALED = "small_file_threshold_mb := 0.064, target_file_size_mb := 0.128"
 
 
@@ -64,10 +65,17 @@ class Server:
                 raise AssertionError(f"the server exited: {self.result()}")
             try:
                 if request(self.port, "GET", "/healthz")[0] == 200:
+                    self.ready_s = int(time.time())
                     return
             except OSError:
                 time.sleep(0.05)
         raise AssertionError("the server did not come up")
+
+    def wait_signable(self) -> None:
+        """Until a signed request can be accepted: a server takes none timestamped before its
+        start plus the 5 s a predecessor's clock skew allowance covers."""
+        while int(time.time()) <= self.ready_s + SIGNATURE_FUTURE_S:
+            time.sleep(0.1)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 120) -> dict:
         if self.proc.poll() is None:
@@ -94,9 +102,11 @@ def bearer(key: str = KEY) -> dict:
     return {"Authorization": f"Bearer {key}"}
 
 
-def signed(body: bytes, key: str = KEY, timestamp: int | None = None) -> dict:
+def signed(method: str, target: str, body: bytes = b"", key: str = KEY, timestamp: int | None = None) -> dict:
+    """docs/webhook.md's signature: HMAC-SHA256 of "{timestamp}\\n{METHOD}\\n{target}\\n{body}"."""
     ts = str(int(time.time()) if timestamp is None else timestamp)
-    mac = hmac.new(key.encode(), ts.encode() + b"." + body, hashlib.sha256).hexdigest()
+    message = f"{ts}\n{method}\n{target}\n".encode() + body
+    mac = hmac.new(key.encode(), message, hashlib.sha256).hexdigest()
     return {"X-Lakehouse-Timestamp": ts, "X-Lakehouse-Signature": f"sha256={mac}"}
 
 
@@ -139,19 +149,20 @@ def test_authentication_and_request_checks(served):
     server, table = served
     port, path = server.port, gate_path(table)
     body = b'{"small_file_threshold_mb": 0.064}'
+    server.wait_signable()
     unauthorized = [
         request(port, "POST", path),  # no key
         request(port, "POST", path, headers=bearer("wrong-key-0123456789abcdef")),
-        request(port, "POST", path, body, {**signed(body), "X-Lakehouse-Signature": "sha256=" + "0" * 64}),
-        request(port, "POST", path, body, signed(body, key="another-key-0123456789")),
-        request(port, "POST", path, body, signed(body, timestamp=int(time.time()) - 301)),  # stale
-        request(port, "POST", path, body, signed(body, timestamp=int(time.time()) + 301)),
-        request(port, "POST", path, body + b" ", signed(body)),  # body changed after signing
+        request(port, "POST", path, body, {**signed("POST", path, body), "X-Lakehouse-Signature": "sha256=" + "0" * 64}),
+        request(port, "POST", path, body, signed("POST", path, body, key="another-key-0123456789")),
+        request(port, "POST", path, body, signed("POST", path, body, timestamp=int(time.time()) - 301)),  # stale
+        request(port, "POST", path, body, signed("POST", path, body, timestamp=int(time.time()) + 301)),
+        request(port, "POST", path, body + b" ", signed("POST", path, body)),  # body changed after signing
         request(port, "GET", "/v1/runs/whatever"),
     ]
     for status, answer in unauthorized:
         assert (status, json.loads(answer)) == (401, {"error": "unauthorized"})
-    headers = signed(body)
+    headers = signed("POST", path, body)
     status, answer = request(port, "POST", path, body, headers)
     assert status == 202, answer
     first = json.loads(answer)["execution_id"]
@@ -174,6 +185,102 @@ def test_authentication_and_request_checks(served):
     assert run["status"] == "succeeded" and run["scorecard"][0]["execution_id"] == first
     result = server.stop()
     assert [r[0] for r in result["rows"]] == [first] and result["history"] == 1
+
+
+def test_a_signature_is_good_for_one_request_to_one_url(con, lakehouse_extension, tmp_path):
+    """Issue 48: the signature covers the method and the request target, not just the body — one
+    made for a table's trigger is refused for another table's, one made for `GET /v1/runs/…`
+    is no trigger, and the old `timestamp.body` form is refused."""
+    first, second = demo(con, tmp_path / "first"), demo(con, tmp_path / "second")
+    server = Server(lakehouse_extension, tmp_path, [first, second], extra=f", {SCALED}")
+    try:
+        server.wait_ready()
+        server.wait_signable()
+        port, path = server.port, gate_path(first)
+        # The old form, HMAC("{timestamp}.{body}"), signed no URL: one made for the first table
+        # (or for a GET, whose body is empty too) triggered the second. Refused now.
+        ts = str(int(time.time()))
+        old = hmac.new(KEY.encode(), ts.encode() + b".", hashlib.sha256).hexdigest()
+        old_form = {"X-Lakehouse-Timestamp": ts, "X-Lakehouse-Signature": f"sha256={old}"}
+        assert request(port, "POST", gate_path(second), b"", old_form)[0] == 401, "the old form, any URL"
+        headers = signed("POST", path)
+        assert request(port, "POST", gate_path(second), b"", headers)[0] == 401, "another table's URL"
+        get = signed("GET", "/v1/runs/whatever")
+        assert request(port, "POST", path, b"", get)[0] == 401, "a GET's signature as a trigger"
+        assert request(port, "GET", "/v1/runs/whatever", b"", get)[0] == 404, "the GET itself (no such run)"
+        status, answer = request(port, "POST", path, b"", headers)
+        assert status == 202, answer
+        assert wait_run(port, json.loads(answer)["execution_id"])["status"] == "succeeded"
+    finally:
+        server.stop()
+
+
+def test_a_signature_seen_before_a_restart_is_refused_after_it(con, lakehouse_extension, tmp_path):
+    """Issue 48: the replay cache lives in memory; a restarted server accepts no signature
+    timestamped before its start, so none its predecessor saw can be replayed."""
+    table = demo(con, tmp_path / "events")
+    path = gate_path(table)
+    before = Server(lakehouse_extension, tmp_path, [table], extra=f", {SCALED}, dry_run := true")
+    before.wait_ready()
+    before.wait_signable()
+    headers = signed("POST", path)
+    assert request(before.port, "POST", path, b"", headers)[0] == 202
+    assert request(before.port, "POST", path, b"", headers)[0] == 401, "a replay"
+    before.stop()
+    after = Server(lakehouse_extension, tmp_path, [table], extra=f", {SCALED}, dry_run := true")
+    try:
+        after.wait_ready()
+        assert request(after.port, "POST", path, b"", headers)[0] == 401, "replayed after the restart"
+        after.wait_signable()
+        assert request(after.port, "POST", path, b"", headers)[0] == 401, "and still later"
+        assert request(after.port, "POST", path, b"", signed("POST", path))[0] == 202
+    finally:
+        after.stop()
+
+
+def test_idle_and_slow_connections_do_not_hold_the_server(con, lakehouse_extension, tmp_path):
+    """Issue 48: four idle sockets delayed `/healthz` 9.7 s with `max_connections := 4`. Now one
+    address is served at most a quarter of the slots (as many more wait, holding none, for its
+    own; more are closed at once), the headers must come within 5 s and the body within 5 s more
+    (408), and one request is served per connection."""
+    import socket
+
+    table = demo(con, tmp_path / "events")
+    server = Server(lakehouse_extension, tmp_path, [table], extra=f", {SCALED}, max_connections := 4")
+    server.wait_ready()
+
+    def connect(source: str) -> socket.socket:
+        return socket.create_connection(("127.0.0.1", server.port), timeout=15, source_address=(source, 0))
+
+    def closed_after(sock: socket.socket, started: float) -> tuple[float, bytes]:
+        try:
+            answer = sock.recv(4096)
+        except TimeoutError:
+            answer = b"(still open)"
+        return time.monotonic() - started, answer
+
+    try:
+        started = time.monotonic()
+        idle = [connect("127.0.0.2") for _ in range(4)]
+        time.sleep(0.3)
+        asked = time.monotonic()
+        assert request(server.port, "GET", "/healthz", timeout=3) == (200, b"ok")
+        assert time.monotonic() - asked < 1, "an address's idle connections held every slot"
+        # One served until the header timeout, one waiting for the address's slot (then served or
+        # timed out), two closed at once.
+        waited = [closed_after(sock, started) for sock in idle[2:]]
+        assert all(t < 1 and a == b"" for t, a in waited), waited
+        waited = [closed_after(sock, started) for sock in idle[:2]]
+        assert all(t < 12 and b"(still open)" not in a for t, a in waited), waited
+        # Headers sent, then 10 of 100 body bytes, then nothing: 408 within the body timeout.
+        slow = connect("127.0.0.3")
+        slow.sendall(f"POST {gate_path(table)} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n".encode() + b"{" * 10)
+        waited, answer = closed_after(slow, time.monotonic())
+        assert waited < 8 and answer.startswith(b"HTTP/1.1 408"), (waited, answer)
+        for sock in [*idle, slow]:
+            sock.close()
+    finally:
+        server.stop()
 
 
 def test_a_burst_of_triggers_runs_the_gate_at_most_twice_and_keeps_the_rows(served, iceberg_con):

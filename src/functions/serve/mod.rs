@@ -1,5 +1,5 @@
 //! `CALL lakehouse_serve(listen := '127.0.0.1:8787', tables := ['ns.t', …], …gate parameters…,
-//! history_table := 'lakehouse_runs', max_connections := 64)`: the authenticated webhook that
+//! history_table := 'lakehouse_runs', max_connections := 64, max_connections_per_peer := 16)`: the authenticated webhook that
 //! runs the gate when a CDC batch lands ([`server`]); serves until Ctrl-C or SIGTERM and
 //! returns one row per run.
 
@@ -26,7 +26,7 @@ impl RowFunction for Serve {
     }
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
-        let mut names = vec!["listen", "tables", "max_connections"];
+        let mut names = vec!["listen", "tables", "max_connections", "max_connections_per_peer"];
         names.extend(gate_parameter_names());
         named(&names)
     }
@@ -47,12 +47,18 @@ impl RowFunction for Serve {
             ));
         }
         let (template, history_table) = gate_options(args, String::new())?;
+        let max_connections = args.i64_in("max_connections", 64, 1, 4096)?;
+        // A quarter of the slots per address by default: one peer's idle or slow connections
+        // never hold them all. Behind a reverse proxy every connection is the proxy's: raise it.
+        let max_connections_per_peer =
+            args.i64_in("max_connections_per_peer", (max_connections / 4).max(1), 1, max_connections)?;
         Ok(ServeConfig {
             listen,
             tables,
             template,
             history_table,
-            max_connections: args.i64_in("max_connections", 64, 1, 4096)? as usize,
+            max_connections: max_connections as usize,
+            max_connections_per_peer: max_connections_per_peer as usize,
         })
     }
 

@@ -10,14 +10,22 @@
 //! - `GET /healthz` → `ok`, unauthenticated, nothing else.
 //!
 //! Authentication: `Authorization: Bearer <key>`, or `X-Lakehouse-Signature: sha256=<hex
-//! HMAC-SHA256(key, timestamp + "." + body)>` with `X-Lakehouse-Timestamp` (Unix seconds) within
-//! five minutes and never seen before (replay protection, as Slack and Stripe sign requests).
+//! HMAC-SHA256(key, string_to_sign)>` with `X-Lakehouse-Timestamp` (Unix seconds), where the
+//! string to sign is the timestamp, the method, the request target (path and query as sent) and
+//! the body, the first three each ended by a newline ([`string_to_sign`]): a signature is good
+//! for one request to one URL only. The timestamp must be at most five minutes old and at most
+//! [`SIGNATURE_FUTURE_S`] ahead, a signature is accepted once (replay protection, as Slack and
+//! Stripe sign requests), and a restarted server, whose memory of seen signatures is empty,
+//! accepts only timestamps after its start ([`not_before_s`]): none its predecessor can have seen.
 //! Comparisons are constant-time; a 401 never says which part failed. The key comes from
 //! `LAKEHOUSE_WEBHOOK_KEY` only (SQL text lands in logs).
 //!
 //! Abuse: bodies over 64 KiB → 413 (before reading, from `Content-Length`, and while reading);
-//! 10 s to send the headers and 30 s per connection; at most `max_connections` connections
-//! (further ones wait in the kernel's backlog).
+//! [`HEADER_TIMEOUT`] to send the headers, [`BODY_TIMEOUT`] to send the body (408), one request
+//! per connection and 30 s per connection; at most `max_connections` connections, at most
+//! `max_connections_per_peer` of them from one address (as many more from it wait, holding no
+//! slot, up to [`HEADER_TIMEOUT`]; beyond that they are closed at once; further ones wait in
+//! the kernel's backlog). A wrong bearer key is refused before the body is read.
 //!
 //! Runs: one worker runs the gates, one at a time. Per table at most one run is queued: triggers
 //! that arrive while it waits join it (the latest overrides win), so a burst of CDC batches
@@ -48,10 +56,14 @@ use crate::functions::Cell;
 
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
-/// How far a signed request's timestamp may be from now.
+/// How old a signed request's timestamp may be.
 pub const SIGNATURE_WINDOW_S: i64 = 300;
+/// How far ahead of the server's clock a signed request's timestamp may be (clock skew).
+pub const SIGNATURE_FUTURE_S: i64 = 5;
 /// Time allowed to send the request headers.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// Time allowed to send the request body (after the headers).
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time allowed for a whole connection.
 const CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
 /// Runs remembered for `GET /v1/runs/{id}` (older ones are forgotten first).
@@ -73,6 +85,8 @@ pub struct ServeConfig {
     pub history_table: Option<String>,
     /// Connections served at once.
     pub max_connections: usize,
+    /// Connections served at once from one peer address.
+    pub max_connections_per_peer: usize,
 }
 
 /// The shared key, as given and as HMAC keys.
@@ -152,6 +166,8 @@ struct Shared {
     wake: Condvar,
     /// Signatures seen within the window (replay protection), with their timestamps.
     seen: Mutex<HashMap<String, i64>>,
+    /// Signed requests must be timestamped after this ([`not_before_s`]).
+    not_before_s: i64,
 }
 
 fn now_ms() -> i64 {
@@ -173,14 +189,16 @@ pub fn serve(config: &ServeConfig, host: &HostDb) -> Result<Vec<Vec<Cell>>> {
         state: Mutex::new(State::default()),
         wake: Condvar::new(),
         seen: Mutex::new(HashMap::new()),
+        not_before_s: not_before_s(now_ms() / 1000),
     });
     let listener = crate::runtime::block_on(tokio::net::TcpListener::bind(config.listen))?
         .map_err(|e| Error::new(ErrorKind::Io, format!("cannot listen on {}: {e}", config.listen)))?;
     let terminate = TermGuard::new();
     let stop = Arc::new(tokio::sync::Notify::new());
     let server = {
-        let (shared, stop, limit) = (shared.clone(), stop.clone(), config.max_connections);
-        crate::runtime::spawn(async move { accept_loop(listener, shared, stop, limit).await })?
+        let (shared, stop) = (shared.clone(), stop.clone());
+        let limits = (config.max_connections, config.max_connections_per_peer);
+        crate::runtime::spawn(async move { accept_loop(listener, shared, stop, limits).await })?
     };
     let worker = {
         let (shared, config, host) = (shared.clone(), config.clone(), host.clone());
@@ -432,13 +450,58 @@ fn trigger(shared: &Shared, table: &str, overrides: serde_json::Map<String, Valu
 
 // --------------------------------------------------------------------------- HTTP
 
+/// Per peer address: its connection slots and how many connections it has (served or waiting).
+type Peers = Arc<Mutex<HashMap<std::net::IpAddr, PeerEntry>>>;
+
+struct PeerEntry {
+    slots: Arc<tokio::sync::Semaphore>,
+    users: usize,
+}
+
+/// One connection of a peer (served or waiting for one of the peer's slots), counted while it
+/// lives; the peer's entry goes with its last connection.
+struct PeerTicket {
+    peers: Peers,
+    ip: std::net::IpAddr,
+}
+
+impl PeerTicket {
+    /// A ticket for `ip` and its slots (`per_peer` of them), or `None` when it already has
+    /// `per_peer` connections served and as many waiting.
+    fn take(peers: &Peers, ip: std::net::IpAddr, per_peer: usize) -> Option<(PeerTicket, Arc<tokio::sync::Semaphore>)> {
+        let mut open = peers.lock().ok()?;
+        let entry = open
+            .entry(ip)
+            .or_insert_with(|| PeerEntry { slots: Arc::new(tokio::sync::Semaphore::new(per_peer)), users: 0 });
+        if entry.users >= per_peer.saturating_mul(2) {
+            return None;
+        }
+        entry.users += 1;
+        Some((PeerTicket { peers: peers.clone(), ip }, entry.slots.clone()))
+    }
+}
+
+impl Drop for PeerTicket {
+    fn drop(&mut self) {
+        if let Ok(mut open) = self.peers.lock()
+            && let Some(entry) = open.get_mut(&self.ip)
+        {
+            entry.users -= 1;
+            if entry.users == 0 {
+                open.remove(&self.ip);
+            }
+        }
+    }
+}
+
 async fn accept_loop(
     listener: tokio::net::TcpListener,
     shared: Arc<Shared>,
     stop: Arc<tokio::sync::Notify>,
-    limit: usize,
+    (limit, per_peer): (usize, usize),
 ) {
     let permits = Arc::new(tokio::sync::Semaphore::new(limit.max(1)));
+    let peers: Peers = Arc::default();
     loop {
         let acquired = tokio::select! {
             p = permits.clone().acquire_owned() => p,
@@ -449,16 +512,33 @@ async fn accept_loop(
             a = listener.accept() => a,
             () = stop.notified() => return,
         };
-        let Ok((stream, _)) = accepted else { continue };
-        let shared = shared.clone();
+        let Ok((stream, peer)) = accepted else { continue };
+        // One address serves at most `per_peer` connections; as many more wait (holding no
+        // server slot) up to the header timeout for one of its slots; more are closed at once.
+        // So one client's idle or slow connections never hold every slot, and a burst from one
+        // client is served in turn.
+        let Some((ticket, slots)) = PeerTicket::take(&peers, peer.ip(), per_peer.max(1)) else { continue };
+        let (shared, permits) = (shared.clone(), permits.clone());
         tokio::spawn(async move {
-            let _permit = permit;
+            let held = match slots.clone().try_acquire_owned() {
+                Ok(slot) => (slot, permit),
+                Err(_) => {
+                    drop(permit);
+                    let Ok(Ok(slot)) = tokio::time::timeout(HEADER_TIMEOUT, slots.acquire_owned()).await else {
+                        return;
+                    };
+                    let Ok(permit) = permits.acquire_owned().await else { return };
+                    (slot, permit)
+                }
+            };
+            let _held = (held, ticket);
             let service = hyper::service::service_fn(move |req| {
                 let shared = shared.clone();
                 async move { Ok::<_, Infallible>(handle(&shared, req).await) }
             });
             let mut builder = hyper::server::conn::http1::Builder::new();
-            builder.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT);
+            // One request per connection: an idle kept-alive connection would hold a slot.
+            builder.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT).keep_alive(false);
             let connection = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
             let _ = tokio::time::timeout(CONNECTION_TIMEOUT, connection).await;
         });
@@ -503,6 +583,9 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
                 return method_not_allowed("POST");
             }
             let table = percent_encoding::percent_decode_str(table).decode_utf8_lossy().into_owned();
+            if wrong_bearer(shared, req.headers()) {
+                return error(StatusCode::UNAUTHORIZED, "unauthorized");
+            }
             let (parts, body) = match read_body(req).await {
                 Ok(read) => read,
                 Err(response) => return response,
@@ -529,6 +612,9 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
                 return method_not_allowed("GET");
             }
             let id = id.to_string();
+            if wrong_bearer(shared, req.headers()) {
+                return error(StatusCode::UNAUTHORIZED, "unauthorized");
+            }
             let (parts, body) = match read_body(req).await {
                 Ok(read) => read,
                 Err(response) => return response,
@@ -558,7 +644,7 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
 }
 
 /// The request's head and its body, at most [`MAX_BODY_BYTES`] (413 beyond, 400 when it breaks
-/// off).
+/// off), within [`BODY_TIMEOUT`] (408 after).
 async fn read_body(
     req: Request<Incoming>,
 ) -> std::result::Result<(hyper::http::request::Parts, Bytes), Response<Full<Bytes>>> {
@@ -572,38 +658,79 @@ async fn read_body(
         return Err(too_large());
     }
     let (parts, body) = req.into_parts();
-    match Limited::new(body, MAX_BODY_BYTES).collect().await {
+    let Ok(collected) = tokio::time::timeout(BODY_TIMEOUT, Limited::new(body, MAX_BODY_BYTES).collect()).await else {
+        return Err(error(StatusCode::REQUEST_TIMEOUT, "the body was not sent in time"));
+    };
+    match collected {
         Ok(collected) => Ok((parts, collected.to_bytes())),
         Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(too_large()),
         Err(_) => Err(error(StatusCode::BAD_REQUEST, "the body could not be read")),
     }
 }
 
-/// Bearer token or a fresh, unseen HMAC signature over `timestamp.body`.
-fn authenticated(shared: &Shared, parts: &hyper::http::request::Parts, body: &[u8]) -> bool {
-    let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
-    if let Some(token) = header("authorization").and_then(|v| v.strip_prefix("Bearer ")) {
-        return hmac::verify(&shared.key.bearer, token.trim().as_bytes(), shared.key.bearer_tag.as_ref()).is_ok();
+/// The timestamp before which (inclusive) a server started at `started_s` refuses signed
+/// requests: the latest its predecessor, stopped before it started, can have accepted (its clock
+/// then, plus [`SIGNATURE_FUTURE_S`]). So no signature seen before a restart is accepted after
+/// it, with nothing persisted; a signed request in the first seconds after a start is refused.
+pub fn not_before_s(started_s: i64) -> i64 {
+    started_s + SIGNATURE_FUTURE_S
+}
+
+/// What a signature signs: the timestamp, the method, the request target (path and query as
+/// sent) and the body — `"{timestamp}\n{METHOD}\n{target}\n{body}"`. None of the first three
+/// can hold a newline, so no two requests share a string (and none is the old
+/// `"{timestamp}.{body}"`, which signed neither method nor URL).
+pub fn string_to_sign(timestamp: &str, method: &str, target: &str, body: &[u8]) -> Vec<u8> {
+    let mut message = Vec::with_capacity(timestamp.len() + method.len() + target.len() + 3 + body.len());
+    for part in [timestamp, method, target] {
+        message.extend_from_slice(part.as_bytes());
+        message.push(b'\n');
     }
+    message.extend_from_slice(body);
+    message
+}
+
+/// Whether `ts` is a timestamp a signed request may carry at `now_s`.
+fn fresh(ts: i64, now_s: i64, not_before_s: i64) -> bool {
+    ts > not_before_s && ts >= now_s - SIGNATURE_WINDOW_S && ts <= now_s + SIGNATURE_FUTURE_S
+}
+
+/// A bearer key is presented and is not the key (refused before the body is read).
+fn wrong_bearer(shared: &Shared, headers: &hyper::HeaderMap) -> bool {
+    bearer(headers).is_some_and(|token| !bearer_matches(shared, token))
+}
+
+fn bearer(headers: &hyper::HeaderMap) -> Option<&str> {
+    headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "))
+}
+
+fn bearer_matches(shared: &Shared, token: &str) -> bool {
+    hmac::verify(&shared.key.bearer, token.trim().as_bytes(), shared.key.bearer_tag.as_ref()).is_ok()
+}
+
+/// Bearer token or a fresh, unseen HMAC signature over [`string_to_sign`] of this request.
+fn authenticated(shared: &Shared, parts: &hyper::http::request::Parts, body: &[u8]) -> bool {
+    if let Some(token) = bearer(&parts.headers) {
+        return bearer_matches(shared, token);
+    }
+    let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
     let (Some(signature), Some(timestamp)) = (header("x-lakehouse-signature"), header("x-lakehouse-timestamp")) else {
         return false;
     };
     let Some(tag) = signature.strip_prefix("sha256=").and_then(|h| hex::decode(h.trim()).ok()) else { return false };
     let Ok(ts) = timestamp.trim().parse::<i64>() else { return false };
     let now = now_ms() / 1000;
-    if (now - ts).abs() > SIGNATURE_WINDOW_S {
+    if !fresh(ts, now, shared.not_before_s) {
         return false;
     }
-    let mut message = Vec::with_capacity(timestamp.len() + 1 + body.len());
-    message.extend_from_slice(timestamp.trim().as_bytes());
-    message.push(b'.');
-    message.extend_from_slice(body);
+    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let message = string_to_sign(timestamp.trim(), parts.method.as_str(), target, body);
     if hmac::verify(&shared.key.signing, &message, &tag).is_err() {
         return false;
     }
     // A valid signature is accepted once.
     let Ok(mut seen) = shared.seen.lock() else { return false };
-    seen.retain(|_, t| (now - *t).abs() <= SIGNATURE_WINDOW_S);
+    seen.retain(|_, t| *t >= now - SIGNATURE_WINDOW_S);
     seen.insert(hex::encode(&tag), ts).is_none()
 }
 
@@ -683,6 +810,7 @@ mod tests {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
             seen: Mutex::new(HashMap::new()),
+            not_before_s: not_before_s(now_ms() / 1000 - 60),
         }
     }
 
@@ -706,5 +834,91 @@ mod tests {
         assert_eq!(state.runs.len(), 2);
         assert_eq!(state.runs[&first].triggers, 51);
         assert_eq!(state.queue.len(), 1);
+    }
+
+    fn parts(method: &str, target: &str, headers: &[(&str, String)]) -> hyper::http::request::Parts {
+        let mut builder = Request::builder().method(method).uri(target);
+        for (name, value) in headers {
+            builder = builder.header(*name, value);
+        }
+        builder.body(()).unwrap().into_parts().0
+    }
+
+    fn signature(key: &[u8], ts: i64, method: &str, target: &str, body: &[u8]) -> Vec<(&'static str, String)> {
+        let tag =
+            hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, key), &string_to_sign(&ts.to_string(), method, target, body));
+        vec![
+            ("x-lakehouse-timestamp", ts.to_string()),
+            ("x-lakehouse-signature", format!("sha256={}", hex::encode(tag))),
+        ]
+    }
+
+    /// A signature is good for its method, request target and body only, once, and only when
+    /// timestamped after the server's start (its predecessor's signatures), within the window.
+    #[test]
+    fn a_signature_covers_method_target_and_body_once() {
+        let s = shared(&["a", "b"]);
+        let key = b"0123456789abcdef-secret";
+        let now = now_ms() / 1000;
+        let (gate_a, gate_b) = ("/v1/tables/a/gate", "/v1/tables/b/gate");
+        let signed = signature(key, now, "POST", gate_a, b"{}");
+        for (method, target, body) in [
+            ("POST", gate_b, &b"{}"[..]),
+            ("GET", gate_a, b"{}"),
+            ("POST", gate_a, b"{} "),
+            ("POST", "/v1/tables/a/gate?x=1", b"{}"),
+        ] {
+            assert!(!authenticated(&s, &parts(method, target, &signed), body), "{method} {target}");
+        }
+        assert!(authenticated(&s, &parts("POST", gate_a, &signed), b"{}"));
+        assert!(!authenticated(&s, &parts("POST", gate_a, &signed), b"{}"), "a replay");
+        // A GET's signature is no trigger.
+        let get = signature(key, now, "GET", "/v1/runs/x", b"");
+        assert!(!authenticated(&s, &parts("POST", gate_a, &get), b""));
+        assert!(authenticated(&s, &parts("GET", "/v1/runs/x", &get), b""));
+        // The old string, `timestamp.body`, is refused.
+        let old = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, key), format!("{now}.{{}}").as_bytes());
+        let old = vec![
+            ("x-lakehouse-timestamp", now.to_string()),
+            ("x-lakehouse-signature", format!("sha256={}", hex::encode(old))),
+        ];
+        assert!(!authenticated(&s, &parts("POST", gate_a, &old), b"{}"));
+        for ts in [now - SIGNATURE_WINDOW_S - 1, now + SIGNATURE_FUTURE_S + 2] {
+            assert!(!authenticated(&s, &parts("POST", gate_a, &signature(key, ts, "POST", gate_a, b"")), b""), "{ts}");
+        }
+        // Signed before a restart: refused by the new server whatever its window says.
+        let restarted = Shared { not_before_s: not_before_s(now), ..shared(&["a"]) };
+        for ts in [now - 10, now, now + SIGNATURE_FUTURE_S] {
+            assert!(!authenticated(&restarted, &parts("POST", gate_a, &signature(key, ts, "POST", gate_a, b"")), b""));
+        }
+        // A second after the start, a client a few seconds ahead gets through.
+        assert!(fresh(now + SIGNATURE_FUTURE_S + 1, now + 1, not_before_s(now)));
+    }
+
+    #[test]
+    fn the_string_to_sign_separates_its_parts() {
+        assert_eq!(
+            string_to_sign("1700000000", "POST", "/v1/tables/a.b/gate", b"{}"),
+            b"1700000000\nPOST\n/v1/tables/a.b/gate\n{}"
+        );
+        // Unambiguous because a request target holds no newline (nor does a method or a number).
+        assert!("/a\nb".parse::<hyper::Uri>().is_err());
+    }
+
+    #[test]
+    fn a_peer_holds_at_most_its_limit_of_connections_and_as_many_waiting() {
+        let peers: Peers = Arc::default();
+        let (a, b) = ("127.0.0.2".parse().unwrap(), "127.0.0.3".parse().unwrap());
+        let first = PeerTicket::take(&peers, a, 1).unwrap();
+        let _slot = first.1.clone().try_acquire_owned().unwrap();
+        let (_waiting, slots) = PeerTicket::take(&peers, a, 1).unwrap();
+        assert!(slots.try_acquire_owned().is_err(), "the peer's one slot is taken");
+        assert!(PeerTicket::take(&peers, a, 1).is_none(), "one served and one waiting: no more");
+        let _other = PeerTicket::take(&peers, b, 1).unwrap();
+        drop(first);
+        let _third = PeerTicket::take(&peers, a, 1).unwrap();
+        assert_eq!(peers.lock().unwrap()[&a].users, 2);
+        drop((_waiting, _third, _other));
+        assert!(peers.lock().unwrap().is_empty());
     }
 }

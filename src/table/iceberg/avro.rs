@@ -2,11 +2,14 @@
 //! blocks, the writer schema as a [`Shape`], and a [`Cursor`] that reads scalars and skips the
 //! rest. The lean readers ([`crate::table::iceberg::list_reader`], [`crate::table::iceberg::manifest_reader`]) read only the
 //! fields they need by name; every function returns `None` for anything it does not handle, and
-//! the caller then falls back to iceberg-rust's full reader.
+//! the caller then falls back to iceberg-rust's full reader — which is handed the container
+//! [`uncompressed`] first: apache-avro, under it, inflates blocks without a bound.
 
 use std::collections::HashMap;
 
 use serde_json::Value;
+
+use crate::table::iceberg::inflate;
 
 /// An Avro schema, as far as skipping and reading scalars needs.
 #[derive(Debug, Clone)]
@@ -281,12 +284,13 @@ impl<'a> Container<'a> {
     }
 
     /// Calls `each` with every block's record count and decompressed data, in order; `None` when
-    /// a block is malformed, its codec unknown, or `each` returns `None`.
+    /// a block is malformed, its codec unknown, its blocks inflate beyond
+    /// [`inflate::limit_bytes`] of the file (the full reader's guard, [`uncompressed`], then
+    /// names the file), or `each` returns `None`.
     pub fn for_each_block(&mut self, mut each: impl FnMut(usize, &[u8]) -> Option<()>) -> Option<()> {
         let c = &mut self.rest;
-        // One inflater and one output buffer for every block of the file: a manifest has a block
-        // per few entries, and setting up an inflater (its zeroed window) per block cost more
-        // than the inflating.
+        let mut budget = inflate::limit_bytes(c.data.len());
+        // One inflater and one output buffer for every block of the file.
         let mut inflater: Option<flate2::Decompress> = None;
         let mut out = Vec::new();
         while c.pos < c.data.len() {
@@ -300,76 +304,206 @@ impl<'a> Container<'a> {
                 "" | "null" => each(count, block)?,
                 "deflate" => {
                     let inflater = inflater.get_or_insert_with(|| flate2::Decompress::new(false));
-                    inflate(inflater, block, &mut out)?;
+                    inflate::inflate_raw(inflater, block, &mut out, budget).ok()?;
+                    budget -= out.len();
                     each(count, &out)?
                 }
-                codec => each(count, &decompress(codec, block)?)?,
+                codec => {
+                    let data = inflate::avro_block(codec, block, budget)?.ok()?;
+                    budget -= data.len();
+                    each(count, &data)?
+                }
             }
         }
         Some(())
     }
 }
 
-/// Inflates the raw deflate stream `block` into `out` (emptied first) with `inflater` (reset
-/// first); `None` when the stream is malformed or ends early.
-fn inflate(inflater: &mut flate2::Decompress, block: &[u8], out: &mut Vec<u8>) -> Option<()> {
-    use flate2::{FlushDecompress, Status};
-    inflater.reset(false);
-    out.clear();
-    out.reserve(block.len() * 4);
+/// An Avro `long` (or `int`): zig-zag, variable length.
+pub fn write_long(out: &mut Vec<u8>, value: i64) {
+    let mut v = ((value << 1) ^ (value >> 63)) as u64;
     loop {
-        let read = usize::try_from(inflater.total_in()).ok()?;
-        let written = out.len();
-        match inflater.decompress_vec(block.get(read..)?, out, FlushDecompress::Finish).ok()? {
-            Status::StreamEnd => return Some(()),
-            // Out of room: grow and go on; no progress with room to spare: a truncated stream.
-            _ if out.len() == out.capacity() => out.reserve(out.capacity().max(4096)),
-            _ if out.len() == written && usize::try_from(inflater.total_in()).ok()? == read => return None,
-            _ => {}
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(byte);
+            return;
         }
+        out.push(byte | 0x80);
     }
 }
 
-fn decompress(codec: &str, block: &[u8]) -> Option<Vec<u8>> {
-    match codec {
-        "snappy" => {
-            // Snappy blocks end with the CRC32 of the uncompressed data (big-endian).
-            let (data, crc) = block.split_at(block.len().checked_sub(4)?);
-            let out = snap::raw::Decoder::new().decompress_vec(data).ok()?;
-            (crc32fast::hash(&out).to_be_bytes() == crc).then_some(out)
-        }
-        "zstandard" => zstd::stream::decode_all(block).ok(),
-        _ => None,
+/// Avro `bytes` or `string`: the length, then the bytes.
+pub fn write_bytes(out: &mut Vec<u8>, value: &[u8]) {
+    write_long(out, value.len() as i64);
+    out.extend_from_slice(value);
+}
+
+/// The Avro container `bytes` with every block decompressed (its codec `null`), for a reader
+/// that would decompress without a bound (apache-avro, under iceberg-rust's manifest and
+/// manifest-list readers: a zstd block of 266 KiB that inflated to 8 GiB ended the process).
+/// The blocks inflate to at most [`inflate::limit_bytes`] of the file together, and every
+/// declared block size is checked against the bytes there (apache-avro allocates a declared size
+/// before reading). `bytes` itself when nothing is compressed; an error, for a message after the
+/// file's name, when the container is malformed, its codec unknown, or it is a bomb.
+pub fn uncompressed(bytes: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, String> {
+    let malformed = |what: &str| format!("is not a well-formed Avro file: {what}");
+    let mut c = Cursor::new(bytes);
+    if c.take(4) != Some(b"Obj\x01") {
+        return Err(malformed("no 'Obj' magic"));
     }
+    let header = || "its header is truncated".to_string();
+    let mut meta: Vec<(&[u8], &[u8])> = Vec::new();
+    loop {
+        let count = c.long().ok_or_else(header)?;
+        if count == 0 {
+            break;
+        }
+        if count < 0 {
+            c.long().ok_or_else(header)?;
+        }
+        for _ in 0..count.unsigned_abs() {
+            meta.push((c.bytes().ok_or_else(header)?, c.bytes().ok_or_else(header)?));
+        }
+    }
+    let sync = c.take(16).ok_or_else(header)?;
+    let codec = meta.iter().rev().find(|(k, _)| *k == b"avro.codec").map_or(&b"null"[..], |(_, v)| v);
+    let codec = String::from_utf8_lossy(codec).into_owned();
+    let compressed = !matches!(codec.as_str(), "" | "null");
+    if compressed && !matches!(codec.as_str(), "deflate" | "snappy" | "zstandard") {
+        return Err(format!("its codec '{codec}' is not supported (null, deflate, snappy and zstandard are)"));
+    }
+    let mut out = Vec::new();
+    if compressed {
+        out.extend_from_slice(b"Obj\x01");
+        let kept: Vec<&(&[u8], &[u8])> = meta.iter().filter(|(k, _)| *k != b"avro.codec").collect();
+        write_long(&mut out, kept.len() as i64 + 1);
+        for (key, value) in kept {
+            write_bytes(&mut out, key);
+            write_bytes(&mut out, value);
+        }
+        write_bytes(&mut out, b"avro.codec");
+        write_bytes(&mut out, b"null");
+        write_long(&mut out, 0);
+        out.extend_from_slice(sync);
+    }
+    let mut budget = inflate::limit_bytes(bytes.len());
+    let mut inflater = flate2::Decompress::new(false);
+    let mut inflated = Vec::new();
+    let mut number = 0usize;
+    while c.pos < c.data.len() {
+        number += 1;
+        let block = |what: &str| malformed(&format!("block {number} {what}"));
+        let count = c.long().filter(|n| *n >= 0).ok_or_else(|| block("has no record count"))?;
+        let size = c.long().and_then(|n| usize::try_from(n).ok()).ok_or_else(|| block("has no size"))?;
+        let data = c
+            .take(size)
+            .ok_or_else(|| block(&format!("declares {size} bytes where {} are left", c.data.len() - c.pos)))?;
+        if c.take(16) != Some(sync) {
+            return Err(block("does not end with the file's sync marker"));
+        }
+        if !compressed {
+            continue;
+        }
+        let stopped = |e: inflate::Stopped| match e {
+            inflate::Stopped::TooLarge => inflate::bomb_message(bytes.len()),
+            inflate::Stopped::Corrupt(cause) => block(&format!("does not decompress ({codec}): {cause}")),
+        };
+        let data: &[u8] = if codec == "deflate" {
+            inflate::inflate_raw(&mut inflater, data, &mut inflated, budget).map_err(stopped)?;
+            &inflated
+        } else {
+            inflated = inflate::avro_block(&codec, data, budget)
+                .unwrap_or(Err(inflate::Stopped::TooLarge))
+                .map_err(stopped)?;
+            &inflated
+        };
+        budget -= data.len();
+        write_long(&mut out, count);
+        write_long(&mut out, data.len() as i64);
+        out.extend_from_slice(data);
+        out.extend_from_slice(sync);
+    }
+    Ok(if compressed { std::borrow::Cow::Owned(out) } else { std::borrow::Cow::Borrowed(bytes) })
 }
 
 #[cfg(test)]
 mod tests {
-    use std::io::Write;
-
     use super::*;
 
-    fn deflated(data: &[u8]) -> Vec<u8> {
-        let mut encoder = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
-        encoder.write_all(data).unwrap();
-        encoder.finish().unwrap()
+    fn container(codec: &str, blocks: &[(i64, Vec<u8>)]) -> Vec<u8> {
+        let mut out = b"Obj\x01".to_vec();
+        write_long(&mut out, 2);
+        write_bytes(&mut out, b"avro.schema");
+        write_bytes(&mut out, br#"{"type": "record", "name": "r", "fields": [{"name": "a", "type": "long"}]}"#);
+        write_bytes(&mut out, b"avro.codec");
+        write_bytes(&mut out, codec.as_bytes());
+        write_long(&mut out, 0);
+        out.extend_from_slice(&[9u8; 16]);
+        for (count, block) in blocks {
+            write_long(&mut out, *count);
+            write_bytes(&mut out, block);
+            out.extend_from_slice(&[9u8; 16]);
+        }
+        out
     }
 
-    /// One inflater serves block after block (reset between them), whatever their sizes; a
-    /// truncated block is refused, and the inflater still serves the next one.
-    #[test]
-    fn one_inflater_inflates_every_block_and_refuses_a_truncated_one() {
-        let blocks: Vec<Vec<u8>> =
-            vec![b"manifest entries ".repeat(2000), Vec::new(), (0..=255u8).cycle().take(70_000).collect()];
-        let mut inflater = flate2::Decompress::new(false);
+    fn long(value: i64) -> Vec<u8> {
         let mut out = Vec::new();
-        for block in &blocks {
-            inflate(&mut inflater, &deflated(block), &mut out).unwrap();
-            assert_eq!(&out, block);
+        write_long(&mut out, value);
+        out
+    }
+
+    /// The guard hands apache-avro the same records uncompressed; refuses a bomb (naming it one),
+    /// a block that declares more bytes than are left, and a codec it does not know.
+    #[test]
+    fn uncompressed_containers_read_the_same_and_bombs_are_refused() {
+        use apache_avro::types::Value as V;
+        let records: Vec<u8> = (0..1000i64).flat_map(long).collect();
+        let zstd = container("zstandard", &[(1000, zstd::bulk::compress(&records, 3).unwrap())]);
+        let plain = uncompressed(&zstd).unwrap();
+        let read: Vec<V> = apache_avro::Reader::new(&plain[..]).unwrap().map(|v| v.unwrap()).collect();
+        assert_eq!(read.len(), 1000);
+        assert_eq!(read[999], V::Record(vec![("a".into(), V::Long(999))]));
+        let null = container("null", &[(1000, records.clone())]);
+        assert!(matches!(uncompressed(&null).unwrap(), std::borrow::Cow::Borrowed(_)));
+
+        let bomb = container("zstandard", &[(1, crate::table::iceberg::inflate::zstd_bomb(65_536))]);
+        let err = uncompressed(&bomb).unwrap_err();
+        assert!(err.contains("refused as a decompression bomb"), "{err}");
+        // The lean reader stops too (and falls back to the full reader, which the guard stops).
+        assert!(Container::open(&bomb).unwrap().for_each_block(|_, _| Some(())).is_none());
+
+        // A block that declares 512 MiB where 2 KiB are left (apache-avro would allocate it).
+        let mut lying = container("null", &[(1000, Vec::new())]);
+        lying.truncate(lying.len() - 17);
+        lying.extend_from_slice(&long(512 << 20));
+        lying.extend_from_slice(&records);
+        lying.extend_from_slice(&[9u8; 16]);
+        let err = uncompressed(&lying).unwrap_err();
+        assert!(err.contains("declares 536870912 bytes"), "{err}");
+        let err = uncompressed(&container("bzip2", &[])).unwrap_err();
+        assert!(err.contains("codec 'bzip2' is not supported"), "{err}");
+    }
+
+    /// The real manifests and manifest lists of the fuzzer's corpus (Impala, Java, Spark 4)
+    /// inflate far below the limit's ratio: what the limit leaves as headroom.
+    #[test]
+    fn real_metadata_inflates_far_below_the_limit() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("test/fuzz/corpus");
+        let mut most = 0.0f64;
+        for dir in ["manifest", "manifest_list"] {
+            for entry in std::fs::read_dir(root.join(dir)).unwrap().flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.starts_with("regression-") {
+                    continue;
+                }
+                let bytes = std::fs::read(entry.path()).unwrap();
+                let plain = uncompressed(&bytes).unwrap();
+                most = most.max(plain.len() as f64 / bytes.len() as f64);
+            }
         }
-        let whole = deflated(&blocks[2]);
-        assert!(inflate(&mut inflater, &whole[..whole.len() / 2], &mut out).is_none());
-        inflate(&mut inflater, &deflated(&blocks[0]), &mut out).unwrap();
-        assert_eq!(out, blocks[0]);
+        eprintln!("the corpus inflates at most {most:.1} times");
+        assert!(most > 1.0 && most < (crate::table::iceberg::inflate::INFLATE_RATIO / 10) as f64, "{most}");
     }
 }

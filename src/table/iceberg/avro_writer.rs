@@ -6,30 +6,11 @@
 use std::io::Write;
 
 use crate::table::iceberg::avro::{Cursor, Shape};
+pub use crate::table::iceberg::avro::{write_bytes, write_long};
 
 /// Uncompressed bytes of records after which a block is closed (Java's Avro writer closes one
 /// per 64 KiB by default too).
 const BLOCK_BYTES: usize = 64 * 1024;
-
-/// An Avro `long` (or `int`): zig-zag, variable length.
-pub fn write_long(out: &mut Vec<u8>, value: i64) {
-    let mut v = ((value << 1) ^ (value >> 63)) as u64;
-    loop {
-        let byte = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
-}
-
-/// Avro `bytes` or `string`: the length, then the bytes.
-pub fn write_bytes(out: &mut Vec<u8>, value: &[u8]) {
-    write_long(out, value.len() as i64);
-    out.extend_from_slice(value);
-}
 
 /// An integer field typed `shape`: `int`, `long`, or a union of one of them with `null` (the
 /// null branch for `None`); `None` when the shape cannot hold the value.

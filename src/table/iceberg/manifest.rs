@@ -51,9 +51,11 @@ pub fn decode_bytes(bytes: &[u8], metadata: &TableMetadata, file: &ManifestFile)
     })
 }
 
-/// iceberg-rust's decoding of manifest `bytes`, a panic of it an error.
+/// iceberg-rust's decoding of manifest `bytes`, a panic of it an error; its blocks are
+/// decompressed first, within bounds ([`crate::table::iceberg::avro::uncompressed`]).
 pub fn parse_avro(bytes: &[u8]) -> std::result::Result<Manifest, String> {
-    crate::error::without_panic(|| Manifest::parse_avro(bytes))?.map_err(|e| e.to_string())
+    let bytes = crate::table::iceberg::avro::uncompressed(bytes)?;
+    crate::error::without_panic(|| Manifest::parse_avro(&bytes))?.map_err(|e| e.to_string())
 }
 
 /// Decodes manifest `bytes`, completing a header that lacks what iceberg-rust needs.

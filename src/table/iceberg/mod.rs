@@ -7,6 +7,7 @@ pub mod commit;
 pub mod deletion_vector;
 pub mod files;
 pub mod history;
+pub mod inflate;
 pub mod list_reader;
 pub mod manifest;
 pub mod manifest_merge;
@@ -435,6 +436,8 @@ fn lost_defaults(bytes: &[u8], metadata: &TableMetadata) -> Vec<String> {
 /// ones) as an older one, whose absent fields read as Java reads them (sequence numbers 0, data
 /// content, counts unknown). A panic of the reader is an error.
 pub fn parse_manifest_list(bytes: &[u8], version: FormatVersion) -> std::result::Result<Vec<ManifestFile>, String> {
+    // Its blocks decompressed first, within bounds: apache-avro inflates without one.
+    let bytes = &crate::table::iceberg::avro::uncompressed(bytes)?[..];
     let parse = |v| {
         crate::error::without_panic(|| ManifestList::parse_with_version(bytes, v))?
             .map(|list| list.consume_entries().into_iter().collect())
@@ -546,15 +549,20 @@ fn missing_field(metadata: &serde_json::Value, version: u64) -> Option<&'static 
 
 /// A metadata file's JSON: gzip-compressed files (`*.gz.metadata.json`, `*.metadata.json.gz`,
 /// as Java writes with `write.metadata.compression-codec=gzip`) are recognised by their magic
-/// bytes and decompressed; anything else is returned as it is.
+/// bytes and decompressed, to at most [`inflate::limit_bytes`] of the file (beyond: refused as a
+/// decompression bomb); anything else is returned as it is.
 fn gunzip_if_compressed(bytes: bytes::Bytes, location: &str) -> Result<bytes::Bytes> {
-    use std::io::Read;
     if !bytes.starts_with(&[0x1f, 0x8b]) {
         return Ok(bytes);
     }
     let mut json = Vec::new();
-    flate2::read::GzDecoder::new(&bytes[..]).read_to_end(&mut json).map_err(|e| {
-        Error::new(ErrorKind::CorruptMetadata, format!("metadata file '{location}' is not valid gzip: {e}"))
+    let limit = inflate::limit_bytes(bytes.len());
+    inflate::read_capped(flate2::read::GzDecoder::new(&bytes[..]), &mut json, limit).map_err(|stopped| {
+        let what = match stopped {
+            inflate::Stopped::TooLarge => inflate::bomb_message(bytes.len()),
+            inflate::Stopped::Corrupt(e) => format!("is not valid gzip: {e}"),
+        };
+        Error::new(ErrorKind::CorruptMetadata, format!("metadata file '{location}' {what}"))
     })?;
     Ok(json.into())
 }
