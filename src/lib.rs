@@ -21,7 +21,8 @@
 //!   works on the nested statements, whichever took the init).
 //! - [`duck`]: the nested host connection (driven through C API `v1.2.0` functions only, so
 //!   every DuckDB from 1.3 to 2.0 runs it; the settings that change what SQL means pinned on it)
-//!   and SQL quoting (the only place SQL text is built).
+//!   and SQL quoting (the only place SQL text is built; a file to read through `quote_file`, which
+//!   DuckDB cannot take for a glob pattern).
 //! - [`store`]: where files live. [`store::location`] parses a location once
 //!   ([`store::Location`]: a local path or `file:` URI, or an [`store::ObjectLocation`] —
 //!   `s3://bucket/key`, Azure's `az://container/key` and `abfss://`/`wasbs://` spellings, GCS's
@@ -32,7 +33,9 @@
 //!   [`store::gcs`] GCS's, [`store::registry`] which settings apply to which table location,
 //!   [`store::aws_credentials`] the AWS credential chain (profiles, assume-role, web identity,
 //!   ECS, EC2; refreshed before expiry); [`store::iceberg_io`] iceberg-rust's `FileIO` over it;
-//!   [`store::duckdb`] readies DuckDB for a table's data there. A new store is an
+//!   [`store::duckdb`] readies DuckDB for a table's data there; [`store::table_root`] a table's
+//!   root (what was named or registered, not what its metadata says): which store its files are
+//!   read from, which directory its outputs stay under. A new store is an
 //!   [`store::ObjectScheme`], a client in `store_for`, and its settings beside [`store::s3`].
 //! - [`catalog`]: where a table's pointer lives: [`catalog::config`] reads pyiceberg's
 //!   configuration, [`catalog::sql`] the sqlite SQL catalog (lookup and the conditional pointer

@@ -1,7 +1,7 @@
-//! What Iceberg maintenance may delete: files inside the table's **root** — the directory the
-//! maintainer named or the catalog registered, i.e. the one holding the metadata directory of the
-//! metadata file we loaded — and inside the metadata's `location`, which must itself lie under
-//! the root. Whoever writes a table controls its metadata: its `location` and every path in its
+//! What Iceberg maintenance may delete: files inside the table's **root**
+//! ([`crate::store::table_root::TableRoot`]: the directory the maintainer named or the catalog
+//! registered, i.e. the one holding the metadata directory of the metadata file we loaded) and
+//! inside the metadata's `location`, which must itself lie under the root. Whoever writes a table controls its metadata: its `location` and every path in its
 //! manifests. A guard that compared paths with that `location` alone let a table whose metadata
 //! names another directory as its location (or `/`) delete that directory's files. On a local
 //! disk the check is also made on real paths (symlinks resolved) just before each delete, so a
@@ -9,7 +9,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::store::{canonical, is_inside, is_remote, normalize_location, strip_file_scheme};
+use crate::store::table_root::TableRoot;
+use crate::store::{canonical, is_inside, is_remote, strip_file_scheme};
 use crate::table::iceberg::IcebergTable;
 
 /// The limits of what an expiry or orphan removal of one table may delete.
@@ -32,15 +33,21 @@ impl Boundary {
     /// The boundary of a table whose metadata file is `metadata_location` and whose metadata
     /// names `location`.
     pub fn new(metadata_location: &str, location: &str) -> Self {
-        let root = root_of(metadata_location);
         let location = canonical(location.trim_end_matches('/'));
-        let same = matches!((normalize_location(&location), normalize_location(&root)), (Some(a), Some(b)) if a == b);
+        let root = match TableRoot::of_metadata_file(metadata_location) {
+            Ok(root) => root,
+            Err(e) => {
+                let refusal = format!("{}; no file was deleted", e.message());
+                return Self { root: String::new(), location, refusal: Some(refusal) };
+            }
+        };
         // A local location that exists is judged by its real path (a symlink inside the root may
         // lead out of it; a symlink to the root is the root); any other by its name.
-        let under = match really_under(&location, &root) {
+        let under = match really_under(&location, &root.location()) {
             Some(under) => under,
-            None => same || is_inside(&location, &root),
+            None => root.contains(&location),
         };
+        let root = root.location();
         let refusal = (!under).then(|| {
             format!(
                 "the table's metadata names location '{location}', which is not inside the table's root '{root}' (the \
@@ -84,19 +91,6 @@ impl Boundary {
     }
 }
 
-/// The root of the table whose metadata file is `metadata_location`: the directory holding its
-/// `metadata/` directory, or, for a metadata file elsewhere, the directory holding it.
-pub fn root_of(metadata_location: &str) -> String {
-    let location = canonical(metadata_location);
-    let dir = location.rsplit_once('/').map_or(location.as_str(), |(dir, _)| dir);
-    match dir.rsplit_once('/') {
-        Some((parent, "metadata")) if !parent.is_empty() && !parent.ends_with(':') && !parent.ends_with(":/") => {
-            parent.to_string()
-        }
-        _ => dir.to_string(),
-    }
-}
-
 /// Whether the local directory `location`, symlinks resolved, is `root` or lies under it
 /// (resolved too); `None` for object storage, or when either does not exist.
 fn really_under(location: &str, root: &str) -> Option<bool> {
@@ -124,14 +118,6 @@ pub fn within_real(path: &Path, real_root: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_root_is_where_the_metadata_file_lives() {
-        assert_eq!(root_of("/w/ns/t/metadata/v3.metadata.json"), "/w/ns/t");
-        assert_eq!(root_of("file:///w/t/metadata/00001-a.metadata.json"), "file:///w/t");
-        assert_eq!(root_of("s3a://b/w/t/metadata/v1.metadata.json"), "s3://b/w/t");
-        assert_eq!(root_of("/w/elsewhere/t.metadata.json"), "/w/elsewhere", "no metadata/ directory");
-    }
 
     #[test]
     fn a_location_outside_the_root_admits_nothing() {

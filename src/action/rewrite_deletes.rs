@@ -25,12 +25,12 @@ use iceberg::spec::{
     ManifestFile, Operation, Summary, TableMetadata,
 };
 
-use crate::duck::{HostDb, Nested, quote_literal};
+use crate::duck::{HostDb, Nested, quote_file, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt;
 use crate::interrupt::pause_for_tests;
 use crate::runtime;
-use crate::store::strip_file_scheme;
+use crate::store::{TableRoot, strip_file_scheme};
 use crate::table::deleted_rows::DeletedRows;
 use crate::table::iceberg::commit::{commit_table, require_exclusive, settle_attempt};
 use crate::table::iceberg::deletion_vector::{self, NewVector, is_deletion_vector};
@@ -201,6 +201,8 @@ impl State {
                 by_partition.entry(f.key.clone()).or_default().push(i);
             }
         }
+        // Every file a rewrite may read is on the table's store, before any is read.
+        TableRoot::of_metadata_file(&table.metadata_location)?.check_reads(files.iter().map(|f| f.path.as_str()))?;
         Ok(Self { manifests, files, sources, by_partition })
     }
 
@@ -394,7 +396,8 @@ impl State {
             v.deleted.check_within(records.get(v.data_file.as_str()).copied().unwrap_or(0), &v.data_file)?;
         }
         if !vectors.is_empty() {
-            let path = format!("{}/{}-deletes.puffin", data_dir(table), uuid::Uuid::new_v4());
+            let root = TableRoot::of_metadata_file(&table.metadata_location)?;
+            let path = format!("{}/{}-deletes.puffin", data_dir(table, &root), uuid::Uuid::new_v4());
             scratch.push(path.clone());
             let entries = runtime::block_on(deletion_vector::write(&table.file_io, &path, &vectors))??;
             written.positions += vectors.iter().map(|v| v.deleted.rows.len()).sum::<u64>();
@@ -467,8 +470,7 @@ impl State {
         } else {
             format!("(VALUES {})", data_rows.join(", "))
         };
-        let files: Vec<String> =
-            deletes.iter().map(|&d| quote_literal(strip_file_scheme(&self.files[d].path))).collect();
+        let files: Vec<String> = deletes.iter().map(|&d| quote_file(strip_file_scheme(&self.files[d].path))).collect();
         format!(
             "SELECT DISTINCT __r.file_path, __r.pos FROM read_parquet([{}], union_by_name = true, \
              filename = '__lakehouse_delete') AS __r \
@@ -491,9 +493,11 @@ impl State {
         scratch: &mut Vec<String>,
     ) -> Result<(Option<IcebergDataFile>, u64)> {
         let first = &self.files[deletes[0]];
+        // Beside the first input when that is under the table's root, else in its data directory.
+        let root = TableRoot::of_metadata_file(&table.metadata_location)?;
         let dir = match first.path.rsplit_once('/') {
-            Some((dir, _)) => dir.to_string(),
-            None => data_dir(table),
+            Some((dir, _)) if root.admits_output(dir) => dir.to_string(),
+            _ => data_dir(table, &root),
         };
         let path = format!("{dir}/{}-deletes.parquet", uuid::Uuid::new_v4());
         scratch.push(path.clone());
@@ -511,7 +515,7 @@ impl State {
             return Ok((None, 0));
         }
         let named =
-            conn.query(&format!("SELECT DISTINCT file_path FROM read_parquet({}) LIMIT 2", quote_literal(&local)))?;
+            conn.query(&format!("SELECT DISTINCT file_path FROM read_parquet({}) LIMIT 2", quote_file(&local)))?;
         let referenced = match named.rows.as_slice() {
             [one] => one[0].text().map(str::to_string),
             _ => None,
@@ -640,9 +644,10 @@ impl State {
     }
 }
 
-/// Where new delete files go when the inputs give no directory: `{location}/data`.
-fn data_dir(table: &IcebergTable) -> String {
-    format!("{}/data", table.metadata.location().trim_end_matches('/'))
+/// Where new delete files go when the inputs give no directory under the table's root:
+/// `{location}/data`, or `{root}/data` when the metadata's location is not under the root.
+fn data_dir(table: &IcebergTable, root: &TableRoot) -> String {
+    format!("{}/data", root.base(table.metadata.location()))
 }
 
 /// The positions `positions` selects, per data file path, as bitmaps (read back from a temporary

@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 use crate::action::compact::deletion_vectors::DeletedPositions;
 use crate::action::compact::delta_columns::DeltaColumns;
 use crate::action::compact::select_sql;
-use crate::duck::{quote_ident, quote_list};
+use crate::duck::{quote_files, quote_ident};
 use crate::error::{Error, ErrorKind, Result};
 pub use crate::report::ScanResult;
-use crate::store::strip_file_scheme;
+use crate::store::{TableRoot, strip_file_scheme};
 use crate::table::Table;
 use crate::table::delta::LiveFile;
 use crate::table::iceberg::IcebergTable;
@@ -30,6 +30,12 @@ pub fn scan(conn: &crate::duck::Nested, table: &Table, paths: &[String], runs: u
     if local.is_empty() {
         return Ok(ScanResult { files: 0, rows: 0, checksum: "0".into(), elapsed: Duration::ZERO });
     }
+    // Every file is on the table's store before any is read.
+    let root = match table {
+        Table::Iceberg { located, .. } => TableRoot::of_metadata_file(&located.metadata_location)?,
+        Table::Delta(table) => TableRoot::of_directory(&table.root.to_string_lossy())?,
+    };
+    root.check_reads(paths.iter().map(String::as_str))?;
     crate::store::prepare_remote(conn, &local[0])?;
     // Lives until the scan is done (its temporary file is read by the query).
     let deleted: Option<DeletedPositions>;
@@ -73,7 +79,7 @@ fn iceberg_source(conn: &crate::duck::Nested, table: &IcebergTable, local: &[Str
     let schema = table.metadata.current_schema();
     let columns: Vec<String> = schema.as_struct().fields().iter().map(|f| quote_ident(&f.name)).collect();
     // Files with and without field ids are read apart (each the way compaction reads it).
-    let list = quote_list(local);
+    let list = quote_files(local);
     let mut with_ids: HashMap<String, bool> = HashMap::new();
     let probe = conn.query(&format!(
         "SELECT file_name::VARCHAR, count(field_id) > 0 FROM parquet_schema({list}) GROUP BY file_name"

@@ -49,7 +49,7 @@ use serde_json::Value;
 
 use crate::action::expire::{DeletedFile, delete_files};
 use crate::action::real_paths::RealPaths;
-use crate::duck::{HostDb, Nested, quote_literal};
+use crate::duck::{HostDb, Nested, quote_file};
 use crate::error::{Error, ErrorKind, Result};
 use crate::plan::expiry::{Deletion, FileKind};
 use crate::table::delta::{DeltaLakeTable, LogFile, deletion_vector_file, delta_error, read_log_file, resolve};
@@ -605,7 +605,7 @@ fn removes(table: &DeltaLakeTable, conn: &Nested) -> Result<Removes> {
     // The checkpoint's removes (classic checkpoints: one or several Parquet parts).
     let checkpoints = checkpoint_parts(&log, table.version);
     if !checkpoints.is_empty() {
-        let list = checkpoints.iter().map(|p| quote_literal(&p.to_string_lossy())).collect::<Vec<_>>().join(", ");
+        let list = checkpoints.iter().map(|p| quote_file(&p.to_string_lossy())).collect::<Vec<_>>().join(", ");
         match conn.query(&format!(
             "SELECT to_json(remove)::VARCHAR FROM read_parquet([{list}], union_by_name = true) WHERE remove IS NOT NULL"
         )) {

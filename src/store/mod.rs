@@ -14,6 +14,8 @@
 //! - [`registry`]: settings per table location, by longest prefix.
 //! - [`redact`]: store errors without the server's body (which can hold credentials).
 //! - [`duckdb`]: readying a nested DuckDB connection for a table's remote data.
+//! - [`table_root`]: a table's root ([`TableRoot`]), which store its files may be read from and
+//!   which directory its outputs must stay under, whatever its metadata names.
 //!
 //! Local files are read and written with `std::fs` where they are used: the local commit protocol
 //! (atomic rename, `fsync`, Hadoop's checksum companions) is not an object store's, and object
@@ -33,6 +35,7 @@ pub mod object;
 pub mod redact;
 pub mod registry;
 pub mod s3;
+pub mod table_root;
 
 pub use duckdb::prepare_remote;
 pub use iceberg_io::file_io_for;
@@ -45,6 +48,7 @@ pub use object::{
     write, write_if_absent,
 };
 pub use s3::{S3Settings, register, registered};
+pub use table_root::TableRoot;
 
 use std::sync::LazyLock;
 

@@ -70,9 +70,11 @@ pub fn batches(unit_plans: &[usize], max_commits: u64) -> Vec<Range<usize>> {
     }
 }
 
-/// Two warnings as one.
+/// Two warnings as one (a warning already said once is not repeated: a re-planned run says
+/// again where its files go).
 pub fn joined(a: Option<String>, b: Option<String>) -> Option<String> {
     match (a, b) {
+        (Some(a), Some(b)) if a == b || a.split("; ").any(|part| part == b) => Some(a),
         (Some(a), Some(b)) => Some(format!("{a}; {b}")),
         (a, b) => a.or(b),
     }
@@ -81,6 +83,16 @@ pub fn joined(a: Option<String>, b: Option<String>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn warnings_join_once() {
+        let some = |s: &str| Some(s.to_string());
+        assert_eq!(joined(some("a"), some("b")), some("a; b"));
+        assert_eq!(joined(some("a; b"), some("b")), some("a; b"));
+        assert_eq!(joined(some("a"), some("a")), some("a"));
+        assert_eq!(joined(None, some("b")), some("b"));
+        assert_eq!(joined(some("a"), None), some("a"));
+    }
 
     #[test]
     fn batches_hold_whole_partitions_at_most_max_commits_of_them() {

@@ -22,7 +22,7 @@ use ::iceberg::spec::{
     DataFile, Literal, NestedField, PrimitiveLiteral, PrimitiveType, Schema, TableMetadata, Transform, Type,
 };
 
-use crate::duck::{Nested, quote_list, quote_literal};
+use crate::duck::{Nested, quote_file, quote_files};
 use crate::error::Result;
 use crate::plan::compaction::{PartitionPlan, Verdict};
 
@@ -128,7 +128,7 @@ pub fn field_ids_by_file(conn: &Nested, inputs: &[String]) -> Result<Vec<HashSet
     let result = conn.query(&format!(
         "SELECT file_name, list(field_id::BIGINT) FILTER (WHERE field_id IS NOT NULL)::VARCHAR FROM \
          parquet_schema({}) GROUP BY file_name",
-        quote_list(inputs)
+        quote_files(inputs)
     ))?;
     let mut out = vec![HashSet::new(); inputs.len()];
     let index: HashMap<&str, usize> = inputs.iter().enumerate().map(|(k, i)| (i.as_str(), k)).collect();
@@ -238,7 +238,7 @@ fn columns_by_file(conn: &Nested, inputs: &[String]) -> Result<Vec<(HashSet<i32>
     for (path, ids) in inputs.iter().zip(field_ids_by_file(conn, inputs)?) {
         let mut names = HashSet::new();
         if ids.is_empty() {
-            let described = conn.query(&format!("DESCRIBE SELECT * FROM read_parquet({})", quote_literal(path)))?;
+            let described = conn.query(&format!("DESCRIBE SELECT * FROM read_parquet({})", quote_file(path)))?;
             let column = described.column("column_name")?;
             names.extend(described.rows.iter().filter_map(|r| r[column].text().map(str::to_string)));
         }

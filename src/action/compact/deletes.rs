@@ -6,7 +6,7 @@ use ::iceberg::spec::{DataContentType, DataFile as IcebergDataFile, NestedField,
 
 use super::deletion_vectors::DeletedPositions;
 use super::sql::{LINEAGE_COLUMNS, duckdb_type, files_have_field_ids, leaves, parquet_source};
-use crate::duck::{Nested, quote_ident, quote_list, quote_literal};
+use crate::duck::{Nested, quote_files, quote_ident, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::store::strip_file_scheme;
 use crate::table::iceberg::deletion_vector::is_deletion_vector;
@@ -112,7 +112,7 @@ impl DeleteSet {
                 format!(
                     "(SELECT __r.file_path AS __path, __r.pos AS __pos, __s.__seq FROM read_parquet({}, union_by_name = true, \
                      filename = '__lakehouse_delete') AS __r JOIN {} AS __s(__file, __seq) ON __r.__lakehouse_delete = __s.__file)",
-                    quote_list(&files),
+                    quote_files(&files),
                     sequence_table(&position)
                 ),
                 "__x.__path = __f.__path AND __x.__pos = __d.file_row_number AND __f.__seq <= __x.__seq".to_string(),
@@ -154,7 +154,7 @@ impl DeleteSet {
                 format!(
                     "(SELECT __r.* EXCLUDE (__lakehouse_delete), __s.__seq FROM read_parquet({}, schema = MAP {{{}}}, \
                      filename = '__lakehouse_delete') AS __r",
-                    quote_list(&paths),
+                    quote_files(&paths),
                     entries.join(", ")
                 )
             } else {
@@ -166,7 +166,7 @@ impl DeleteSet {
                 format!(
                     "(SELECT {}, __s.__seq FROM read_parquet({}, union_by_name = true, filename = '__lakehouse_delete') AS __r",
                     columns.join(", "),
-                    quote_list(&paths)
+                    quote_files(&paths)
                 )
             };
             let condition: Vec<String> = std::iter::once("__f.__seq < __x.__seq".to_string())

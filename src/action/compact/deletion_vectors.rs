@@ -13,7 +13,7 @@ use std::sync::Arc;
 use arrow_array::{Int32Array, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 
-use crate::duck::quote_literal;
+use crate::duck::{quote_file, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::table::delta::LiveFile;
 use crate::table::delta::deletion_vector::DeletedRows;
@@ -116,7 +116,7 @@ impl DeletedPositions {
         format!(
             "(SELECT __n.__file AS __dv_path, __p.__dv_row FROM read_parquet({}) AS __p \
              JOIN (VALUES {}) AS __n(__number, __file) ON __p.__dv_file = __n.__number)",
-            quote_literal(&self.file.to_string_lossy()),
+            quote_file(&self.file.to_string_lossy()),
             numbers.join(", ")
         )
     }

@@ -40,11 +40,13 @@ use crate::action::compact::run::{Committed, Rewrite};
 use crate::action::compact::stats::DUCKDB_STRING_STATS_BYTES;
 use crate::action::compact::stitch::{Footers, Requirements};
 use crate::action::layout::{RowOrder, resolve_names};
-use crate::duck::{Nested, quote_literal};
+use crate::duck::{Nested, quote_file, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt;
 use crate::plan::compaction::{CompactionOptions, PartitionPlan};
 use crate::plan::layout::Layout;
+use crate::store::TableRoot;
+use crate::store::table_root::relative_inside;
 use crate::table::delta::{DeltaLakeTable, LiveFile};
 use crate::table::{DataFile, FileContent, PartitionKey};
 
@@ -195,6 +197,8 @@ impl<'a> DeltaRewrite<'a> {
     pub(crate) fn new(table: &'a DeltaLakeTable, options: &CompactionOptions) -> Result<Self> {
         check_protocol(table)?;
         let files = table.model_files();
+        // Every file this rewrite may read is on the table's store, before any is read.
+        TableRoot::of_directory(&table.root.to_string_lossy())?.check_reads(files.iter().map(|f| f.path.as_str()))?;
         let index: HashMap<&std::ffi::OsStr, usize> =
             table.files.iter().enumerate().map(|(i, f)| (f.local_path.as_os_str(), i)).collect();
         let live = files
@@ -359,10 +363,9 @@ fn rewrite_group(
         ));
     }
     let first_dir = Path::new(&inputs[0].path).parent().map(Path::to_path_buf).unwrap_or_default();
-    // Relative inside the table (an absolute path names a shallow clone's source: write under
-    // the root instead).
-    let relative_dir =
-        if first_dir.is_absolute() || inputs[0].path.contains("://") { PathBuf::new() } else { first_dir };
+    // Relative inside the table, `..` resolved (an absolute path names a shallow clone's source,
+    // a path whose `..` climb out of the table another directory: write at the root instead).
+    let relative_dir = relative_inside(&first_dir).unwrap_or_default();
     // Named after the codec its chunks use, as Spark names its files (a stitched file keeps its
     // inputs' codec).
     let codec = stitch.and_then(|f| f.codec(&inputs[0].local_path.to_string_lossy())).unwrap_or(columns.compression);
@@ -370,6 +373,13 @@ fn rewrite_group(
         .map(|_| relative_dir.join(format!("part-00000-{}-c000.{codec}.parquet", uuid::Uuid::new_v4())))
         .collect();
     let local_paths: Vec<PathBuf> = relatives.iter().map(|r| table.root.join(r)).collect();
+    let root = TableRoot::of_directory(&table.root.to_string_lossy())?;
+    if let Some(outside) = local_paths.iter().find(|p| !root.contains(&p.to_string_lossy())) {
+        return Err(Error::new(
+            ErrorKind::CorruptMetadata,
+            format!("'{}' is not under the table's root; nothing was written", outside.display()),
+        ));
+    }
     if !crate::store::is_remote(&local_paths[0].to_string_lossy())
         && let Some(parent) = local_paths[0].parent()
     {
@@ -479,7 +489,7 @@ fn check_row_ids_written(conn: &Nested, path: &Path, columns: &DeltaColumns) -> 
     let nulls = conn.query(&format!(
         "SELECT path_in_schema::VARCHAR, sum(stats_null_count)::BIGINT FROM parquet_metadata({}) \
          WHERE path_in_schema IN ({}, {}) GROUP BY ALL",
-        quote_literal(&path.to_string_lossy()),
+        quote_file(&path.to_string_lossy()),
         quote_literal(id),
         quote_literal(version)
     ))?;
@@ -530,7 +540,7 @@ fn file_stats(conn: &Nested, path: &Path, columns: &DeltaColumns, rows: u64) -> 
     let result = conn.query(&format!(
         "SELECT path_in_schema::VARCHAR, stats_min_value::VARCHAR, stats_max_value::VARCHAR, \
          stats_null_count::BIGINT FROM parquet_metadata({})",
-        quote_literal(&path.to_string_lossy())
+        quote_file(&path.to_string_lossy())
     ))?;
     let types: HashMap<&str, &Value> = columns.data.iter().map(|c| (c.name.as_str(), &c.delta)).collect();
     let mut nulls: HashMap<String, Option<u64>> = HashMap::new();

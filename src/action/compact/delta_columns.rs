@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use crate::action::compact::deletion_vectors::DeletedPositions;
 use crate::action::layout::{OrderedRows, RowOrder};
-use crate::duck::{Nested, quote_ident, quote_literal};
+use crate::duck::{Nested, quote_file, quote_ident, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::plan::layout::{Layout, OrderTerm};
 use crate::table::delta::{DeltaLakeTable, LiveFile};
@@ -140,7 +140,7 @@ impl DeltaColumns {
         deleted: Option<&DeletedPositions>,
         row_ids: &RowIds,
     ) -> Result<String> {
-        let list = files.iter().map(|f| quote_literal(f)).collect::<Vec<_>>().join(", ");
+        let list = files.iter().map(|f| quote_file(f)).collect::<Vec<_>>().join(", ");
         if !self.mapped_fields.is_empty() {
             self.check_field_ids(conn, &list)?;
         }
@@ -257,7 +257,7 @@ impl DeltaColumns {
         let written: HashSet<(i64, String)> = conn
             .query(&format!(
                 "SELECT field_id::BIGINT, name::VARCHAR FROM parquet_schema({}) WHERE field_id IS NOT NULL",
-                quote_literal(file)
+                quote_file(file)
             ))?
             .rows
             .iter()

@@ -23,12 +23,12 @@ use crate::action::compact::defaults::{
     field_ids_by_file, has_defaults, skip_missing_identity_columns, skip_unwritable_defaults,
 };
 use crate::action::layout::{IcebergLayout, OrderedRows, iceberg_layout};
-use crate::duck::{Nested, quote_ident, quote_list, quote_literal};
+use crate::duck::{Nested, quote_files, quote_ident, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::plan::compaction::{PartitionPlan, Verdict};
 use crate::plan::layout::{Layout, LayoutOptions, is_recent};
 use crate::profile::{PartitionProfile, Thresholds};
-use crate::store::{location_key, strip_file_scheme};
+use crate::store::{TableRoot, location_key, strip_file_scheme};
 use crate::table::iceberg::commit::require_exclusive;
 use crate::table::iceberg::deletion_vector::is_deletion_vector;
 use crate::table::iceberg::{CarriedManifest, IcebergTable, LoadedManifest};
@@ -65,6 +65,8 @@ pub(super) struct IcebergRewrite<'a> {
     /// What stitched inputs must be: with field ids, the current schema's columns, and the
     /// table's codec when it names one.
     stitching: Requirements,
+    /// Where written files go ([`Outputs`]), under the table's root whatever the metadata says.
+    outputs: Outputs,
 }
 
 impl<'a> IcebergRewrite<'a> {
@@ -95,6 +97,10 @@ impl<'a> IcebergRewrite<'a> {
                 }
             }
         }
+        // Every file this rewrite may read is on the table's store, before any is read.
+        let root = TableRoot::of_metadata_file(&located.metadata_location)?;
+        root.check_reads(files.iter().map(|f| f.path.as_str()))?;
+        let outputs = Outputs::of(table, root);
         let starting_sequence_number = table.metadata.current_snapshot().map_or(0, |s| s.sequence_number());
         let delete_files: Vec<usize> = (0..files.len()).filter(|&i| files[i].content != FileContent::Data).collect();
         require_one_vector_per_file(&manifests, &sources, &delete_files)?;
@@ -119,6 +125,7 @@ impl<'a> IcebergRewrite<'a> {
                 leaf_paths: Some(leaves(table.metadata.current_schema()).into_keys().collect()),
                 top_level: None,
             },
+            outputs,
         })
     }
 
@@ -251,7 +258,7 @@ impl<'a> IcebergRewrite<'a> {
             return Ok(());
         }
         let local: Vec<String> = wanted.iter().map(|&d| strip_file_scheme(&self.files[d].path).to_string()).collect();
-        let list = quote_list(&local);
+        let list = quote_files(&local);
         let result = conn.query(&format!(
             "SELECT DISTINCT __lakehouse_delete, file_path FROM read_parquet({list}, union_by_name = true, \
              filename = '__lakehouse_delete')"
@@ -308,6 +315,10 @@ impl Rewrite for IcebergRewrite<'_> {
 
     fn settled(&self) -> &[PartitionProfile] {
         &self.settled
+    }
+
+    fn notice(&self) -> Option<String> {
+        self.outputs.notice.clone()
     }
 
     fn layout(&self) -> Layout {
@@ -387,7 +398,8 @@ impl Rewrite for IcebergRewrite<'_> {
         let vectors = self.vectors_for(group)?;
         let reads = Reads { inputs: &inputs, deletes: &deletes, vectors: vectors.as_ref(), lineage: self.lineage };
         let stitch = stitch.then_some(&self.footers);
-        let written = rewrite_group(conn, self.table, &reads, plan.spec_id, &self.layout, outputs, stitch)?;
+        let target = Target { dir: self.outputs.dir(self.table, inputs[0].file, plan.spec_id), files: outputs };
+        let written = rewrite_group(conn, self.table, &reads, plan.spec_id, &self.layout, target, stitch)?;
         if let Err(e) = self.record_named_paths(conn, group) {
             crate::store::remove_quietly(written.iter().map(|w| w.local_path.as_str()));
             return Err(e);
@@ -579,8 +591,8 @@ fn copy_options(table: &IcebergTable, lineage: bool) -> String {
     format!("(FORMAT parquet, COMPRESSION {}, FIELD_IDS {{{}}}, RETURN_STATS)", compression(table), ids.join(", "))
 }
 
-/// Rewrites one group into `outputs` files (in layout order, [`copy_in_order`]) next to its first
-/// input, with `deletes` applied, or with `stitch` into one file of its row groups
+/// Rewrites one group into `target.files` files (in layout order, [`copy_in_order`]) in
+/// `target.dir` (beside its first input when under the table's root, [`Outputs::dir`]), with `deletes` applied, or with `stitch` into one file of its row groups
 /// ([`super::stitch`]); checks the rows and per-column non-null counts written, plus those deleted,
 /// against the manifests. A file that gets no row (every row deleted) is not added; the first
 /// written carries the replaced inputs.
@@ -590,12 +602,12 @@ fn rewrite_group(
     reads: &Reads<'_, '_>,
     spec_id: i32,
     layout: &IcebergLayout,
-    outputs: usize,
+    target: Target,
     stitch: Option<&Footers>,
 ) -> Result<Vec<Written>> {
     let inputs = reads.inputs;
     let first = inputs[0].file;
-    let dir = output_dir(table, first, spec_id);
+    let Target { dir, files: outputs } = target;
     let file_paths: Vec<String> =
         (0..outputs.max(1)).map(|_| format!("{dir}/{}-compacted.parquet", uuid::Uuid::new_v4())).collect();
     let local_paths: Vec<String> = file_paths.iter().map(|p| strip_file_scheme(p).to_string()).collect();
@@ -725,28 +737,69 @@ impl Deleted {
     }
 }
 
-/// Where a group's output goes: beside its first input when that lies inside the table location
-/// or its data path, else where Java's default location provider puts a new data file of the
-/// partition: `{data path}/{partition path}` (the data path is `write.data.path`, else
-/// `write.folder-storage.path`, else `{location}/data`).
-fn output_dir(table: &IcebergTable, first: &IcebergDataFile, spec_id: i32) -> String {
-    let location = table.metadata.location().trim_end_matches('/');
-    let properties = table.metadata.properties();
-    let data_path = ["write.data.path", "write.folder-storage.path"]
-        .iter()
-        .find_map(|k| properties.get(*k).filter(|v| !v.is_empty()))
-        .map(|v| v.trim_end_matches('/').to_string())
-        .unwrap_or_else(|| format!("{location}/data"));
-    if let Some((dir, _)) = first.file_path().rsplit_once('/')
-        && (crate::store::is_inside(dir, location) || dir == data_path || crate::store::is_inside(dir, &data_path))
-    {
-        return dir.to_string();
+/// Where one group's files go ([`Outputs::dir`]) and how many there are.
+struct Target {
+    dir: String,
+    files: usize,
+}
+
+/// Where a rewrite's files go, decided once per table against its root
+/// ([`crate::store::TableRoot`]: the directory the metadata file was loaded from, not the
+/// metadata's own `location`, which its writer sets).
+#[derive(Debug, Clone)]
+struct Outputs {
+    root: TableRoot,
+    /// The metadata's `location` when it lies under the root, else the root.
+    base: String,
+    /// `write.data.path` (else `write.folder-storage.path`) when under the root, else
+    /// `{base}/data`.
+    data_path: String,
+    /// Why a data path the table's properties name is not used.
+    notice: Option<String>,
+}
+
+impl Outputs {
+    fn of(table: &IcebergTable, root: TableRoot) -> Outputs {
+        let base = root.base(table.metadata.location());
+        let properties = table.metadata.properties();
+        let named = ["write.data.path", "write.folder-storage.path"]
+            .iter()
+            .find_map(|k| properties.get(*k).filter(|v| !v.is_empty()).map(|v| (*k, v.trim_end_matches('/'))));
+        let (data_path, notice) = match named {
+            Some((_, path)) if root.contains(path) => (path.to_string(), None),
+            Some((key, path)) => (
+                format!("{base}/data"),
+                Some(format!(
+                    "{key} '{path}' is outside the table's root '{}'; the rewritten files were written under \
+                     '{base}/data' instead",
+                    root.location()
+                )),
+            ),
+            None => (format!("{base}/data"), None),
+        };
+        Outputs { root, base, data_path, notice }
     }
-    let partition = table.metadata.partition_spec_by_id(spec_id).map_or(String::new(), |spec| {
-        let schema = table.metadata.current_schema();
-        table::iceberg::partition::path(spec, schema, first.partition())
-    });
-    if partition.is_empty() { data_path } else { format!("{data_path}/{partition}") }
+
+    /// Where a group's output goes: beside its first input when that lies inside the table
+    /// location or its data path (both under the root), else where Java's default location
+    /// provider puts a new data file of the partition: `{data path}/{partition path}`.
+    fn dir(&self, table: &IcebergTable, first: &IcebergDataFile, spec_id: i32) -> String {
+        if let Some((dir, _)) = first.file_path().rsplit_once('/')
+            && self.root.admits_output(dir)
+            && (crate::store::is_inside(dir, &self.base)
+                || dir == self.data_path
+                || crate::store::is_inside(dir, &self.data_path))
+        {
+            return dir.to_string();
+        }
+        let partition = table.metadata.partition_spec_by_id(spec_id).map_or(String::new(), |spec| {
+            let schema = table.metadata.current_schema();
+            table::iceberg::partition::path(spec, schema, first.partition())
+        });
+        let dir = format!("{}/{partition}", self.data_path);
+        // A partition path never climbs (each segment is `name=value`); checked all the same.
+        if partition.is_empty() || !self.root.contains(&dir) { self.data_path.clone() } else { dir }
+    }
 }
 
 /// Skips (with the reason, before anything is written; a dry run shows it too) each partition
@@ -807,7 +860,7 @@ fn misread_nested_field(conn: &Nested, inputs: &[String], schema: &Schema) -> Re
         return Ok(None);
     }
     let names: HashSet<&str> = current.values().map(String::as_str).collect();
-    let list = quote_list(inputs);
+    let list = quote_files(inputs);
     let result = conn.query(&format!(
         "SELECT DISTINCT name, field_id::BIGINT FROM parquet_schema({list}) WHERE field_id IS NOT NULL ORDER BY ALL"
     ))?;

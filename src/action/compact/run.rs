@@ -41,7 +41,8 @@ pub struct CompactionReport {
     /// `sort(…)`, `zorder(…)`).
     pub layout: Layout,
     /// What went wrong after the commit point without undoing the commit (a version hint that
-    /// could not be moved, a post-commit checkpoint that failed), for the caller to show.
+    /// could not be moved, a post-commit checkpoint that failed), or where written files went
+    /// instead of where the table's properties ask ([`Rewrite::notice`]), for the caller to show.
     pub warning: Option<String>,
     /// Per compacting partition that is re-encoded: why its row groups are not stitched.
     pub not_stitched: HashMap<PartitionKey, String>,
@@ -131,6 +132,11 @@ pub(crate) trait Rewrite {
     }
     /// The layout the rewrite writes.
     fn layout(&self) -> Layout;
+    /// Why written files go elsewhere than the table's properties ask (a data path outside the
+    /// table's root), for the report's warning.
+    fn notice(&self) -> Option<String> {
+        None
+    }
     /// The partitions whose time range ends after `now - window` (µs since the epoch), which
     /// `skip_recent_partitions` holds back.
     fn recent(&self, _now: i64, _window: i64) -> Vec<PartitionKey> {
@@ -223,6 +229,7 @@ pub(crate) fn run<R: Rewrite>(
     if report.plans.iter().all(|p| p.groups.is_empty()) {
         return Ok(report);
     }
+    report.warning = rewrite.notice();
     // Plan again on the sizes the rewrite will produce (a dry run measures too: the sample goes
     // to /dev/null, so the plan it shows is the plan a real run carries out).
     let conn = host.connect()?;

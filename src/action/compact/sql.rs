@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use ::iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
 
 use crate::action::compact::defaults::default_text;
-use crate::duck::{Nested, quote_ident, quote_list, quote_literal};
+use crate::duck::{Nested, quote_files, quote_ident, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 
 /// The row-lineage columns of format v3 (the spec's reserved field ids): written into every
@@ -136,7 +136,7 @@ pub(super) fn parquet_source(
     lineage: bool,
     extra: &str,
 ) -> Result<String> {
-    let files = quote_list(inputs);
+    let files = quote_files(inputs);
     if !files_have_ids {
         return Ok(format!("read_parquet({files}, union_by_name = true{extra})"));
     }
@@ -173,7 +173,7 @@ pub(super) fn parquet_source(
 
 /// Whether every input file carries Parquet field ids (all or none; a mix is refused).
 pub(crate) fn files_have_field_ids(conn: &Nested, inputs: &[String]) -> Result<bool> {
-    let list = quote_list(inputs);
+    let list = quote_files(inputs);
     let sql = format!(
         "SELECT count(*) FILTER (WHERE ids > 0), count(*) FROM \
          (SELECT file_name, count(field_id) AS ids FROM parquet_schema({list}) GROUP BY file_name)"

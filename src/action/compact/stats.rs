@@ -8,7 +8,7 @@ use ::iceberg::spec::{DataFile as IcebergDataFile, Datum, PrimitiveType, Schema}
 
 use super::sql::leaves;
 use crate::action::compact::defaults::expected_non_null;
-use crate::duck::{Nested, quote_literal};
+use crate::duck::{Nested, quote_file};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Whether every input's manifest entry has value and null counts for every leaf outside lists
@@ -182,7 +182,7 @@ pub(super) fn column_stats(conn: &Nested, path: &str, schema: &Schema) -> Result
     let result = conn.query(&format!(
         "SELECT path_in_schema::VARCHAR, stats_min_value::VARCHAR, stats_max_value::VARCHAR, \
          stats_null_count::BIGINT, total_compressed_size::BIGINT, num_values::BIGINT FROM parquet_metadata({})",
-        quote_literal(path)
+        quote_file(path)
     ))?;
     let mut stats = ColumnStats::default();
     let mut lower_text: HashMap<i32, Vec<Option<String>>> = HashMap::new();
