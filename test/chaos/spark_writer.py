@@ -31,6 +31,7 @@ Operations, on rows ``{id, p, val}`` (``delete_format``, optional on the three m
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -112,6 +113,23 @@ def is_conflict(text: str) -> bool:
     return any(name in text for name in names)
 
 
+# A file Spark's write needed is gone: `NotFoundException: File does not exist: <path>`.
+MISSING_FILE = re.compile(r"NotFoundException: File does not exist: (\S+)")
+
+
+def classify(text: str) -> dict:
+    """A failed operation's outcome: a conflict (Iceberg refused the commit); a write whose base
+    snapshot an expiry with no minimum age removed while it ran (a file it read is gone: Java's
+    writers fail so, as pyiceberg's do — the harness checks that no retained snapshot references
+    the missing file); anything else an error that stops the run."""
+    if is_conflict(text):
+        return {"ok": False, "conflict": text[:500]}
+    missing = MISSING_FILE.search(text)
+    if missing:
+        return {"ok": False, "conflict": f"its base snapshot was expired: {text}"[:500], "missing": missing.group(1)}
+    return {"ok": False, "error": text[:3000]}
+
+
 def main() -> int:
     sqlite, warehouse, scratch = sys.argv[1:4]
     prefix = f"spark.sql.catalog.{CATALOG}"
@@ -135,8 +153,7 @@ def main() -> int:
         try:
             outcome = perform(session, table, op)
         except Exception as error:  # noqa: BLE001 - classified for the harness
-            text = f"{type(error).__name__}: {error}"
-            outcome = {"ok": False, **({"conflict": text[:500]} if is_conflict(text) else {"error": text[:3000]})}
+            outcome = classify(f"{type(error).__name__}: {error}")
         print(json.dumps(outcome), flush=True)
     session.stop()
     return 0
