@@ -9,6 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::action::real_paths::real_path;
 use crate::store::table_root::TableRoot;
 use crate::store::{canonical, is_inside, is_remote, strip_file_scheme};
 use crate::table::iceberg::IcebergTable;
@@ -16,12 +17,13 @@ use crate::table::iceberg::IcebergTable;
 /// The limits of what an expiry or orphan removal of one table may delete.
 #[derive(Debug, Clone)]
 pub struct Boundary {
-    /// The table's root, as named by the user or registered by the catalog.
-    root: String,
-    /// The metadata's `location` (untrusted).
+    /// The metadata's `location` (untrusted), in its store's canonical spelling.
     location: String,
     /// Why nothing may be deleted, if nothing may.
     refusal: Option<String>,
+    /// A local table's root, symlinks resolved (`None` on object storage, or when it does not
+    /// exist).
+    real_root: Option<PathBuf>,
 }
 
 impl Boundary {
@@ -37,25 +39,27 @@ impl Boundary {
         let root = match TableRoot::of_metadata_file(metadata_location) {
             Ok(root) => root,
             Err(e) => {
-                let refusal = format!("{}; no file was deleted", e.message());
-                return Self { root: String::new(), location, refusal: Some(refusal) };
+                let refusal = Some(format!("{}; no file was deleted", e.message()));
+                return Self { location, refusal, real_root: None };
             }
         };
+        let root_location = root.location();
+        let real_root = (!is_remote(&root_location)).then(|| real_path_of(&root_location)).flatten();
         // A local location that exists is judged by its real path (a symlink inside the root may
         // lead out of it; a symlink to the root is the root); any other by its name.
-        let under = match really_under(&location, &root.location()) {
-            Some(under) => under,
-            None => root.contains(&location),
+        let real_location = (!is_remote(&location)).then(|| real_path_of(&location)).flatten();
+        let under = match (&real_root, real_location) {
+            (Some(real_root), Some(real_location)) => real_location.starts_with(real_root),
+            _ => root.contains(&location),
         };
-        let root = root.location();
         let refusal = (!under).then(|| {
             format!(
-                "the table's metadata names location '{location}', which is not inside the table's root '{root}' (the \
+                "the table's metadata names location '{location}', which is not inside the table's root '{root_location}' (the \
                  directory that holds its metadata directory); nothing is deleted outside the root, so no file was \
                  deleted"
             )
         });
-        Self { root, location, refusal }
+        Self { location, refusal, real_root }
     }
 
     /// Why nothing may be deleted: the metadata's `location` lies outside the root.
@@ -63,56 +67,32 @@ impl Boundary {
         self.refusal.as_deref()
     }
 
-    /// The table's root.
-    pub fn root(&self) -> &str {
-        &self.root
-    }
-
     /// Whether `path` (as metadata or a listing names it) may be deleted: inside the location,
     /// which lies under the root (a local location may be another spelling of a directory under
     /// it: a symlink, another mount). Checked again on the real path before a local delete
     /// ([`Boundary::real_root`]).
     pub fn admits(&self, path: &str) -> bool {
-        self.refusal.is_none() && is_inside(path, &self.location)
+        // Compared in the store's canonical spelling, as the location is (`s3a://` is `s3://`).
+        self.refusal.is_none() && is_inside(&canonical(path), &self.location)
     }
 
-    /// The root's real path (symlinks resolved) for a local table; `None` on object storage,
-    /// or when the root does not exist (then no local file may be deleted: [`within_real`]).
-    pub fn real_root(&self) -> Option<PathBuf> {
-        if is_remote(&self.root) {
-            return None;
-        }
-        std::fs::canonicalize(strip_file_scheme(&self.root)).ok()
-    }
-
-    /// Whether this boundary is of a local table.
-    pub fn is_local(&self) -> bool {
-        !is_remote(&self.root)
+    /// A local table's root, symlinks resolved, which every local delete is checked against
+    /// just before it ([`within_real`]); `None` on object storage, or for a local root that does
+    /// not exist (no file under it exists either).
+    pub fn real_root(&self) -> Option<&Path> {
+        self.real_root.as_deref()
     }
 }
 
-/// Whether the local directory `location`, symlinks resolved, is `root` or lies under it
-/// (resolved too); `None` for object storage, or when either does not exist.
-fn really_under(location: &str, root: &str) -> Option<bool> {
-    if is_remote(location) || is_remote(root) {
-        return None;
-    }
-    let location = std::fs::canonicalize(strip_file_scheme(location)).ok()?;
-    let root = std::fs::canonicalize(strip_file_scheme(root)).ok()?;
-    Some(location.starts_with(root))
+/// The local directory `location` with its symlinks resolved, when it exists.
+fn real_path_of(location: &str) -> Option<PathBuf> {
+    std::fs::canonicalize(strip_file_scheme(location)).ok()
 }
 
-/// Whether the local file `path`, its directory's symlinks resolved, lies strictly inside
-/// `real_root` (itself resolved). A file whose directory cannot be resolved is not.
+/// Whether the local file `path`, its directory's symlinks resolved ([`real_path`]), lies
+/// strictly inside `real_root` (itself resolved). A file whose directory cannot be resolved is not.
 pub fn within_real(path: &Path, real_root: &Path) -> bool {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else { return false };
-    match std::fs::canonicalize(dir) {
-        Ok(real_dir) => {
-            let real = real_dir.join(name);
-            real != real_root && real.starts_with(real_root)
-        }
-        Err(_) => false,
-    }
+    real_path(path).is_some_and(|real| real != real_root && real.starts_with(real_root))
 }
 
 #[cfg(test)]
@@ -138,6 +118,8 @@ mod tests {
         assert!(s3.refusal().is_some(), "another bucket");
         let s3 = Boundary::new("s3://b/w/t/metadata/v2.metadata.json", "s3a://b/w/t");
         assert!(s3.refusal().is_none() && s3.admits("s3://b/w/t/data/x.parquet") && !s3.admits("s3://b/w/x.parquet"));
+        assert!(s3.admits("s3a://b/w/t/data/x.parquet"), "a file named in the location's own spelling");
+        assert!(s3.real_root().is_none(), "object storage has no real path");
     }
 
     #[test]

@@ -336,7 +336,7 @@ fn unused_metadata(table: &IcebergTable, metadata: &TableMetadata) -> Result<Unu
 /// Every file the expiry of `selection` frees: manifest lists, manifests, data and delete files
 /// reachable only from expired snapshots, their statistics files, and metadata files that fall
 /// out of the metadata log.
-pub fn files_to_delete(table: &IcebergTable, selection: &Selection) -> Result<Vec<Deletion>> {
+pub fn files_to_delete(table: &IcebergTable, selection: &Selection, boundary: &Boundary) -> Result<Vec<Deletion>> {
     let base = table.metadata.as_ref();
     let new = &selection.metadata;
     let location = base.location();
@@ -363,9 +363,8 @@ pub fn files_to_delete(table: &IcebergTable, selection: &Selection) -> Result<Ve
         retained.decode(table, all, false)?;
     }
     let mut files = unreachable_files(&expired, &retained, location)?;
-    let boundary = Boundary::of(table);
     for file in &mut files {
-        file.inside_location = file.inside_location && boundary.admits(&file.path);
+        file.inside_location = boundary.admits(&file.path);
     }
 
     // Statistics and metadata files, compared as normalized paths and listed once each.
@@ -433,11 +432,10 @@ pub fn expire(located: &Located, options: &ExpiryOptions) -> Result<ExpiryReport
         if selection.is_empty() {
             return Ok(report);
         }
-        let deletions = files_to_delete(&table, &selection)?;
         let boundary = Boundary::of(&table);
-        let real_root = boundary.is_local().then(|| boundary.real_root()).flatten();
+        let deletions = files_to_delete(&table, &selection, &boundary)?;
         if options.dry_run {
-            report.files = delete_files(deletions, true, real_root.as_deref());
+            report.files = delete_files(deletions, true, boundary.real_root());
             report.warning = boundary.refusal().map(str::to_string);
             return Ok(report);
         }
@@ -458,7 +456,7 @@ pub fn expire(located: &Located, options: &ExpiryOptions) -> Result<ExpiryReport
                 let refused = boundary.refusal().map(str::to_string);
                 report.warning =
                     [warning, kept_warning, refused].into_iter().flatten().reduce(|a, b| format!("{a}; {b}"));
-                report.files = delete_files(deletions, false, real_root.as_deref());
+                report.files = delete_files(deletions, false, boundary.real_root());
                 return Ok(report);
             }
             CommitOutcome::Conflict => located = relocate(&located)?,

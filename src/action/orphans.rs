@@ -297,8 +297,7 @@ pub fn remove_orphan_files(
             inside_location: boundary.admits(&o.path),
         })
         .collect();
-    let real_root = boundary.is_local().then(|| boundary.real_root()).flatten();
-    Ok(orphans.into_iter().zip(delete_files(deletions, dry_run, real_root.as_deref())).collect())
+    Ok(orphans.into_iter().zip(delete_files(deletions, dry_run, boundary.real_root())).collect())
 }
 
 #[cfg(test)]

@@ -18,7 +18,15 @@ impl RealPaths {
         let real = self.dirs.entry(dir.to_path_buf()).or_insert_with(|| std::fs::canonicalize(dir).ok());
         real.as_ref().map(|d| d.join(name))
     }
+}
 
+/// `path` with its directory's symlinks resolved, uncached ([`RealPaths::of`] for many files of
+/// few directories); `None` when the directory does not exist.
+pub fn real_path(path: &Path) -> Option<PathBuf> {
+    RealPaths::default().of(path)
+}
+
+impl RealPaths {
     /// [`RealPaths::of`], or `path` itself when its directory does not exist.
     pub fn or_same(&mut self, path: &Path) -> PathBuf {
         self.of(path).unwrap_or_else(|| path.to_path_buf())
