@@ -22,7 +22,8 @@
 //! - [`duck`]: the nested host connection (driven through C API `v1.2.0` functions only, so
 //!   every DuckDB from 1.3 to 2.0 runs it; the settings that change what SQL means pinned on it)
 //!   and SQL quoting (the only place SQL text is built; a file to read through `quote_file`, which
-//!   DuckDB cannot take for a glob pattern).
+//!   DuckDB cannot take for a glob pattern); [`duck::secret_lease`]: temporary secrets that last
+//!   only as long as the work that needs them.
 //! - [`store`]: where files live. [`store::location`] parses a location once
 //!   ([`store::Location`]: a local path or `file:` URI, or an [`store::ObjectLocation`] —
 //!   `s3://bucket/key`, Azure's `az://container/key` and `abfss://`/`wasbs://` spellings, GCS's

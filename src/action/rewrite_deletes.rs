@@ -120,12 +120,12 @@ pub fn rewrite_position_deletes(
         let table = IcebergTable::load(&located.metadata_location)?;
         let state = State::read(&table, options.convert_equality_deletes)?;
         let conn = host.connect()?;
-        if let Some(first) = state.files.first() {
-            crate::store::prepare_remote(&conn, &first.path)?;
-        }
+        // Held while DuckDB reads and writes the table's files.
+        let access = crate::store::prepare_remote(&conn, &TableRoot::of_metadata_file(&table.metadata_location)?)?;
         let mut report = RewriteDeletesReport {
             partitions: state.plan(&conn, options, table.metadata.format_version())?,
             dry_run: options.dry_run,
+            warning: access.notice.clone(),
             ..Default::default()
         };
         if options.dry_run || !report.partitions.iter().any(|p| p.rewrites) {

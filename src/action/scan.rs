@@ -25,7 +25,7 @@ use crate::table::iceberg::IcebergTable;
 
 /// Scans `paths` (data file locations) `runs` times (at least 1); the best time counts (the first
 /// run also warms the file cache, so before and after are compared warm).
-pub fn scan(conn: &crate::duck::Nested, table: &Table, paths: &[String], runs: u32) -> Result<ScanResult> {
+pub fn scan(conn: &crate::duck::Connection, table: &Table, paths: &[String], runs: u32) -> Result<ScanResult> {
     let local: Vec<String> = paths.iter().map(|p| strip_file_scheme(p).to_string()).collect();
     if local.is_empty() {
         return Ok(ScanResult { files: 0, rows: 0, checksum: "0".into(), elapsed: Duration::ZERO });
@@ -36,7 +36,11 @@ pub fn scan(conn: &crate::duck::Nested, table: &Table, paths: &[String], runs: u
         Table::Delta(table) => TableRoot::of_directory(&table.root.to_string_lossy())?,
     };
     root.check_reads(paths.iter().map(String::as_str))?;
-    crate::store::prepare_remote(conn, &local[0])?;
+    // Held while DuckDB reads the files.
+    let access = crate::store::prepare_remote(conn, &root)?;
+    if let Some(notice) = &access.notice {
+        crate::progress_lines::line(|| notice.clone());
+    }
     // Lives until the scan is done (its temporary file is read by the query).
     let deleted: Option<DeletedPositions>;
     let (columns, source) = match table {

@@ -117,9 +117,7 @@ pub fn resolve(identifier: &str, options: &CatalogOptions) -> Result<CatalogTabl
     if is_rest {
         let rest = crate::catalog::rest::RestCatalog::connect(&catalog)?;
         let loaded = rest.load_table(&namespace, &table)?;
-        if crate::store::is_remote(&loaded.location) {
-            crate::store::register(&loaded.location, loaded.s3.clone());
-        }
+        loaded.register()?;
         return Ok(CatalogTable {
             catalog: catalog.name,
             namespace,

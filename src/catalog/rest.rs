@@ -10,7 +10,11 @@
 //! Tables are loaded with `X-Iceberg-Access-Delegation: vended-credentials`; the S3 settings of
 //! the table are, key by key, the vended credentials (the response's `config` or the longest
 //! matching `storage-credentials` prefix), then the catalog's properties (with `/v1/config`'s
-//! defaults and overrides), then the AWS environment ([`crate::store`]).
+//! defaults and overrides), then the AWS environment ([`crate::store`]). They are registered for
+//! the table's root only ([`LoadedTable::register`]), and an S3 endpoint other than the one the
+//! catalog's configuration (or the AWS environment) names is refused unless the configuration
+//! says `lakehouse.trust-catalog-endpoint: true`: a catalog's response cannot send this
+//! extension's S3 requests, with their credentials, to a server of its choosing.
 //!
 //! Commits POST the changes (`add-snapshot`, `set-snapshot-ref`, `remove-snapshots`, …) with the
 //! requirements `assert-table-uuid` and `assert-ref-snapshot-id` on `main`: the catalog is the
@@ -41,7 +45,16 @@ pub struct RestCatalog {
     client: reqwest::Client,
     /// With `rest.sigv4-enabled`: every request SigV4-signed.
     signer: Option<crate::catalog::sigv4::Signer>,
+    /// The S3 endpoint the user configured (the catalog's `s3.endpoint`, else the AWS
+    /// environment's), the only one a response may name unless [`TRUST_ENDPOINT`] is set.
+    configured_endpoint: Option<String>,
+    /// [`TRUST_ENDPOINT`] is `true` in the catalog's configuration.
+    trusts_endpoint: bool,
 }
+
+/// The catalog property that lets the catalog's responses (vended `config`, `/v1/config`'s
+/// defaults and overrides) name an S3 endpoint other than the configured one.
+pub const TRUST_ENDPOINT: &str = "lakehouse.trust-catalog-endpoint";
 
 /// Shows where the catalog is, never what authenticates to it: the token, header values and
 /// secret properties are redacted ([`crate::catalog::config::RedactedProperties`]).
@@ -76,6 +89,20 @@ pub struct LoadedTable {
     pub location: String,
     /// The table's S3 settings: vended, then the catalog's.
     pub s3: S3Settings,
+}
+
+impl LoadedTable {
+    /// Registers the table's S3 settings ([`crate::store::register`]) for the files under its
+    /// root — the directory of the metadata file the catalog points to
+    /// ([`crate::store::TableRoot`]) — not under the `location` the response claims: they reach
+    /// no other table's files, whatever the catalog says.
+    pub fn register(&self) -> Result<()> {
+        if crate::store::is_remote(&self.metadata_location) {
+            let root = crate::store::TableRoot::of_metadata_file(&self.metadata_location)?;
+            crate::store::register(&root.location(), self.s3.clone());
+        }
+        Ok(())
+    }
 }
 
 /// What a commit POST came to.
@@ -133,8 +160,20 @@ impl RestCatalog {
         } else {
             None
         };
-        let mut catalog =
-            RestCatalog { name, base, prefix: None, headers, token: None, properties: props.clone(), client, signer };
+        let configured_endpoint = props.get("s3.endpoint").cloned().or_else(|| S3Settings::from_environment().endpoint);
+        let trusts_endpoint = props.get(TRUST_ENDPOINT).is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let mut catalog = RestCatalog {
+            name,
+            base,
+            prefix: None,
+            headers,
+            token: None,
+            properties: props.clone(),
+            client,
+            signer,
+            configured_endpoint,
+            trusts_endpoint,
+        };
         catalog.token = match (props.get("token"), props.get("credential")) {
             (Some(token), _) => Some(token.clone()),
             (None, Some(credential)) => Some(catalog.fetch_token(credential)?),
@@ -290,11 +329,46 @@ impl RestCatalog {
             Error::new(ErrorKind::Catalog, format!("REST catalog '{}': {what}: no metadata-location", self.name))
         })?;
         let location = body.pointer("/metadata/location").and_then(Value::as_str).unwrap_or_default().to_string();
-        Ok(LoadedTable {
-            metadata_location: metadata_location.to_string(),
-            s3: self.table_settings(&body, &location),
-            location,
-        })
+        let s3 = self.table_settings(&body, &location);
+        self.check_endpoint(&s3, &format!("{namespace}.{table}"))?;
+        Ok(LoadedTable { metadata_location: metadata_location.to_string(), s3, location })
+    }
+
+    /// Refuses settings whose S3 endpoint is not the configured one (compared as host, port and
+    /// TLS), unless the configuration trusts the catalog's ([`TRUST_ENDPOINT`]).
+    fn check_endpoint(&self, settings: &S3Settings, table: &str) -> Result<()> {
+        let configured = S3Settings { endpoint: self.configured_endpoint.clone(), ..Default::default() };
+        // The endpoint the table's client will use: the settings', else the AWS environment's.
+        let effective = S3Settings {
+            endpoint: settings.endpoint.clone().or_else(|| S3Settings::from_environment().endpoint),
+            ..Default::default()
+        };
+        let key = |s: &S3Settings| s.endpoint_host().map(|(host, tls)| (host.to_ascii_lowercase(), tls));
+        if self.trusts_endpoint || key(&effective) == key(&configured) {
+            return Ok(());
+        }
+        let shown = |s: &S3Settings| match s.endpoint_host() {
+            // Only scheme, host and port: a URL's user part or path is not shown.
+            Some((host, tls)) => {
+                let host = host.rsplit('@').next().unwrap_or_default();
+                let host = host.split('/').next().unwrap_or_default();
+                format!("'{}://{host}'", if tls { "https" } else { "http" })
+            }
+            None => "none (AWS S3's own)".to_string(),
+        };
+        Err(Error::new(
+            ErrorKind::Catalog,
+            format!(
+                "REST catalog '{}' names the S3 endpoint {} for table '{table}', but the catalog's configuration names \
+                 {}: a catalog's response may not send this extension's S3 requests and credentials to another \
+                 server; if you trust the catalog to choose it, set {TRUST_ENDPOINT}: true in the catalog's \
+                 configuration (PYICEBERG_CATALOG__{}__LAKEHOUSE__TRUST_CATALOG_ENDPOINT=true)",
+                self.name,
+                shown(&effective),
+                shown(&configured),
+                self.name.to_uppercase().replace('-', "_")
+            ),
+        ))
     }
 
     /// The table's S3 settings: vended (longest matching `storage-credentials` prefix, else the
@@ -393,6 +467,77 @@ mod tests {
         assert_eq!(describe(reqwest::StatusCode::BAD_GATEWAY, &Value::Null), "502 Bad Gateway");
     }
 
+    /// A catalog session for the endpoint rule, not connected to anything.
+    fn catalog_configured_with(endpoint: Option<&str>, trusts_endpoint: bool) -> RestCatalog {
+        RestCatalog {
+            name: "prod-eu".into(),
+            base: "http://127.0.0.1:1".into(),
+            prefix: None,
+            headers: Vec::new(),
+            token: None,
+            properties: BTreeMap::new(),
+            client: reqwest::Client::new(),
+            signer: None,
+            configured_endpoint: endpoint.map(str::to_string),
+            trusts_endpoint,
+        }
+    }
+
+    #[test]
+    fn a_response_may_name_only_the_configured_endpoint_unless_the_configuration_trusts_it() {
+        let vended = |endpoint: &str| S3Settings {
+            endpoint: Some(endpoint.to_string()),
+            access_key_id: Some("AKIA-vended-1".into()),
+            secret_access_key: Some("vended-secret-2".into()),
+            ..Default::default()
+        };
+        let catalog = catalog_configured_with(Some("http://127.0.0.1:9000"), false);
+        for same in ["http://127.0.0.1:9000", "HTTP://127.0.0.1:9000/"] {
+            assert!(catalog.check_endpoint(&vended(same), "ns.t").is_ok(), "{same}");
+        }
+        for other in ["http://127.0.0.1:9001", "https://127.0.0.1:9000", "http://user:pw@evil.example:9000/x"] {
+            let err = catalog.check_endpoint(&vended(other), "ns.t").unwrap_err().to_string();
+            assert!(err.contains("REST catalog 'prod-eu'") && err.contains("table 'ns.t'"), "{err}");
+            assert!(err.contains("lakehouse.trust-catalog-endpoint: true"), "{err}");
+            assert!(err.contains("PYICEBERG_CATALOG__PROD_EU__LAKEHOUSE__TRUST_CATALOG_ENDPOINT=true"), "{err}");
+            assert!(err.contains("'http://127.0.0.1:9000'"), "names the configured endpoint: {err}");
+            for secret in ["AKIA-vended-1", "vended-secret-2", "user:pw", "/x'"] {
+                assert!(!err.contains(secret), "{secret} shown: {err}");
+            }
+        }
+        if std::env::var_os("AWS_ENDPOINT_URL_S3").is_none() && std::env::var_os("AWS_ENDPOINT_URL").is_none() {
+            let err = catalog_configured_with(None, false)
+                .check_endpoint(&vended("http://127.0.0.1:9000"), "ns.t")
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("configuration names none (AWS S3's own)"), "{err}");
+        }
+        assert!(catalog_configured_with(None, true).check_endpoint(&vended("http://evil:1"), "ns.t").is_ok());
+        assert!(
+            catalog_configured_with(Some("http://127.0.0.1:9000"), true)
+                .check_endpoint(&vended("http://evil:1"), "ns.t")
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_tables_settings_reach_only_its_root_whatever_location_the_catalog_claims() {
+        let loaded = LoadedTable {
+            metadata_location: "s3://unit-claims/wh/ns/t/metadata/00001-a.metadata.json".into(),
+            location: "s3://unit-claims".into(),
+            s3: S3Settings { endpoint: Some("http://127.0.0.1:1".into()), ..Default::default() },
+        };
+        loaded.register().unwrap();
+        let (prefix, settings) = crate::store::registered("s3://unit-claims/wh/ns/t/data/a.parquet").unwrap();
+        assert_eq!(
+            (prefix.as_str(), settings.endpoint.as_deref()),
+            ("s3://unit-claims/wh/ns/t", Some("http://127.0.0.1:1"))
+        );
+        for elsewhere in ["s3://unit-claims/wh/ns/other/data/a.parquet", "s3://unit-claims/a.parquet"] {
+            assert!(crate::store::registered(elsewhere).is_none(), "{elsewhere}");
+        }
+    }
+
     /// Debug output (what a log line or a panic message shows) carries no secret: not the
     /// bearer token, not a header value, not a credential or key among the properties, not a
     /// password inside a URI.
@@ -432,6 +577,8 @@ mod tests {
                 )
                 .unwrap(),
             ),
+            configured_endpoint: None,
+            trusts_endpoint: false,
         };
         let config = CatalogConfig { name: "prod".into(), properties };
         let options = crate::catalog::config::CatalogOptions {

@@ -1,42 +1,69 @@
 //! Readying DuckDB for a table's data on object storage: its `httpfs` extension (S3, GCS) or
 //! `azure` extension (Azure), and a temporary secret with the credentials this extension resolved for
 //! the table, so that DuckDB reads and writes the data with the same credentials as the metadata.
+//!
+//! The secret is ours for the call only ([`TableAccess`] holds its lease; DuckDB's secrets are
+//! the database's, seen by the user's connections too): scoped to exactly the table's root, so it
+//! covers nothing else of the bucket, and dropped when the work that needs it is done, so the
+//! user's own statements afterwards use the user's own secrets. A user's secret that covers the
+//! table is used as it is unless the table has credentials of its own (a catalog's vended
+//! credentials, the catalog configuration's `s3.*`); when those outrank it for the call, the
+//! report's warning says so.
 
-use crate::duck::{Nested, quote_literal};
+use crate::duck::{Connection, SecretLease, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 
-/// Readies the host connection for the data of a table on object storage (`location` is one of
-/// its files): DuckDB's `httpfs` loaded, and a temporary S3 secret scoped to the table's location
-/// with the credentials the metadata is read with, so DuckDB reads and writes the data as they
-/// do: the keys this extension registered for the table (a catalog's vended credentials or
-/// `s3.*` properties, [`super::registered`]), else — for registered settings without keys, or
-/// when `AWS_ACCESS_KEY_ID` is not set — the AWS credential chain's
-/// ([`super::aws_credentials`]: a profile, assume-role, web identity, ECS, EC2), fetched again
-/// before they expire each time a table is readied. When neither gives credentials the host's own
-/// S3 secrets (or the AWS environment httpfs reads) apply. A local location needs nothing.
-pub fn prepare_remote(conn: &Nested, location: &str) -> Result<()> {
-    if !super::is_remote(location) {
-        return Ok(());
+use super::TableRoot;
+
+/// What readying a table's remote data set up for the call: the temporary secret (dropped with
+/// this value), and why it outranks a secret of the user's, when it does.
+#[derive(Debug, Default)]
+pub struct TableAccess {
+    _secret: Option<SecretLease>,
+    /// The user's secret that our secret outranks for the table's files during the call, said
+    /// in words for the report's warning.
+    pub notice: Option<String>,
+}
+
+/// Readies the host connection for the data of the table at `root` when it is on object storage:
+/// DuckDB's `httpfs` loaded, and a temporary S3 secret scoped to the root with the credentials
+/// the metadata is read with, so DuckDB reads and writes the data as they do: the keys this
+/// extension registered for the table (a catalog's vended credentials or `s3.*` properties,
+/// [`super::registered`]), else — for registered settings without keys — the AWS credential
+/// chain's ([`super::aws_credentials`]: a profile, assume-role, web identity, ECS, EC2), fetched
+/// again before they expire each time a table is readied. Without registered settings, a secret
+/// of the user's that covers the root is used; without one either, and without
+/// `AWS_ACCESS_KEY_ID` (which httpfs reads itself), the credential chain's. A local table needs
+/// nothing. Hold the returned value while DuckDB reads or writes the table's files.
+pub fn prepare_remote(conn: &Connection, root: &TableRoot) -> Result<TableAccess> {
+    let prefix = root.location();
+    if !super::is_remote(&prefix) {
+        return Ok(TableAccess::default());
     }
-    let object = super::ObjectLocation::parse(location)?;
+    let object = super::ObjectLocation::parse(&prefix)?;
     if let super::ObjectScheme::Azure(_) = object.scheme {
         load_extension(conn, "azure")?;
-        return match super::azure::registered(location) {
-            Some((prefix, settings)) => registered_azure_secret(conn, &prefix, &settings),
-            None => azure_secret(conn),
+        let theirs = users_secret(conn, &prefix, "azure");
+        return match super::azure::registered(&prefix) {
+            Some((_, settings)) => {
+                let secret = registered_azure_secret(conn, &prefix, &settings)?;
+                Ok(TableAccess { notice: outranked(theirs, &prefix, secret.is_some()), _secret: secret })
+            }
+            None if theirs.is_some() => Ok(TableAccess::default()),
+            None => Ok(TableAccess { _secret: azure_secret(conn)?, notice: None }),
         };
     }
     load_extension(conn, "httpfs")?;
     if object.scheme == super::ObjectScheme::Gcs {
         // GCS's data is read with the host's own GCS secret (HMAC keys; see `super::gcs`).
-        return Ok(());
+        return Ok(TableAccess::default());
     }
-    let (prefix, settings) = match super::registered(location) {
-        Some(found) => found,
-        None if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() => {
-            (object.with_key("").to_uri().trim_end_matches('/').to_string(), super::S3Settings::from_environment())
-        }
-        None => return Ok(()),
+    let theirs = users_secret(conn, &prefix, "s3");
+    let settings = match super::registered(&prefix) {
+        Some((_, settings)) => settings,
+        None if theirs.is_some() => return Ok(TableAccess::default()),
+        None if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() => super::S3Settings::from_environment(),
+        None => return Ok(TableAccess::default()),
     };
     let keys = match (&settings.access_key_id, &settings.secret_access_key) {
         (Some(key_id), Some(secret)) => {
@@ -44,7 +71,7 @@ pub fn prepare_remote(conn: &Nested, location: &str) -> Result<()> {
         }
         _ => match super::aws_credentials::resolve_blocking(settings.profile.as_deref(), &format!("'{prefix}'")) {
             Ok(keys) => keys,
-            Err(_) => return Ok(()),
+            Err(_) => return Ok(TableAccess::default()),
         },
     };
     let mut options = vec![
@@ -62,26 +89,40 @@ pub fn prepare_remote(conn: &Nested, location: &str) -> Result<()> {
         options.push(format!("ENDPOINT {}", quote_literal(&host)));
         options.push(format!("USE_SSL {tls}"));
     }
-    let name = secret_name("__lakehouse", &prefix);
-    // The statement holds the secret: its error is replaced, never shown.
-    conn.execute(&format!("CREATE OR REPLACE TEMPORARY SECRET {name} ({})", options.join(", "))).map_err(|_| {
+    let secret = conn.lease_secret("s3", &options.join(", ")).map_err(|_| {
         Error::new(
             ErrorKind::DuckDb,
             format!("cannot create the temporary S3 secret for '{prefix}' on the host connection"),
         )
-    })
+    })?;
+    Ok(TableAccess { notice: outranked(theirs, &prefix, true), _secret: Some(secret) })
 }
 
-/// The name of the temporary secret for the table at `prefix`: `stem` and a hash of the prefix.
-fn secret_name(stem: &str, prefix: &str) -> String {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    prefix.hash(&mut h);
-    format!("{stem}_{:016x}", h.finish())
+/// The name of the user's secret of `kind` DuckDB would use for the files under `prefix`
+/// (`which_secret`), when there is one (ours, `__lakehouse_…`, are not the user's).
+fn users_secret(conn: &Connection, prefix: &str, kind: &str) -> Option<String> {
+    let rows = conn
+        .query(&format!(
+            "SELECT name FROM which_secret({}, {})",
+            quote_literal(&format!("{prefix}/")),
+            quote_literal(kind)
+        ))
+        .ok()?;
+    let name = rows.rows.first()?.first()?.text()?.to_string();
+    (!name.starts_with("__lakehouse_")).then_some(name)
+}
+
+/// The warning when our secret for `prefix` outranks the user's secret `theirs` for the call.
+fn outranked(theirs: Option<String>, prefix: &str, ours: bool) -> Option<String> {
+    let name = theirs.filter(|_| ours)?;
+    Some(format!(
+        "the table's files under '{prefix}/' were read and written with the credentials its catalog gives for it, \
+         not with your DuckDB secret '{name}' (that secret applies again after this call)"
+    ))
 }
 
 /// Loads DuckDB's extension `name` on the connection (installing it first if need be).
-fn load_extension(conn: &Nested, name: &str) -> Result<()> {
+fn load_extension(conn: &Connection, name: &str) -> Result<()> {
     if conn.execute(&format!("LOAD {name}")).is_ok() {
         return Ok(());
     }
@@ -101,7 +142,7 @@ fn load_extension(conn: &Nested, name: &str) -> Result<()> {
 /// `AZURE_STORAGE_CONNECTION_STRING`, else account name and key (against Azurite with
 /// `AZURE_STORAGE_USE_EMULATOR=true`, at `AZURITE_BLOB_STORAGE_URL` or its default), else the
 /// credential chain for the account.
-fn azure_secret(conn: &Nested) -> Result<()> {
+fn azure_secret(conn: &Connection) -> Result<Option<SecretLease>> {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let emulator = var("AZURE_STORAGE_USE_EMULATOR").is_some_and(|v| v.eq_ignore_ascii_case("true"));
     let account = var("AZURE_STORAGE_ACCOUNT_NAME").or_else(|| emulator.then(|| "devstoreaccount1".to_string()));
@@ -120,16 +161,20 @@ fn azure_secret(conn: &Nested) -> Result<()> {
             format!("CONNECTION_STRING {}", quote_literal(&text))
         }
         (None, Some(account), None) => format!("PROVIDER credential_chain, ACCOUNT_NAME {}", quote_literal(account)),
-        (None, None, _) => return Ok(()),
+        (None, None, _) => return Ok(None),
     };
-    // The statement holds the secret: its error is replaced, never shown.
-    conn.execute(&format!("CREATE OR REPLACE TEMPORARY SECRET __lakehouse_azure (TYPE azure, {options})"))
+    conn.lease_secret("azure", &format!("TYPE azure, {options}"))
+        .map(Some)
         .map_err(|_| Error::new(ErrorKind::DuckDb, "cannot create the temporary Azure secret on the host connection"))
 }
 
 /// The Azure secret DuckDB reads a table's data with when its catalog gave `adls.*` settings
 /// ([`super::azure::registered`]), scoped to the table's location.
-fn registered_azure_secret(conn: &Nested, prefix: &str, settings: &super::azure::AzureSettings) -> Result<()> {
+fn registered_azure_secret(
+    conn: &Connection,
+    prefix: &str,
+    settings: &super::azure::AzureSettings,
+) -> Result<Option<SecretLease>> {
     let account = settings.account_name.as_deref();
     let options = match (&settings.connection_string, account, &settings.account_key, &settings.sas_token) {
         (Some(text), _, _, _) => format!("CONNECTION_STRING {}", quote_literal(text)),
@@ -157,18 +202,14 @@ fn registered_azure_secret(conn: &Nested, prefix: &str, settings: &super::azure:
         }
         (None, None, _, _) => return azure_secret(conn),
     };
-    let name = secret_name("__lakehouse_azure", prefix);
-    // The statement holds the secret: its error is replaced, never shown.
-    conn.execute(&format!(
-        "CREATE OR REPLACE TEMPORARY SECRET {name} (TYPE azure, {options}, SCOPE {})",
-        quote_literal(&format!("{prefix}/"))
-    ))
-    .map_err(|_| {
-        Error::new(
-            ErrorKind::DuckDb,
-            format!("cannot create the temporary Azure secret for '{prefix}' on the host connection"),
-        )
-    })
+    conn.lease_secret("azure", &format!("TYPE azure, {options}, SCOPE {}", quote_literal(&format!("{prefix}/"))))
+        .map(Some)
+        .map_err(|_| {
+            Error::new(
+                ErrorKind::DuckDb,
+                format!("cannot create the temporary Azure secret for '{prefix}' on the host connection"),
+            )
+        })
 }
 
 /// Azurite's well-known development account key (public: Azurite's documentation).

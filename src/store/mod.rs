@@ -37,7 +37,7 @@ pub mod registry;
 pub mod s3;
 pub mod table_root;
 
-pub use duckdb::prepare_remote;
+pub use duckdb::{TableAccess, prepare_remote};
 pub use iceberg_io::file_io_for;
 pub use location::{
     Location, ObjectLocation, ObjectScheme, canonical, decoded, is_inside, is_remote, location_key, normalize_location,

@@ -177,6 +177,8 @@ fn clustered_layout(
 /// version's live files, rewritten by column name, committed as one OPTIMIZE commit.
 pub(crate) struct DeltaRewrite<'a> {
     table: &'a DeltaLakeTable,
+    /// The table's directory, which every file read must be on the store of and every output under.
+    root: TableRoot,
     files: Vec<DataFile>,
     /// For each model data file: its live file (deletion-vector entries have none).
     live: Vec<Option<usize>>,
@@ -198,7 +200,8 @@ impl<'a> DeltaRewrite<'a> {
         check_protocol(table)?;
         let files = table.model_files();
         // Every file this rewrite may read is on the table's store, before any is read.
-        TableRoot::of_directory(&table.root.to_string_lossy())?.check_reads(files.iter().map(|f| f.path.as_str()))?;
+        let root = TableRoot::of_directory(&table.root.to_string_lossy())?;
+        root.check_reads(files.iter().map(|f| f.path.as_str()))?;
         let index: HashMap<&std::ffi::OsStr, usize> =
             table.files.iter().enumerate().map(|(i, f)| (f.local_path.as_os_str(), i)).collect();
         let live = files
@@ -224,6 +227,7 @@ impl<'a> DeltaRewrite<'a> {
         };
         Ok(Self {
             table,
+            root,
             files,
             live,
             columns,
@@ -261,6 +265,10 @@ impl Rewrite for DeltaRewrite<'_> {
 
     fn files(&self) -> &[DataFile] {
         &self.files
+    }
+
+    fn root(&self) -> &TableRoot {
+        &self.root
     }
 
     fn layout(&self) -> Layout {

@@ -317,6 +317,10 @@ impl Rewrite for IcebergRewrite<'_> {
         &self.settled
     }
 
+    fn root(&self) -> &TableRoot {
+        &self.outputs.root
+    }
+
     fn notice(&self) -> Option<String> {
         self.outputs.notice.clone()
     }

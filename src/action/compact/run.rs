@@ -130,6 +130,8 @@ pub(crate) trait Rewrite {
     fn settled(&self) -> &[PartitionProfile] {
         &[]
     }
+    /// The table's root ([`crate::store::TableRoot`]).
+    fn root(&self) -> &crate::store::TableRoot;
     /// The layout the rewrite writes.
     fn layout(&self) -> Layout;
     /// Why written files go elsewhere than the table's properties ask (a data path outside the
@@ -233,9 +235,9 @@ pub(crate) fn run<R: Rewrite>(
     // Plan again on the sizes the rewrite will produce (a dry run measures too: the sample goes
     // to /dev/null, so the plan it shows is the plan a real run carries out).
     let conn = host.connect()?;
-    if let Some(first) = files.first() {
-        crate::store::prepare_remote(&conn, &first.path)?;
-    }
+    // Held until the rewrite is done: DuckDB reads and writes the table's files with it.
+    let access = crate::store::prepare_remote(&conn, rewrite.root())?;
+    report.warning = batches::joined(report.warning.take(), access.notice.clone());
     // Partitions whose every group can be stitched keep the plan on input bytes: stitching
     // writes what it reads.
     let mut stitched: Vec<bool> = Vec::with_capacity(report.plans.len());

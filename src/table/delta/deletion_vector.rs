@@ -52,6 +52,11 @@ fn stored(root: &Path, dv: &DeletionVectorDescriptor) -> Result<DeletedRows> {
         .to_string_lossy()
         .into_owned();
     let what = describe(root, dv);
+    // An absolute path (`p`) is the log writer's to choose: read it only on the table's store, as
+    // a data file would be (`TableRoot::check_read`), never from another store or a URL.
+    crate::store::TableRoot::of_directory(&root.to_string_lossy())?
+        .check_read(&location)
+        .map_err(|e| corrupt(&what, e.message().to_string()))?;
     let size = u64::try_from(dv.size_in_bytes).map_err(|_| corrupt(&what, "a negative sizeInBytes"))?;
     let start = u64::try_from(dv.offset.unwrap_or(1)).map_err(|_| corrupt(&what, "a negative offset"))?;
     if start == 0 {
@@ -185,6 +190,16 @@ mod tests {
         let dv = descriptor(StorageType::UuidRelativePath, relative, Some(offsets[1]), a.len(), 3);
         assert_eq!(read(&dir, &dv).unwrap().rows.iter().collect::<Vec<_>>(), vec![0, 3, 5]);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_absolute_path_off_the_tables_store_is_not_read() {
+        let dir = std::env::temp_dir().join(format!("lakehouse-dv-{}", uuid::Uuid::new_v4()));
+        for path in ["http://127.0.0.1:9/vectors.bin", "s3://elsewhere/vectors.bin"] {
+            let dv = descriptor(StorageType::AbsolutePath, path.into(), Some(1), 8, 1);
+            let err = read(&dir, &dv).unwrap_err().message().to_string();
+            assert!(err.contains("is not a file of the table's store"), "{path}: {err}");
+        }
     }
 
     #[test]

@@ -549,9 +549,7 @@ pub fn relocate(located: &Located) -> Result<Located> {
     match &located.catalog_table {
         Some(t @ CatalogTable { backend: crate::catalog::Backend::Rest(rest), .. }) => {
             let loaded = rest.load_table(&t.namespace, &t.table)?;
-            if crate::store::is_remote(&loaded.location) {
-                crate::store::register(&loaded.location, loaded.s3.clone());
-            }
+            loaded.register()?;
             Ok(Located {
                 metadata_location: loaded.metadata_location.clone(),
                 catalog_table: Some(CatalogTable { metadata_location: loaded.metadata_location, ..t.clone() }),

@@ -6,12 +6,16 @@
 //! DuckDB version). Every identifier and literal that reaches SQL goes
 //! through [`quote_ident`] or [`quote_literal`]; no raw user string is formatted into SQL.
 
+pub mod secret_lease;
+
 use std::ffi::{CStr, CString};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use duckdb::ffi;
 
 use crate::error::{Error, ErrorKind, Result};
+
+pub use secret_lease::SecretLease;
 
 /// A handle on the host database, shared by every registered function.
 ///
@@ -22,13 +26,20 @@ use crate::error::{Error, ErrorKind, Result};
 pub struct HostDb {
     root: Arc<Mutex<Nested>>,
     tasks: Option<Arc<crate::scheduler::TaskHelper>>,
+    /// Temporary secrets whose lease ended, dropped before the connection is next released
+    /// ([`secret_lease`]).
+    ended_leases: Arc<Mutex<Vec<String>>>,
 }
 
 impl HostDb {
     /// Wraps a connection opened on the host database at `LOAD`, and the database's task
     /// scheduler ([`crate::scheduler`]; `None`: work runs on the calling thread alone).
     pub fn new(connection: Nested, tasks: Option<crate::scheduler::TaskHelper>) -> Self {
-        Self { root: Arc::new(Mutex::new(connection)), tasks: tasks.map(Arc::new) }
+        Self {
+            root: Arc::new(Mutex::new(connection)),
+            tasks: tasks.map(Arc::new),
+            ended_leases: Arc::new(Mutex::new(Vec::new())),
+        }
     }
 
     /// Runs `work` on a thread of ours while the calling DuckDB thread executes DuckDB's queued
@@ -42,10 +53,43 @@ impl HostDb {
 
     /// Exclusive use of the host connection until the guard drops, with every setting that
     /// changes what a statement means pinned on it ([`PINNED_SETTINGS`]).
-    pub fn connect(&self) -> Result<MutexGuard<'_, Nested>> {
+    pub fn connect(&self) -> Result<Connection<'_>> {
         let guard = self.root.lock().map_err(|_| Error::new(ErrorKind::DuckDb, "host connection lock poisoned"))?;
-        guard.pin_settings()?;
-        Ok(guard)
+        let connection = Connection { guard: std::mem::ManuallyDrop::new(guard), host: self };
+        connection.pin_settings()?;
+        Ok(connection)
+    }
+}
+
+/// Exclusive use of the host connection ([`HostDb::connect`]); dereferences to the [`Nested`]
+/// connection. Dropping it drops the temporary secrets whose lease ended meanwhile, then
+/// releases the connection.
+pub struct Connection<'a> {
+    guard: std::mem::ManuallyDrop<MutexGuard<'a, Nested>>,
+    host: &'a HostDb,
+}
+
+impl Connection<'_> {
+    /// The host database this connection belongs to.
+    pub fn host(&self) -> &HostDb {
+        self.host
+    }
+}
+
+impl std::ops::Deref for Connection<'_> {
+    type Target = Nested;
+
+    fn deref(&self) -> &Nested {
+        &self.guard
+    }
+}
+
+impl Drop for Connection<'_> {
+    fn drop(&mut self) {
+        secret_lease::drop_ended(&self.guard, &self.host.ended_leases);
+        // SAFETY: the guard is dropped once, here, and not used after.
+        unsafe { std::mem::ManuallyDrop::drop(&mut self.guard) };
+        secret_lease::after_release(self.host);
     }
 }
 
