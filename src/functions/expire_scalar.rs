@@ -1,6 +1,7 @@
 //! Scalar `lakehouse_expire_snapshots(table [, options_json])` → a JSON summary, one expiry per
 //! row. Volatile, so one query can maintain many tables. The options are the table function's
-//! named parameters as a JSON object.
+//! named parameters as a JSON object. A row that fails is an error in its JSON, and a NULL gives
+//! NULL ([`super::json_options::invoke_per_row`]).
 
 use duckdb::core::DataChunkHandle;
 use duckdb::vscalar::{ScalarFunctionSignature, VScalar};

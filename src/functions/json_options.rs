@@ -5,10 +5,10 @@ use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
 use duckdb::types::DuckString;
 use duckdb::vscalar::ScalarFunctionSignature;
 use duckdb::vtab::arrow::WritableVector;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::catalog::CatalogOptions;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::table::LocateOptions;
 
 /// The options every scalar that takes a `table` accepts (see [`super::args::TABLE_PARAMETERS`]).
@@ -34,6 +34,11 @@ impl JsonOptions {
             return Err(Error::invalid(format!("unknown option '{unknown}'; known options: {}", known.join(", "))));
         }
         Ok(Self { map })
+    }
+
+    /// Whether `key` was given a value (present and not null).
+    pub fn given(&self, key: &str) -> bool {
+        self.map.get(key).is_some_and(|v| !v.is_null())
     }
 
     /// The raw value of `key`.
@@ -105,7 +110,11 @@ pub fn read_text(input: &DataChunkHandle, column: usize, row: usize) -> Option<S
 }
 
 /// The body of every `(table [, options_json]) → JSON` scalar: for each row, `run(table,
-/// options)` and write its JSON; errors are prefixed with `name`. A NULL table is refused.
+/// options)` and write its JSON, with `"error": null`. A row that fails — a table that is not
+/// one, bad options, a conflict — gets `{"table": …, "error": "<name>: …"}` and the rows after it
+/// still run, so one bad row never loses what the others committed. A NULL table or options
+/// gives NULL and runs nothing (DuckDB itself skips a call whose argument is a literal NULL:
+/// both NULLs behave alike). Only Ctrl-C fails the query, naming the rows that finished before.
 pub fn invoke_per_row(
     name: &str,
     input: &mut DataChunkHandle,
@@ -113,12 +122,34 @@ pub fn invoke_per_row(
     run: impl Fn(&str, Option<&str>) -> Result<Value>,
 ) -> std::result::Result<(), Box<dyn std::error::Error>> {
     let with_options = input.num_columns() > 1;
-    let out = output.flat_vector();
+    let mut out = output.flat_vector();
     let _interrupts = crate::interrupt::Guard::new();
+    let mut finished: Vec<String> = Vec::new();
     for row in 0..input.len() {
-        let table = read_text(input, 0, row).ok_or_else(|| format!("{name}: table must not be NULL"))?;
-        let options = if with_options { read_text(input, 1, row) } else { None };
-        let summary = run(&table, options.as_deref()).map_err(|e| format!("{name}: {e}"))?;
+        let (Some(table), Some(options)) =
+            (read_text(input, 0, row), if with_options { read_text(input, 1, row).map(Some) } else { Some(None) })
+        else {
+            out.set_null(row);
+            continue;
+        };
+        let outcome = crate::interrupt::check("nothing more was run").and_then(|()| run(&table, options.as_deref()));
+        let summary = match outcome {
+            Ok(mut summary) => {
+                if let Value::Object(map) = &mut summary {
+                    map.insert("error".into(), Value::Null);
+                }
+                summary
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {
+                let before = match finished.is_empty() {
+                    true => String::new(),
+                    false => format!("; the rows before it finished and stand ({})", finished.join(", ")),
+                };
+                return Err(format!("{name}: {e} (table '{table}'){before}").into());
+            }
+            Err(e) => json!({"table": table, "error": format!("{name}: {e}")}),
+        };
+        finished.push(format!("'{table}'"));
         out.insert(row, summary.to_string().as_str());
     }
     Ok(())

@@ -1,7 +1,9 @@
-//! Scalar `lakehouse_notify_slack(webhook_url, message)` → the HTTP outcome as JSON
+//! Scalar `lakehouse_notify_slack([webhook_url,] message)` → the HTTP outcome as JSON
 //! (`{"ok": true, "status": 200, "attempts": 1, "error": null}`). `message` is text, or a Block
-//! Kit payload as a JSON object. A NULL URL falls back to `$SLACK_WEBHOOK_URL`. Volatile.
-//! Delivery failures are returned, not raised; a bad URL is an error; a NULL message gives NULL.
+//! Kit payload as a JSON object. The one-argument form posts to `$SLACK_WEBHOOK_URL`; so does a
+//! NULL URL read from a column (DuckDB skips a call whose argument is a *literal* NULL, so
+//! `lakehouse_notify_slack(NULL, msg)` is NULL: use the one-argument form). Volatile. Delivery
+//! failures are returned, not raised; a bad URL is an error; a NULL message gives NULL.
 
 use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vscalar::{ScalarFunctionSignature, VScalar};
@@ -26,9 +28,11 @@ impl VScalar for NotifySlack {
     ) -> std::result::Result<(), Box<dyn std::error::Error>> {
         let mut out = output.flat_vector();
         let _interrupts = crate::interrupt::Guard::new();
+        // (message) or (webhook_url, message).
+        let with_url = input.num_columns() > 1;
         for row in 0..input.len() {
-            let url = read_text(input, 0, row);
-            let Some(message) = read_text(input, 1, row) else {
+            let url = if with_url { read_text(input, 0, row) } else { None };
+            let Some(message) = read_text(input, usize::from(with_url), row) else {
                 out.set_null(row);
                 continue;
             };
@@ -43,7 +47,10 @@ impl VScalar for NotifySlack {
 
     fn signatures() -> Vec<ScalarFunctionSignature> {
         let text = || LogicalTypeHandle::from(LogicalTypeId::Varchar);
-        vec![ScalarFunctionSignature::exact(vec![text(), text()], text())]
+        vec![
+            ScalarFunctionSignature::exact(vec![text()], text()),
+            ScalarFunctionSignature::exact(vec![text(), text()], text()),
+        ]
     }
 
     fn volatile() -> bool {

@@ -152,7 +152,10 @@ def test_errors_are_errors_not_crashes(con, tmp_path):
     with pytest.raises(duckdb.Error, match="lakehouse_fragmentation: table path .* does not exist"):
         con.execute(f"SELECT * FROM lakehouse_fragmentation('{tmp_path}/nope')").fetchall()
     with pytest.raises(duckdb.Error, match="lakehouse_compact: "):
-        con.execute("SELECT lakehouse_compact('/no/such/table')").fetchall()
+        con.execute("SELECT * FROM lakehouse_compact('/no/such/table')").fetchall()
+    # The scalar form puts a row's failure in that row's JSON.
+    (outcome,) = con.execute("SELECT lakehouse_compact('/no/such/table')").fetchone()
+    assert json.loads(outcome)["error"].startswith("lakehouse_compact: table path ")
 
 
 def test_session_settings_are_pinned_or_refused_by_name(con, demo):
