@@ -64,8 +64,10 @@
 //!   [`table::delta::domains`] (`delta.*` domains). A new format, or a format feature's reading,
 //!   goes in its folder. [`spark`]: the Spark Connect client and partition predicates.
 //! - [`profile`]: fragmentation figures per partition and the summary row, from what the table
-//!   lists; [`plan`]: pure planners (bin-packing, layouts, expiry reachability); [`report`]: the
-//!   scorecard a gate run produces. [`notify`]: the Slack card and its delivery.
+//!   lists; [`plan`]: pure planners (bin-packing, layouts, expiry reachability) and the checks of
+//!   options against a table (a `partitions` value matching nothing, an option of the other
+//!   format); [`report`]: the scorecard a gate run produces. [`notify`]: the Slack card and its
+//!   delivery.
 //! - [`action`]: executes plans. [`action::compact`] (the neutral flow in `run.rs`, committing in
 //!   batches of partitions with a conflicted one re-planned and retried in `progress.rs` and
 //!   `batches.rs` (partial progress), the Iceberg

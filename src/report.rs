@@ -156,7 +156,7 @@ pub struct Scorecard {
     pub partitions: Vec<PartitionLine>,
     /// What went wrong after a commit point without undoing the commit (a version hint not
     /// moved, a post-commit checkpoint that failed): the maintenance stands, but someone should
-    /// look.
+    /// look. Also options given that do not apply to the table's format, ignored.
     pub warnings: Vec<String>,
     /// Degraded partitions at the start.
     pub partitions_degraded: u64,

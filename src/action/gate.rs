@@ -24,6 +24,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::notify::card;
 use crate::notify::slack::{Delivery, RetryPolicy, Webhook, post};
 use crate::plan::compaction::{CompactionOptions, Verdict};
+use crate::plan::format_options::FormatOnly;
+use crate::plan::partition_selection::check_selected;
 use crate::profile::{summarize, table_profile, table_profile_for_planning};
 use crate::report::{LineVerdict, PartitionLine, RunStatus, Scorecard};
 use crate::table::{LocateOptions, PartitionKey, Table, TableFormat};
@@ -53,6 +55,10 @@ pub struct GateOptions {
     pub measure_speedup: bool,
     /// Delivery policy.
     pub retry: RetryPolicy,
+    /// The options given that apply to one format only: on a table of the other format they are
+    /// ignored and the scorecard's warnings name them (one template serves tables of both
+    /// formats: [`crate::plan::format_options`]).
+    pub format_only: FormatOnly,
 }
 
 /// Runs the gate. On failure the alert is posted (when a webhook is set) and the error raised.
@@ -329,6 +335,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         Ok(()) => compact_with(true, None)?,
         Err(why) => {
             let mut plans = crate::plan::compaction::plan(&table.live_files()?, &options.compaction, 1.0);
+            check_selected(&plans, options.compaction.partitions.as_deref())?;
             plans.iter_mut().filter(|p| p.verdict == Verdict::Compact).for_each(|p| p.skip(why.message()));
             Executed {
                 report: CompactionReport {
@@ -626,6 +633,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         notification: String::new(),
         partitions: lines,
         warnings: [
+            options.format_only.warning(table.format()),
             (!gave_up.is_empty()).then(|| {
                 format!(
                     "{} degraded partition{} not compacted: another writer's commits kept conflicting ({}); the next \

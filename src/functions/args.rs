@@ -82,6 +82,11 @@ impl<'a> Args<'a> {
         Ok(text)
     }
 
+    /// Whether named parameter `name` was given a value (present and not NULL).
+    pub fn given(&self, name: &str) -> bool {
+        self.named_value(name).is_some_and(|v| !v.is_null())
+    }
+
     fn named_value(&self, name: &str) -> Option<Value> {
         self.bind.get_named_parameter(name)
     }

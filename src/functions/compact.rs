@@ -16,6 +16,7 @@ use crate::action::executor::{
 use crate::duck::HostDb;
 use crate::error::{Error, Result};
 use crate::plan::compaction::{CompactionOptions, DEFAULT_MAX_COMMITS, Verdict};
+use crate::plan::format_options::FormatOnly;
 use crate::plan::layout::{LayoutOptions, recent_window};
 use crate::spark::Remote;
 use crate::table::LocateOptions;
@@ -27,6 +28,8 @@ pub struct CompactInput {
     options: CompactionOptions,
     executor: ExecutorOptions,
     dry_run: bool,
+    /// Options of one format only: refused on a table of the other.
+    format_only: FormatOnly,
 }
 
 /// The compaction table function.
@@ -162,11 +165,13 @@ impl RowFunction for Compact {
             options,
             executor: executor_options(args)?,
             dry_run: args.bool("dry_run", false)?,
+            format_only: FormatOnly::given(|name| args.given(name)),
         })
     }
 
     fn run(input: &Self::Input, host: &HostDb) -> Result<Vec<Vec<Cell>>> {
         let table = crate::table::Table::open(&input.table, &input.locate)?;
+        input.format_only.refuse(table.format())?;
         let executed = compact_with_executor(
             Opened { table: &table, name: &input.table, locate: &input.locate },
             &input.options,

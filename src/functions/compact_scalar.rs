@@ -2,7 +2,9 @@
 //!
 //! Volatile (never constant-folded), so one query can maintain many tables:
 //! `SELECT t, lakehouse_compact(t, '{"dry_run": true}') FROM (VALUES ('a.b'), ('a.c')) v(t)`.
-//! The options are the table function's named parameters as a JSON object.
+//! The options are the table function's named parameters as a JSON object. A row that fails is
+//! an error in its JSON, and a NULL gives NULL ([`super::json_options::invoke_per_row`]); an
+//! option of the other format only is ignored with a warning ([`crate::plan::format_options`]).
 
 use duckdb::core::DataChunkHandle;
 use duckdb::vscalar::{ScalarFunctionSignature, VScalar};
@@ -14,6 +16,7 @@ use crate::action::compact::{CompactionReport, compact};
 use crate::duck::HostDb;
 use crate::error::{Error, Result};
 use crate::plan::compaction::{CompactionOptions, DEFAULT_MAX_COMMITS, Verdict};
+use crate::plan::format_options::FormatOnly;
 use crate::plan::layout::{LayoutOptions, recent_window};
 use crate::profile::Thresholds;
 use crate::table::LocateOptions;
@@ -44,8 +47,21 @@ const KEYS: [&str; 19] = [
 /// The scalar compaction function.
 pub struct CompactScalar;
 
-/// Parses the options JSON (absent or NULL → defaults).
-pub fn parse_options(options: Option<&str>) -> Result<(LocateOptions, CompactionOptions, bool)> {
+/// The parsed options: where the table is, the compaction's options, `dry_run`, and the
+/// options given that apply to one format only.
+pub struct ScalarOptions {
+    /// How the table is resolved.
+    pub locate: LocateOptions,
+    /// The compaction's options.
+    pub compaction: CompactionOptions,
+    /// Plan only.
+    pub dry_run: bool,
+    /// Ignored, with a warning, on a table of the other format: one template serves many tables.
+    pub format_only: FormatOnly,
+}
+
+/// Parses the options JSON (absent → defaults).
+pub fn parse_options(options: Option<&str>) -> Result<ScalarOptions> {
     let map = JsonOptions::parse(options, &KEYS)?;
     let min_input_files = map.opt_integer("min_input_files", 2.0)?.unwrap_or(2);
     let partitions = match map.get("partitions") {
@@ -80,7 +96,12 @@ pub fn parse_options(options: Option<&str>) -> Result<(LocateOptions, Compaction
         only: None,
     };
     options.validate()?;
-    Ok((map.locate_options()?, options, map.boolean("dry_run", false)?))
+    Ok(ScalarOptions {
+        locate: map.locate_options()?,
+        compaction: options,
+        dry_run: map.boolean("dry_run", false)?,
+        format_only: FormatOnly::given(|key| map.given(key)),
+    })
 }
 
 /// The JSON summary of a report.
@@ -122,9 +143,17 @@ impl VScalar for CompactScalar {
         input: &mut DataChunkHandle,
         output: &mut dyn WritableVector,
     ) -> std::result::Result<(), Box<dyn std::error::Error>> {
-        invoke_per_row(NAME, input, output, |table, options| {
-            let (locate, opts, dry_run) = parse_options(options)?;
-            Ok(summary_json(table, &compact(&crate::table::Table::open(table, &locate)?, &opts, dry_run, host, None)?))
+        invoke_per_row(NAME, input, output, |name, options| {
+            let options = parse_options(options)?;
+            let table = crate::table::Table::open(name, &options.locate)?;
+            let mut report = compact(&table, &options.compaction, options.dry_run, host, None)?;
+            if let Some(ignored) = options.format_only.warning(table.format()) {
+                report.warning = Some(match report.warning.take() {
+                    Some(w) => format!("{ignored}; {w}"),
+                    None => ignored,
+                });
+            }
+            Ok(summary_json(name, &report))
         })
     }
 
@@ -143,14 +172,16 @@ mod tests {
 
     #[test]
     fn options_parse_and_validate() {
-        let (_, opts, dry) =
-            parse_options(Some(r#"{"dry_run": true, "min_input_files": 3, "partitions": ["a=1"]}"#)).unwrap();
-        assert!(dry);
-        assert_eq!(opts.min_input_files, 3);
-        assert_eq!(opts.partitions, Some(vec!["a=1".to_string()]));
-        let (_, defaults, dry) = parse_options(None).unwrap();
-        assert_eq!(defaults, CompactionOptions::default());
-        assert!(!dry);
+        let parsed = parse_options(Some(r#"{"dry_run": true, "min_input_files": 3, "partitions": ["a=1"]}"#)).unwrap();
+        assert!(parsed.dry_run);
+        assert_eq!(parsed.compaction.min_input_files, 3);
+        assert_eq!(parsed.compaction.partitions, Some(vec!["a=1".to_string()]));
+        let defaults = parse_options(None).unwrap();
+        assert_eq!(defaults.compaction, CompactionOptions::default());
+        assert!(!defaults.dry_run);
+        assert_eq!(defaults.format_only, FormatOnly::default());
+        let recent = parse_options(Some(r#"{"skip_recent_partitions": "1 day", "sort_order": null}"#)).unwrap();
+        assert_eq!(recent.format_only, FormatOnly::given(|key| key == "skip_recent_partitions"));
         for bad in [
             "[1]",
             "{",

@@ -13,6 +13,7 @@ use crate::action::gate::{GateOptions, run_gate};
 use crate::duck::{HostDb, quote_ident, quote_literal};
 use crate::error::{Error, Result};
 use crate::notify::slack::{RetryPolicy, Webhook};
+use crate::plan::format_options::FormatOnly;
 use crate::profile::MIB;
 use crate::report::Scorecard;
 
@@ -76,6 +77,7 @@ pub(crate) fn gate_options(args: &Args, table: String) -> Result<(GateOptions, O
         fail_on_notify_error: args.bool("fail_on_notify_error", false)?,
         measure_speedup: args.bool("measure_speedup", true)?,
         retry,
+        format_only: FormatOnly::given(|name| args.given(name)),
     };
     Ok((options, history_table))
 }

@@ -3,4 +3,6 @@
 
 pub mod compaction;
 pub mod expiry;
+pub mod format_options;
 pub mod layout;
+pub mod partition_selection;

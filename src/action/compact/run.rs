@@ -15,6 +15,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt;
 use crate::plan::compaction::{CompactionOptions, PartitionPlan, Verdict, plan_with_settled};
 use crate::plan::layout::Layout;
+use crate::plan::partition_selection::check_selected;
 use crate::profile::PartitionProfile;
 use crate::table::{DataFile, PartitionKey};
 
@@ -215,6 +216,10 @@ pub(crate) fn run<R: Rewrite>(
     }
     let options = &adjusted;
     let first_plan = plan_with_settled(files, rewrite.settled(), options, 1.0, R::DELETES);
+    // A re-plan after a conflict (`only`) was checked on its first plan.
+    if options.only.is_none() {
+        check_selected(&first_plan, options.partitions.as_deref())?;
+    }
     let mut report = CompactionReport {
         plans: first_plan,
         snapshot_id: None,
