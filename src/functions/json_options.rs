@@ -143,7 +143,10 @@ pub fn invoke_per_row(
             Err(e) if e.kind() == ErrorKind::Interrupted => {
                 let before = match finished.is_empty() {
                     true => String::new(),
-                    false => format!("; the rows before it finished and stand ({})", finished.join(", ")),
+                    false => format!(
+                        "; the rows before it ran to the end, and what they committed stands: {}",
+                        finished.join(", ")
+                    ),
                 };
                 return Err(format!("{name}: {e} (table '{table}'){before}").into());
             }

@@ -50,9 +50,8 @@ def test_a_partition_value_matching_nothing_is_an_error_naming_it(con, tmp_path)
     assert json.loads(summary)["error"].startswith("lakehouse_compact: partitions 'x=1', 'y' match no partition")
     assert metadata_files(table) == 4, "nothing was committed"
     # Every value matching: the run goes ahead.
-    rows = con.execute(
-        f"SELECT partition, verdict FROM lakehouse_compact('{table}', {SMALL}, partitions := ['partition_date=2026-10-02'])"
-    ).fetchall()
+    rows = con.execute(f"SELECT partition, verdict FROM lakehouse_compact('{table}', {SMALL}, "
+                       "partitions := ['partition_date=2026-10-02'])").fetchall()
     assert ("partition_date=2026-10-02", "compacted") in rows and metadata_files(table) == 5
 
 

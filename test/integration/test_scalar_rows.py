@@ -5,16 +5,23 @@ tables: a row that fails (not a table, bad options, a Delta table for the expiry
 that row's JSON, the rows after it still run and the rows before it keep their results; a NULL
 table or options gives NULL and runs nothing. `lakehouse_notify_slack(message)` posts to
 `$SLACK_WEBHOOK_URL` (DuckDB skips a call whose argument is a literal NULL, so the two-argument
-form cannot fall back for `NULL`), checked against a real HTTP server on loopback.
+form cannot fall back for `NULL`), checked against a real HTTP server on loopback. Ctrl-C between
+rows stops the query naming the rows whose commits stand.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 
+import duckdb_cli
 import pytest
 
+import conftest as c
 import delta_tables as d
 from test_gate import SECRET, FakeSlack
 
@@ -86,7 +93,8 @@ def test_notify_slack_with_one_argument_posts_to_the_environments_webhook(con, s
     assert json.loads(outcome) == {"ok": True, "status": 200, "attempts": 1, "error": None}
     assert [r["body"] for r in slack.requests] == [{"text": "hello from the environment"}]
     # A NULL URL *value* falls back too; a literal NULL is skipped by DuckDB (NULL, nothing sent).
-    (outcome,) = con.execute("SELECT lakehouse_notify_slack(u, 'from a column') FROM (VALUES (NULL::VARCHAR)) v(u)").fetchone()
+    (outcome,) = con.execute(
+        "SELECT lakehouse_notify_slack(u, 'from a column') FROM (VALUES (NULL::VARCHAR)) v(u)").fetchone()
     assert json.loads(outcome)["ok"] is True and slack.requests[-1]["body"] == {"text": "from a column"}
     assert con.execute("SELECT lakehouse_notify_slack(NULL, 'skipped')").fetchone() == (None,)
     assert con.execute("SELECT lakehouse_notify_slack(NULL::VARCHAR)").fetchone() == (None,)
@@ -96,3 +104,29 @@ def test_notify_slack_with_one_argument_posts_to_the_environments_webhook(con, s
         con.execute("SELECT lakehouse_notify_slack('nowhere to go')").fetchone()
     assert "lakehouse_notify_slack: no webhook URL: pass one or set SLACK_WEBHOOK_URL" in str(raised.value)
     assert SECRET not in str(raised.value) and SECRET not in outcome
+
+
+def test_ctrl_c_between_rows_names_the_rows_that_committed(tmp_path):
+    """Ctrl-C in the DuckDB CLI while the second row's compaction waits to commit (the test
+    build's pause hook): the query stops, its message names the first row, whose commit stands,
+    and the second table is left as it was."""
+    cli = str(Path(duckdb_cli.__file__).parent / "duckdb")
+    ext = c.lakehouse_extension_path()
+    s1, s2 = tmp_path / "s1", tmp_path / "s2"
+    setup = f"LOAD '{ext}'; " + " ".join(f"SELECT * FROM lakehouse_demo('{t}', snapshots := 4);" for t in (s1, s2))
+    assert subprocess.run([cli, "-unsigned", "-c", setup], capture_output=True, timeout=120).returncode == 0
+    sql = f"LOAD '{ext}'; SELECT lakehouse_compact(t, '{SMALL}') FROM (VALUES ('{s1}'), ('{s2}')) v(t);"
+    env = {**os.environ, "LAKEHOUSE_TEST_PAUSE_BEFORE_COMMIT_MS": "4000"}
+    proc = subprocess.Popen([cli, "-unsigned", "-c", sql], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not list(s2.rglob("*-compacted.parquet")):
+        time.sleep(0.05)
+    assert metadata_files(str(s1)) == 5, "the first row committed before the second started"
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    message = out + err
+    assert "lakehouse_compact: interrupted: nothing was committed" in message, message
+    assert f"(table '{s2}'); the rows before it ran to the end, and what they committed stands: '{s1}'" in message
+    assert metadata_files(str(s2)) == 4 and not list(s2.rglob("*-compacted.parquet")), "s2 is as it was"
