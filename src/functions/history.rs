@@ -103,19 +103,21 @@ pub fn failed(failure: &Failure) -> Vec<Cell> {
         .collect()
 }
 
-/// Appends history `rows` (in [`columns`] order) to every sink of `history`.
+/// Appends history `rows` (in [`columns`] order) to every sink of `history`; an error names
+/// each sink that failed.
 pub fn record(host: &HostDb, history: &History, execution_id: &str, rows: &[Vec<Cell>]) -> Result<()> {
     if history.table.is_none() && history.path.is_none() {
         return Ok(());
     }
     let values = values(rows);
-    if let Some(table) = &history.table {
-        append_table(host, table, &values)?;
+    // Each sink is written even when the other fails: a run is lost from neither for the other.
+    let table = history.table.as_ref().map(|table| append_table(host, table, &values));
+    let file = history.path.as_ref().map(|dir| write_file(host, dir, execution_id, &values));
+    match (table, file) {
+        (Some(Err(t)), Some(Err(f))) => Err(Error::new(t.kind(), format!("{t}; and {f}"))),
+        (Some(Err(e)), _) | (_, Some(Err(e))) => Err(e),
+        _ => Ok(()),
     }
-    if let Some(dir) = &history.path {
-        write_file(host, dir, execution_id, &values)?;
-    }
-    Ok(())
 }
 
 fn sql_type(id: LogicalTypeId) -> &'static str {

@@ -154,7 +154,7 @@ pub(super) fn cell_json(cell: &Cell) -> Value {
     }
 }
 
-/// Checks a trigger's body: empty, or an object of [`OVERRIDES`] with numbers in range.
+/// Checks a trigger's body: empty, or an object of `OVERRIDES` with numbers in range.
 pub fn parse_overrides(body: &[u8]) -> std::result::Result<serde_json::Map<String, Value>, String> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(serde_json::Map::new());

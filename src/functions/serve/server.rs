@@ -12,32 +12,34 @@
 //! Authentication: `Authorization: Bearer <key>`, or `X-Lakehouse-Signature: sha256=<hex
 //! HMAC-SHA256(key, string_to_sign)>` with `X-Lakehouse-Timestamp` (Unix seconds), where the
 //! string to sign is the timestamp, the method, the request target (path and query as sent) and
-//! the body, the first three each ended by a newline ([`string_to_sign`]): a signature is good
+//! the body, the first three each ended by a newline (`string_to_sign`): a signature is good
 //! for one request to one URL only. The timestamp must be at most five minutes old and at most
-//! [`SIGNATURE_FUTURE_S`] ahead, a signature is accepted once (replay protection, as Slack and
+//! `SIGNATURE_FUTURE_S` ahead, a signature is accepted once (replay protection, as Slack and
 //! Stripe sign requests), and a restarted server, whose memory of seen signatures is empty,
-//! accepts only timestamps after its start ([`not_before_s`]): none its predecessor can have seen.
+//! accepts only timestamps after its start (`not_before_s`): none its predecessor can have seen.
 //! Comparisons are constant-time; a 401 never says which part failed. The key comes from
 //! `LAKEHOUSE_WEBHOOK_KEY` only (SQL text lands in logs).
 //!
 //! Abuse: bodies over 64 KiB → 413 (before reading, from `Content-Length`, and while reading);
-//! [`HEADER_TIMEOUT`] to send the headers, [`BODY_TIMEOUT`] to send the body (408), one request
+//! `HEADER_TIMEOUT` to send the headers, `BODY_TIMEOUT` to send the body (408), one request
 //! per connection and 30 s per connection; at most `max_connections` connections, at most
 //! `max_connections_per_peer` of them from one address (as many more from it wait, holding no
-//! slot, up to [`HEADER_TIMEOUT`]; beyond that they are closed at once; further ones wait in
+//! slot, up to `HEADER_TIMEOUT`; beyond that they are closed at once; further ones wait in
 //! the kernel's backlog). A wrong bearer key is refused before the body is read.
 //!
 //! Runs: one worker runs the gates, one at a time. Per table at most one run is queued: triggers
 //! that arrive while it waits join it (the latest overrides win), so a burst of CDC batches
 //! while a gate runs schedules exactly one follow-up. Each run goes through the same gate as SQL
-//! (Slack scorecard, failure alert carrying the execution id, history table); a failing run is
-//! recorded and the server goes on. Ctrl-C or SIGTERM stops accepting, lets the run in
-//! progress stop at its next step (every action commits atomically or not at all), cancels
-//! queued runs and returns one row per run.
+//! (Slack scorecard, run history); every failed run posts the failure alert carrying the
+//! execution id and is recorded, and the server goes on. A trigger's overrides are checked with
+//! the server's other options before its 202; a served table that does not exist stops the
+//! start; the start prints where it listens. Ctrl-C, SIGTERM or the end of the process that
+//! started the server stops accepting, lets the run in progress stop at its next step (every
+//! action commits atomically or not at all), cancels queued runs and returns one row per run.
 //!
-//! The parts, one concern each: [`super::auth`] (keys and signatures), [`super::http`]
-//! (connections, limits, routes), [`super::runs`] (the queue, the worker, overrides) and
-//! [`super::signals`] (SIGTERM, the parent process).
+//! The parts, one concern each: `super::state` (what they share), `super::auth` (keys and
+//! signatures), `super::http` (connections, limits, routes), `super::runs` (the queue, the
+//! worker, overrides) and `super::signals` (SIGTERM, the parent process).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
