@@ -10,7 +10,7 @@ export CARGO_TARGET_DIR
 EXT_VERSION := v$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 DEMO_DIR    ?= demo/events_lakehouse
 
-.PHONY: release debug install repository size configure test_debug test_release venv spark servers zamboni demo test test-unit test-sql test-integration test-versions bench chaos fuzz clean
+.PHONY: release debug install deploy repository size configure test_debug test_release venv spark servers zamboni demo test test-unit test-sql test-integration test-versions bench chaos fuzz clean
 
 $(VENV)/.installed: test/requirements.txt
 	python3 -m venv $(VENV)
@@ -98,6 +98,12 @@ install: venv release
 	$(VENV)/bin/duckdb -unsigned -c "INSTALL '$(CURDIR)/build/release/lakehouse.duckdb_extension'"
 	$(PY) -c "import duckdb; duckdb.connect(config={'allow_unsigned_extensions': 'true'}).execute(\"INSTALL '$(CURDIR)/build/release/lakehouse.duckdb_extension'\")"
 	@echo "installed: $(VENV)/bin/duckdb -unsigned -c 'LOAD lakehouse; SELECT * FROM lakehouse_demo(\"/tmp/demo\")'"
+
+# The scheduled and event-driven gates on this machine (docs/scheduling.md): the DuckDB binary,
+# the extension, the SQL and the systemd units under /opt/lakehouse, the run history in
+# /var/lib/lakehouse/history (scripts/deploy.sh; PREFIX, STATE, CONF, LOGS, OWNER override).
+deploy: venv release
+	EXTENSION=build/release/lakehouse.duckdb_extension VENV=$(VENV) scripts/deploy.sh
 
 # A local extension repository (build/repository/v<duckdb>/<platform>/lakehouse.duckdb_extension)
 # for every supported DuckDB release: `INSTALL lakehouse FROM '<path>/build/repository'` in any of

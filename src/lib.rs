@@ -81,8 +81,10 @@
 //!   hand-off; what it needs of a format is [`action::spark_rewrite`], Delta's OPTIMIZE
 //!   [`action::executor_delta`]), [`action::gate`] (the whole gate). [`demo`] writes the demo table.
 //! - [`functions`]: one file per SQL function, on a shared row-function adapter that parses
-//!   arguments at bind and prefixes every error with the function's name; `functions/serve/`
-//!   holds `lakehouse_serve` and its webhook server.
+//!   arguments at bind and prefixes every error with the function's name; `scorecard_rows.rs`
+//!   (the gate's rows) and `history.rs` (the run history: Parquet files or a table, failed
+//!   runs too) serve the gate and the server; `functions/serve/` holds `lakehouse_serve` and its
+//!   webhook server (`state`, `auth`, `runs`, `http`, `signals`, `server`).
 //! - `fuzz.rs` (test builds only): the fuzzer of every reader of bytes other programs wrote,
 //!   seeded from `test/fuzz/corpus/` (`make fuzz`). The chaos harness, writers we did not write
 //!   against our actions with kills, lives in `test/chaos/` (`make chaos`).

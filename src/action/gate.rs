@@ -31,7 +31,7 @@ use crate::report::{LineVerdict, PartitionLine, RunStatus, Scorecard};
 use crate::table::{LocateOptions, PartitionKey, Table, TableFormat};
 
 /// Everything a gate run takes.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct GateOptions {
     /// The table as the user named it.
     pub table: String,
@@ -75,34 +75,40 @@ pub fn run_gate_as(options: &GateOptions, host: &HostDb, execution_id: &str) -> 
             deliver(options, &mut scorecard)?;
             Ok(scorecard)
         }
-        Err(e) => {
-            let mut message = e.to_string();
-            if let Some(webhook) = &options.webhook
-                && !options.dry_run
-            {
-                let delivery = post(
-                    webhook,
-                    &card::failure_payload(
-                        &options.table,
-                        crate::table::detect_format(&options.table),
-                        &execution_id,
-                        &message,
-                        e.kind().is_retryable(),
-                    ),
-                    &options.retry,
-                );
-                message.push_str(
-                    if delivery.ok {
-                        " (the failure alert was posted to Slack)".into()
-                    } else {
-                        format!(" (the failure alert could not be posted: {})", delivery.describe())
-                    }
-                    .as_str(),
-                );
-            }
-            Err(Error::new(e.kind(), format!("{message} [execution {execution_id}]")))
-        }
+        Err(e) => Err(alert_failure(options, &execution_id, e)),
     }
+}
+
+/// Posts the failure alert for run `execution_id` (when a webhook is set and it is no dry run)
+/// and returns the error to raise: `e`, saying whether the alert went out, with the execution id.
+/// The gate's own failures come through here; the webhook server sends its others (a run that
+/// could not be recorded, a panic) through it too, so every failed run alerts.
+pub fn alert_failure(options: &GateOptions, execution_id: &str, e: Error) -> Error {
+    let mut message = e.to_string();
+    if let Some(webhook) = &options.webhook
+        && !options.dry_run
+    {
+        let delivery = post(
+            webhook,
+            &card::failure_payload(
+                &options.table,
+                crate::table::detect_format(&options.table),
+                execution_id,
+                &message,
+                e.kind().is_retryable(),
+            ),
+            &options.retry,
+        );
+        message.push_str(
+            if delivery.ok {
+                " (the failure alert was posted to Slack)".into()
+            } else {
+                format!(" (the failure alert could not be posted: {})", delivery.describe())
+            }
+            .as_str(),
+        );
+    }
+    Error::new(e.kind(), format!("{message} [execution {execution_id}]"))
 }
 
 fn deliver(options: &GateOptions, scorecard: &mut Scorecard) -> Result<()> {

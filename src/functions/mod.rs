@@ -15,12 +15,14 @@ pub mod expire_snapshots;
 pub mod fragmentation;
 pub mod fragmentation_summary;
 pub mod gate;
+pub mod history;
 pub mod json_options;
 pub mod metadata_health;
 pub mod notify_slack;
 pub mod remove_orphan_files;
 pub mod rewrite_manifests;
 pub mod rewrite_position_deletes;
+pub mod scorecard_rows;
 pub mod serve;
 pub mod vacuum;
 

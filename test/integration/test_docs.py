@@ -52,20 +52,26 @@ def test_the_readme_tour_runs(con, tmp_path):
 
 
 def test_the_run_history_trend_query_runs(con, tmp_path):
-    (trend,) = [b for b in sql_blocks(REPO / "docs" / "functions" / "gate.md") if "FROM lakehouse_runs" in b]
-    table = str(tmp_path / "demo")
+    """Issue 49, item 8: the documented trend leaves dry runs out, shows a failed run with its
+    error, and groups tables named by path."""
+    (trend,) = [b for b in sql_blocks(REPO / "docs" / "functions" / "gate.md") if "FROM read_parquet" in b]
+    table, missing, history = str(tmp_path / "demo"), str(tmp_path / "missing"), tmp_path / "history"
     con.execute(f"SELECT * FROM lakehouse_demo('{table}')")
     scaled = "small_file_threshold_mb := 0.064, target_file_size_mb := 0.128"
-    for dry_run in ("true", "false", "false"):
-        con.execute(f"SELECT * FROM lakehouse_gate('{table}', {scaled}, dry_run := {dry_run}, "
-                    "history_table := 'lakehouse_runs')").fetchall()
-    rows = con.execute(trend.replace("'analytics.events'", f"'{table}'")).fetchall()
-    assert [r[1] for r in rows] == ["dry run", "maintained", "optimal"], rows
-    (files_before, files_after, small_before, small_after) = rows[1][2:6]
+    for name, dry_run in ((table, "true"), (table, "false"), (missing, "false"), (table, "false")):
+        try:
+            con.execute(f"SELECT * FROM lakehouse_gate('{name}', {scaled}, dry_run := {dry_run}, "
+                        f"history_path := '{history}')").fetchall()
+        except Exception as e:  # the missing table's run fails, and is recorded
+            assert name == missing, e
+    rows = con.execute(trend.replace("/var/lib/lakehouse/history", str(history))).fetchall()
+    assert [(r[0], r[2]) for r in rows] == [(table, "maintained"), (table, "optimal"), (missing, "failed")], rows
+    (files_before, files_after, small_before, small_after) = rows[0][3:7]
     assert files_after < files_before and small_after < small_before, rows
-    assert rows[2][2] == rows[1][3], "the next run starts where the last left the table"
-    assert rows[1][6] > 0, "the demo's old snapshots were expired"
-    assert all(isinstance(r[8], str) for r in rows), "the bar renders"
+    assert rows[1][3] == rows[0][4], "the next run starts where the last left the table"
+    assert rows[0][7] > 0, "the demo's old snapshots were expired"
+    assert all(isinstance(r[9], str) for r in rows), "the bar renders"
+    assert rows[2][10] and "missing" in rows[2][10] and rows[0][10] is None, rows
 
 
 def _slug(heading: str) -> str:
@@ -137,6 +143,7 @@ def test_every_sql_example_in_the_docs_runs(con, tmp_path):
         "'/lake/events'": f"'{delta}'",
         "'warehouse/analytics/events/metadata/v16.metadata.json'": f"'{demo}/metadata/v16.metadata.json'",
         "'/tmp/events_lakehouse'": f"'{tmp_path / 'another_demo'}'",
+        "'/var/lib/lakehouse/history": f"'{tmp_path / 'history'}",
     }
     ran, skipped = 0, 0
     for page in sorted((REPO / "docs").rglob("*.md")):

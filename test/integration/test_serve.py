@@ -23,7 +23,7 @@ import pytest
 
 import conftest as c
 from test_gate import SECRET, FakeSlack
-from loopback import free_port
+from loopback import accepts, free_port
 
 KEY = "serve-test-key-0123456789abcdef"
 SIGNATURE_FUTURE_S = 5
@@ -34,7 +34,8 @@ SCALED = "small_file_threshold_mb := 0.064, target_file_size_mb := 0.128"
 class Server:
     """`CALL lakehouse_serve(…)` in a child Python process with our extension loaded."""
 
-    def __init__(self, extension: Path, tmp: Path, tables: list[str], extra: str = "", key: str | None = KEY) -> None:
+    def __init__(self, extension: Path, tmp: Path, tables: list[str], extra: str = "", key: str | None = KEY,
+                 history: str = "history_table := 'runs'") -> None:
         self.port = free_port()
         self.out = tmp / f"serve-{self.port}.json"
         listed = ", ".join(f"'{t}'" for t in tables)
@@ -45,7 +46,7 @@ class Server:
             con.execute("SET enable_progress_bar = false")
             try:
                 rows = con.execute("CALL lakehouse_serve(listen := '127.0.0.1:{self.port}', tables := [{listed}], "
-                                   "history_table := 'runs'{extra})").fetchall()
+                                   "{history}{extra})").fetchall()
                 exists = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'runs'").fetchone()[0]
                 history = con.execute("SELECT count(DISTINCT execution_id) FROM runs").fetchone()[0] if exists else 0
                 json.dump({{"rows": rows, "history": history}}, open({str(self.out)!r}, "w"), default=str)
@@ -407,7 +408,8 @@ def test_the_shipped_script_serves_in_the_duckdb_cli_until_signalled(con, lakeho
     script = (script.replace("/opt/lakehouse/lakehouse.duckdb_extension", str(lakehouse_extension))
               .replace("127.0.0.1:8787", f"127.0.0.1:{port}").replace("analytics.events_lakehouse", table)
               .replace("small_file_threshold_mb := 64", "small_file_threshold_mb := 0.064")
-              .replace("target_file_size_mb := 128", "target_file_size_mb := 0.128"))
+              .replace("target_file_size_mb := 128", "target_file_size_mb := 0.128")
+              .replace("/var/lib/lakehouse/history", str(tmp_path / "history")))
     (tmp_path / "serve.sql").write_text(script)
     import duckdb_cli as cli_package
 
@@ -432,4 +434,96 @@ def test_the_shipped_script_serves_in_the_duckdb_cli_until_signalled(con, lakeho
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert execution_id in out and "succeeded" in out, out
+    assert f"lakehouse_serve: listening on http://127.0.0.1:{port}" in err, "the start says where it listens"
     assert table_rows(iceberg_con, table) == before
+    assert len(list((tmp_path / "history").glob("*.parquet"))) == 1, "the run was recorded"
+
+
+def test_stopping_the_pip_wrapper_stops_the_server(con, lakehouse_extension, tmp_path):
+    """Issue 49, item 3: pip's `duckdb` is a Python wrapper running the real binary as its child;
+    SIGTERM to the wrapper ended the wrapper only, and the binary went on serving, holding the
+    port. The server now stops when the process that started it is gone."""
+    table = demo(con, tmp_path / "events")
+    port = free_port()
+    (tmp_path / "serve.sql").write_text(
+        f"LOAD '{lakehouse_extension}';\n"
+        f"CALL lakehouse_serve(listen := '127.0.0.1:{port}', tables := ['{table}'], {SCALED});\n")
+    env = {**os.environ, "LAKEHOUSE_WEBHOOK_KEY": KEY}
+    wrapper = subprocess.Popen([str(Path(sys.executable).parent / "duckdb"), "-unsigned", "-csv", "-f",
+                                str(tmp_path / "serve.sql")], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    binary = None
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and wrapper.poll() is None and not accepts(port):
+            time.sleep(0.05)
+        assert accepts(port), wrapper.poll()
+        (binary,) = (int(p) for p in Path(f"/proc/{wrapper.pid}/task/{wrapper.pid}/children").read_text().split())
+        assert Path(f"/proc/{binary}/exe").resolve().name == "duckdb"
+        wrapper.send_signal(signal.SIGTERM)
+        wrapper.wait(timeout=60)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and running(binary):
+            time.sleep(0.1)
+        assert not running(binary), "the binary went on serving after its wrapper was stopped"
+        assert not accepts(port)
+        out, err = wrapper.communicate(timeout=60)
+        assert "the process that started this one" in err and "stopping" in err, err
+    finally:
+        if binary is not None and running(binary):
+            os.kill(binary, signal.SIGKILL)
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` exists and is no zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_a_trigger_the_gate_would_refuse_gets_400(served):
+    """Issue 49, item 7: a target below the threshold got 202, then the run failed. The overrides
+    are now checked with the server's other options, as lakehouse_gate checks its parameters."""
+    server, table = served
+    status, answer = request(server.port, "POST", gate_path(table), b'{"target_file_size_mb": 0.01}', bearer())
+    assert status == 400, answer
+    assert b"target_file_size_mb (0.01) must not be below small_file_threshold_mb (0.064)" in answer, answer
+    status, answer = request(server.port, "POST", gate_path(table), b'{"small_file_threshold_mb": 1}', bearer())
+    assert status == 400 and b"must not be below small_file_threshold_mb (1)" in answer, answer
+    result = server.stop()
+    assert result["rows"] == [], "no run was queued"
+
+
+def test_a_table_that_does_not_exist_is_refused_at_start(con, lakehouse_extension, tmp_path):
+    """Issue 49, item 7: `tables := […]` naming a path that does not exist started silently."""
+    good = demo(con, tmp_path / "events")
+    missing = str(tmp_path / "no-such-table")
+    server = Server(lakehouse_extension, tmp_path, [good, missing])
+    try:
+        server.proc.wait(timeout=60)
+    finally:
+        if server.proc.poll() is None:
+            server.stop()
+    error = server.result()["error"]
+    assert f"lakehouse_serve: tables: '{missing}' cannot be served" in error, error
+
+
+def test_every_failed_run_posts_the_alert(con, lakehouse_extension, tmp_path):
+    """Issue 49, item 7: a run that failed outside the gate itself (here: its history cannot be
+    written) posted no alert. Now every failed run alerts, with its execution id."""
+    slack = FakeSlack()
+    table = demo(con, tmp_path / "events")
+    server = Server(lakehouse_extension, tmp_path, [table], extra=f", {SCALED}, slack_webhook_url := '{slack.url}'",
+                    history="history_table := 'no_such_schema.runs'")
+    try:
+        server.wait_ready()
+        execution_id = json.loads(request(server.port, "POST", gate_path(table), headers=bearer())[1])["execution_id"]
+        run = wait_run(server.port, execution_id)
+        alerts = [r for r in slack.requests if execution_id in json.dumps(r["body"]) and "failed" in json.dumps(r["body"])]
+        assert run["status"] == "failed" and alerts, (run, slack.requests)
+        assert "history could not be written" in run["error"], run
+        assert "the failure alert was posted" in run["error"] and SECRET not in json.dumps(run)
+    finally:
+        server.stop()
+        slack.close()

@@ -1,9 +1,15 @@
 //! `CALL lakehouse_serve(listen := '127.0.0.1:8787', tables := ['ns.t', …], …gate parameters…,
-//! history_table := 'lakehouse_runs', max_connections := 64, max_connections_per_peer := 16)`: the authenticated webhook that
+//! history_path := '/var/lib/lakehouse/history', max_connections := 64,
+//! max_connections_per_peer := 16, stop_with_parent := true)`: the authenticated webhook that
 //! runs the gate when a CDC batch lands ([`server`]); serves until Ctrl-C or SIGTERM and
 //! returns one row per run.
 
+mod auth;
+mod http;
+mod runs;
 pub mod server;
+mod signals;
+mod state;
 
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
@@ -11,7 +17,8 @@ use crate::duck::HostDb;
 use crate::error::{Error, Result};
 use crate::functions::args::{Args, named};
 use crate::functions::gate::{gate_options, gate_parameter_names};
-use crate::functions::serve::server::{COLUMNS, ServeConfig, serve};
+use crate::functions::serve::server::{COLUMNS, serve};
+use crate::functions::serve::state::ServeConfig;
 use crate::functions::{Cell, RowFunction};
 
 /// The server table function.
@@ -26,7 +33,7 @@ impl RowFunction for Serve {
     }
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
-        let mut names = vec!["listen", "tables", "max_connections", "max_connections_per_peer"];
+        let mut names = vec!["listen", "tables", "max_connections", "max_connections_per_peer", "stop_with_parent"];
         names.extend(gate_parameter_names());
         named(&names)
     }
@@ -46,7 +53,7 @@ impl RowFunction for Serve {
                 "tables must list the tables a trigger may name, e.g. tables := ['analytics.events']",
             ));
         }
-        let (template, history_table) = gate_options(args, String::new())?;
+        let (template, history) = gate_options(args, String::new())?;
         let max_connections = args.i64_in("max_connections", 64, 1, 4096)?;
         // A quarter of the slots per address by default: one peer's idle or slow connections
         // never hold them all. Behind a reverse proxy every connection is the proxy's: raise it.
@@ -56,7 +63,8 @@ impl RowFunction for Serve {
             listen,
             tables,
             template,
-            history_table,
+            history,
+            stop_with_parent: args.bool("stop_with_parent", true)?,
             max_connections: max_connections as usize,
             max_connections_per_peer: max_connections_per_peer as usize,
         })
