@@ -13,7 +13,7 @@ use crate::action::gate::{GateOptions, run_gate};
 use crate::duck::{HostDb, quote_ident, quote_literal};
 use crate::error::{Error, Result};
 use crate::notify::slack::{RetryPolicy, Webhook};
-use crate::profile::MIB;
+use crate::profile::{MIB, round_mb, round_ratio, round_to};
 use crate::report::Scorecard;
 
 /// Parsed arguments.
@@ -118,7 +118,7 @@ impl RowFunction for Gate {
 }
 
 /// The scorecard's columns (also the history table's).
-pub const COLUMNS: [(&str, LogicalTypeId); 47] = {
+pub const COLUMNS: [(&str, LogicalTypeId); 48] = {
     use LogicalTypeId::*;
     [
         ("execution_id", Varchar),
@@ -144,7 +144,8 @@ pub const COLUMNS: [(&str, LogicalTypeId); 47] = {
         ("scan_before_ms", Double),
         ("scan_after_ms", Double),
         ("measured_speedup", Double),
-        ("projected_speedup", Double),
+        ("projected_speedup_low", Double),
+        ("projected_speedup_high", Double),
         ("compaction_snapshot_id", Bigint),
         ("snapshots_expired", Bigint),
         ("files_deleted", Bigint),
@@ -178,7 +179,7 @@ fn big(n: u64) -> Cell {
 /// The scorecard as rows: one per partition (one with a NULL partition for a table without data).
 pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
     let ms = |s: &Option<crate::report::ScanResult>| {
-        s.as_ref().map_or(Cell::Null, |s| Cell::Double(s.elapsed.as_secs_f64() * 1000.0))
+        s.as_ref().map_or(Cell::Null, |s| Cell::Double(round_to(s.elapsed.as_secs_f64() * 1000.0, 2)))
     };
     let table_level = |row: &mut Vec<Cell>| {
         row.extend([
@@ -186,11 +187,12 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
             big(card.partitions_degraded),
             big(card.partitions_compacted),
             big(card.small_files_eliminated),
-            Cell::Double(card.bytes_consolidated as f64 / MIB),
+            Cell::Double(round_mb(card.bytes_consolidated as f64 / MIB)),
             ms(&card.scan_before),
             ms(&card.scan_after),
-            card.measured_speedup().map_or(Cell::Null, Cell::Double),
-            Cell::Double(card.projected_speedup),
+            card.measured_speedup().map_or(Cell::Null, |x| Cell::Double(round_to(x, 2))),
+            Cell::Double(round_to(card.projected_speedup_low, 2)),
+            Cell::Double(round_to(card.projected_speedup_high, 2)),
             card.compaction_snapshot_id.map_or(Cell::Null, Cell::BigInt),
             big(card.snapshots_expired),
             big(card.files_deleted),
@@ -200,10 +202,10 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
             Cell::Bool(card.dry_run),
             Cell::Timestamp(card.started_ms.saturating_mul(1000)),
             big(card.duration_ms),
-            Cell::Double(card.avg_ratio_after),
+            Cell::Double(round_ratio(card.avg_ratio_after)),
             big(card.manifests_merged),
             card.manifest_snapshot_id.map_or(Cell::Null, Cell::BigInt),
-            Cell::Double(card.scan_share),
+            Cell::Double(round_ratio(card.scan_share)),
         ]);
     };
     let warnings = || if card.warnings.is_empty() { Cell::Null } else { Cell::Text(card.warnings.join("; ")) };
@@ -239,9 +241,9 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
                 big(p.files_after),
                 big(p.small_files_before),
                 big(p.small_files_after),
-                Cell::Double(p.ratio_before),
-                Cell::Double(p.ratio_after),
-                Cell::Double(p.bytes_consolidated as f64 / MIB),
+                Cell::Double(round_ratio(p.ratio_before)),
+                Cell::Double(round_ratio(p.ratio_after)),
+                Cell::Double(round_mb(p.bytes_consolidated as f64 / MIB)),
             ]);
             table_level(&mut row);
             row.extend([

@@ -4,3 +4,4 @@
 pub mod compaction;
 pub mod expiry;
 pub mod layout;
+pub mod projection;

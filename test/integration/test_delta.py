@@ -167,7 +167,7 @@ def assert_profile_matches(con, dcon, spark, path: Path, small_mb: float, spark_
                     assert row[key] == other[label][key], (label, key, row, other[label])
         assert row["fragmentation_ratio"] == pytest.approx(spark_ref[label]["fragmentation_ratio"], abs=1e-4)
         assert row["requires_compaction"] == spark_ref[label]["requires_compaction"], row
-        assert row["total_size_mb"] == pytest.approx(row["total_size_bytes"] / d.MIB, abs=1e-3)
+        assert row["total_size_mb"] == pytest.approx(row["total_size_bytes"] / d.MIB, abs=0.005)
     detail = d.spark_detail(spark, path)
     assert sum(r["total_files"] for r in ours.values()) == detail["numFiles"]
     assert sum(r["total_size_bytes"] for r in ours.values()) == detail["sizeInBytes"]
@@ -234,12 +234,15 @@ def test_summary_matches_the_profile(con, dl_tables):
     assert got["total_partitions"] == len(ref) == 9
     assert got["total_lakehouse_files"] == sum(r["total_files"] for r in ref.values())
     assert got["total_small_files"] == sum(r["small_files"] for r in ref.values())
-    assert got["fragmented_partition_count"] == len(degraded) == 7
+    # 7 partitions reach the ratio; one of them holds a single small file: nothing to merge.
+    assert got["fragmented_partition_count"] == len(degraded) == 6
     assert got["compactable_bytes"] == degraded_bytes
     assert got["avg_fragmentation_ratio"] == pytest.approx(sum(r["fragmentation_ratio"] for r in ref.values()) / len(ref), abs=1e-4)
     assert got["compactable_mb"] == pytest.approx(degraded_bytes / d.MIB, abs=0.01)
-    speedup = sum(r["total_files"] for r in degraded) / max(1, -(-degraded_bytes // int(TARGET_MB * d.MIB)))
-    assert got["projected_speedup_factor"] == pytest.approx(speedup, abs=0.01)
+    # A range: the calibrated local-disk model below, files before / after above — at most the
+    # degraded files over one file per degraded partition.
+    most = sum(r["total_files"] for r in degraded) / len(degraded)
+    assert 1 < got["projected_speedup_low"] <= got["projected_speedup_high"] <= round(most, 2), got
 
 
 # --------------------------------------------------------------------------- metadata health
