@@ -1,7 +1,8 @@
 """The scan cost model behind the projected speedup (src/plan/projection.rs), measured.
 
-Part 1 times a full scan (count and hash of every column, as the gate's scan) of the same
-2,000,000 rows written as 1, 8, 64, 512 and 2,048 Parquet files with DuckDB, and fits
+Part 1 times a full scan (count and hash of every column, as the gate's scan) of 2,000,000 rows
+written as 1, 8, 64, 512 and 2,048 Parquet files, and of 20,000 and 200,000 rows as 1 and 256
+files (so that bytes and files vary apart), with DuckDB, and fits
 t = query + per_file * files + per_mib * MiB. Part 2 runs the demo table through the gate at the
 demo's scaled thresholds (LAKEHOUSE_EXTENSION, default build/debug) a few times and prints the
 measured speedup beside the projected range.
@@ -23,9 +24,9 @@ import duckdb
 ROWS = 2_000_000
 
 
-def write(con, n_files: int, d: str) -> int:
+def write(con, n_files: int, d: str, rows: int) -> int:
     os.makedirs(d)
-    per = ROWS // n_files
+    per = rows // n_files
     for i in range(n_files):
         con.execute(
             f"COPY (SELECT (range + {i * per})::BIGINT AS id, 'customer_' || (range % 997) AS customer, "
@@ -51,11 +52,13 @@ def cost_model() -> None:
     con.execute("SET threads = 2")
     root = tempfile.mkdtemp(prefix="speedup_model_")
     points = []
-    for n in (1, 8, 64, 512, 2048):
-        size = write(con, n, f"{root}/{n}")
-        t = scan_ms(con, f"{root}/{n}")
+    shapes = [(ROWS, n) for n in (1, 8, 64, 512, 2048)] + [(20_000, 1), (200_000, 1), (200_000, 256)]
+    for rows, n in shapes:
+        d = f"{root}/{rows}_{n}"
+        size = write(con, n, d, rows)
+        t = scan_ms(con, d)
         points.append((n, size / 2**20, t))
-        print(f"{n:5d} files  {size / 2**20:6.2f} MiB  {t:7.1f} ms", flush=True)
+        print(f"{rows:9d} rows {n:5d} files  {size / 2**20:6.2f} MiB  {t:7.1f} ms", flush=True)
     shutil.rmtree(root)
     # Least squares t = q + a * files + b * mib (numpy-free: the 3x3 normal equations).
     xs = [(1.0, n, mib) for n, mib, _ in points]

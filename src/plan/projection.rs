@@ -5,9 +5,10 @@
 //! Measured with DuckDB 1.5 on local disk (2 threads; `bench/speedup_model.py` reproduces it):
 //! 2,000,000 rows as 1, 8, 64, 512 and 2,048 files scan in 43, 52, 48, 115 and 269 ms, and the
 //! gate's own scans of the demo table (48 files of 3 KiB before, one after) take 7.8 and 2.1 ms.
-//! The fit is about 2 ms per query, 0.11 ms per file and 1.2 ms per MiB: a file costs what
-//! reading [`FILE_COST_MIB`] does, a query what reading [`QUERY_COST_MIB`] does. Compaction keeps
-//! the bytes and removes files, so:
+//! The fit is about 2 ms per query (a one-file scan of 0.2 to 0.4 MiB takes 1.9 to 2.1 ms),
+//! 0.11 to 0.12 ms per file and 1.2 ms per MiB on an idle machine (up to 2.8 ms when other builds
+//! share the cores: decoding is what slows): a file costs what reading [`FILE_COST_MIB`] does, a
+//! query what reading [`QUERY_COST_MIB`] does. Compaction keeps the bytes and removes files, so:
 //!
 //! - `low`: that model, `(Q + F·files_before + MiB) / (Q + F·files_after + MiB)` — what a scan of
 //!   the compacted partitions on local disk gains (the gate's `measured_speedup` measures the
