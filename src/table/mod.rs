@@ -360,6 +360,9 @@ async fn locate_remote(table: &str, options: &LocateOptions) -> Result<Located> 
         return Ok(Located { metadata_location: current, catalog_table: None });
     }
     if files.is_empty() {
+        if let Some(hint) = not_a_table::by_name(table) {
+            return Err(hint);
+        }
         if listing.is_empty() {
             return Err(Error::new(ErrorKind::NotFound, format!("table path '{table}' does not exist")));
         }

@@ -85,6 +85,25 @@ pub fn not_a_table(dir: &Path) -> Error {
     Error::new(ErrorKind::NotFound, message)
 }
 
+/// For an object-store location (`s3://b/t/_delta_log`) under which no Iceberg metadata was
+/// found: the error naming the table directory when the last segment says what it is — a Delta
+/// table's `_delta_log` or an Iceberg table's `metadata` (nothing is listed: its name suffices).
+pub fn by_name(table: &str) -> Option<Error> {
+    let trimmed = table.trim_end_matches('/');
+    let (parent, name) = trimmed.rsplit_once('/')?;
+    let message = match name {
+        "_delta_log" => {
+            format!("'{table}' is the transaction log of a Delta Lake table: name the table directory, '{parent}'")
+        }
+        "metadata" => format!(
+            "'{table}' is the metadata/ directory of an Iceberg table: name the table directory, '{parent}' (or \
+             one of its metadata.json files)"
+        ),
+        _ => return None,
+    };
+    Some(Error::new(ErrorKind::NotFound, message))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +129,14 @@ mod tests {
         let plain = message("plain");
         assert!(plain.ends_with("found notes.txt, sub/"), "{plain}");
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn object_store_near_misses_are_told_by_name() {
+        let log = by_name("s3://bucket/events/_delta_log/").unwrap();
+        assert!(log.message().ends_with("Delta Lake table: name the table directory, 's3://bucket/events'"));
+        let metadata = by_name("gs://bucket/orders/metadata").unwrap();
+        assert!(metadata.message().contains("name the table directory, 'gs://bucket/orders'"));
+        assert!(by_name("s3://bucket/elsewhere").is_none());
     }
 }
