@@ -135,7 +135,7 @@ demo: venv release
 	         small_files_after AS small_after, round(mb_consolidated, 3) AS mb, action \
 	  FROM lakehouse_gate('$(DEMO_DIR)', $(DEMO_SCALED), history_table := 'lakehouse_runs'); \
 	  SELECT status, partitions_compacted AS compacted, small_files_eliminated AS eliminated, \
-	         round(measured_speedup, 2) AS measured_speedup, round(projected_speedup, 2) AS projected_speedup, \
+	         measured_speedup, projected_speedup_low, projected_speedup_high, \
 	         snapshots_expired, files_deleted, notification \
 	  FROM lakehouse_runs LIMIT 1; \
 	  SELECT partition, total_files, small_files, round(fragmentation_ratio, 4) AS fragmentation_ratio, requires_compaction, \

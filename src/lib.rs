@@ -46,7 +46,8 @@
 //!   a pointer move we make comes to. A new catalog goes here.
 //! - [`table`]: the format-neutral model ([`table::Table`] opened once per call,
 //!   [`table::DataFile`], [`table::PartitionKey`]) and [`table::summary`], what a listing comes to
-//!   per partition, and [`table::deleted_rows`], the deletion-vector bitmap both formats share.
+//!   per partition, and [`table::deleted_rows`], the deletion-vector bitmap both formats share;
+//!   `table/not_a_table.rs` says what a directory that is not a table holds.
 //!   [`table::iceberg`]: metadata and live files ([`table::iceberg::manifest`]
 //!   decodes manifests as Java does (first row ids inherited), [`table::iceberg::manifest_reader`] and
 //!   [`table::iceberg::list_reader`] are the lean streaming readers (on [`table::iceberg::avro`]),
@@ -63,11 +64,11 @@
 //!   [`table::delta::deletion_vector`], [`table::delta::row_tracking`] and
 //!   [`table::delta::domains`] (`delta.*` domains). A new format, or a format feature's reading,
 //!   goes in its folder. [`spark`]: the Spark Connect client and partition predicates.
-//! - [`profile`]: fragmentation figures per partition and the summary row, from what the table
-//!   lists; [`plan`]: pure planners (bin-packing, layouts, expiry reachability) and the checks of
-//!   options against a table (a `partitions` value matching nothing, an option of the other
-//!   format); [`report`]: the scorecard a gate run produces. [`notify`]: the Slack card and its
-//!   delivery.
+//! - [`profile`]: fragmentation figures per partition, the verdict (the planner's) and the summary
+//!   row, from what the table lists; [`plan`]: pure planners (bin-packing, layouts, expiry
+//!   reachability, [`plan::projection`] the projected scan speedup) and the checks of options
+//!   against a table (a `partitions` value matching nothing, an option of the other format);
+//!   [`report`]: the scorecard a gate run produces. [`notify`]: the Slack card and its delivery.
 //! - [`action`]: executes plans. [`action::compact`] (the neutral flow in `run.rs`, committing in
 //!   batches of partitions with a conflicted one re-planned and retried in `progress.rs` and
 //!   `batches.rs` (partial progress), the Iceberg

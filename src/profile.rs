@@ -1,8 +1,11 @@
 //! Fragmentation figures per partition, and the table-level summary, from live files (pure).
 //!
 //! A file is *small* when its size is below `small_file_threshold_mb` MiB; a partition's
-//! fragmentation ratio is small data files / data files, and it requires compaction when the
-//! ratio reaches `fragmentation_ratio_threshold` — the reference flow's definitions.
+//! fragmentation ratio is small data files / data files (the reference flow's definitions). It
+//! requires compaction when compaction can improve it, as the planner decides
+//! ([`Thresholds::assess`]): the ratio reaches `fragmentation_ratio_threshold` *and* it holds at
+//! least `min_input_files` small files — one small file per partition, all a compaction leaves
+//! of a small table, is nothing to merge.
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
@@ -11,25 +14,48 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::store::location_key;
-use crate::table::summary::{ManifestTally, PartitionTally, SIZE_BUCKETS, SMALL_BUCKETS, referenced_paths};
+use crate::table::summary::{
+    ManifestTally, PartitionTally, SIZE_BUCKET_EDGES, SIZE_BUCKETS, SMALL_BUCKETS, referenced_paths,
+};
 use crate::table::{DataFile, PartitionKey, Table};
 
 /// Bytes in one MiB: the unit of every `_mb` figure.
 pub const MIB: f64 = 1024.0 * 1024.0;
 
-/// The two thresholds of the verdict, validated.
+/// The thresholds of the verdict, validated.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Thresholds {
     /// Files smaller than this many MiB are small.
     pub small_file_threshold_mb: f64,
-    /// A partition whose small-file ratio reaches this needs compaction.
+    /// A partition whose small-file ratio reaches this needs compaction (with enough small files).
     pub fragmentation_ratio_threshold: f64,
+    /// A partition with fewer small files than this has nothing to merge (compaction's
+    /// `min_input_files`, default [`DEFAULT_MIN_INPUT_FILES`]).
+    pub min_input_files: u64,
 }
+
+/// `min_input_files`' default: two small files are the fewest a rewrite can merge.
+pub const DEFAULT_MIN_INPUT_FILES: u64 = 2;
 
 impl Default for Thresholds {
     fn default() -> Self {
-        Self { small_file_threshold_mb: 64.0, fragmentation_ratio_threshold: 0.35 }
+        Self {
+            small_file_threshold_mb: 64.0,
+            fragmentation_ratio_threshold: 0.35,
+            min_input_files: DEFAULT_MIN_INPUT_FILES,
+        }
     }
+}
+
+/// Whether a partition needs compaction, and why ([`Thresholds::assess`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Assessment {
+    /// The small-file ratio is below the threshold.
+    Healthy,
+    /// The ratio reaches the threshold, but fewer than `min_input_files` files are small.
+    NothingToMerge,
+    /// Degraded: compaction merges its small files.
+    Degraded,
 }
 
 impl Thresholds {
@@ -45,13 +71,59 @@ impl Thresholds {
                 "fragmentation_ratio_threshold must be between 0 and 1, got {fragmentation_ratio_threshold}"
             )));
         }
-        Ok(Self { small_file_threshold_mb, fragmentation_ratio_threshold })
+        Ok(Self { small_file_threshold_mb, fragmentation_ratio_threshold, min_input_files: DEFAULT_MIN_INPUT_FILES })
+    }
+
+    /// These thresholds with another `min_input_files` (at least 2).
+    pub fn with_min_input_files(self, min_input_files: u64) -> Result<Self> {
+        check_min_input_files(min_input_files)?;
+        Ok(Self { min_input_files, ..self })
+    }
+
+    /// The verdict on a partition of `files` data files, `small_files` of them small.
+    pub fn assess(&self, files: u64, small_files: u64) -> Assessment {
+        let ratio = if files == 0 { 0.0 } else { small_files as f64 / files as f64 };
+        if ratio < self.fragmentation_ratio_threshold || small_files == 0 {
+            Assessment::Healthy
+        } else if small_files < self.min_input_files {
+            Assessment::NothingToMerge
+        } else {
+            Assessment::Degraded
+        }
+    }
+
+    /// The verdict in words: `healthy: ratio 0.20 < 0.35`, `healthy: nothing to merge, 1 small
+    /// file < min_input_files 2`, `degraded: ratio 0.92 >= 0.35, 48 small files`.
+    pub fn reason(&self, files: u64, small_files: u64) -> String {
+        let ratio = if files == 0 { 0.0 } else { small_files as f64 / files as f64 };
+        let threshold = self.fragmentation_ratio_threshold;
+        let plural = |n: u64| if n == 1 { "file" } else { "files" };
+        match self.assess(files, small_files) {
+            Assessment::Healthy if small_files == 0 => "healthy: no small files".into(),
+            Assessment::Healthy => format!("healthy: ratio {ratio:.2} < {threshold}"),
+            Assessment::NothingToMerge => format!(
+                "healthy: nothing to merge, {small_files} small {} < min_input_files {}",
+                plural(small_files),
+                self.min_input_files
+            ),
+            Assessment::Degraded => {
+                format!("degraded: ratio {ratio:.2} >= {threshold}, {small_files} small {}", plural(small_files))
+            }
+        }
     }
 
     /// The small-file threshold in bytes.
     pub fn small_file_threshold_bytes(&self) -> f64 {
         self.small_file_threshold_mb * MIB
     }
+}
+
+/// Checks `min_input_files`: at least 2 (a rewrite of one file into itself merges nothing).
+pub fn check_min_input_files(min_input_files: u64) -> Result<u64> {
+    if min_input_files < 2 {
+        return Err(Error::invalid(format!("min_input_files must be at least 2, got {min_input_files}")));
+    }
+    Ok(min_input_files)
 }
 
 /// Checks a compaction target size: a positive, finite number of MiB.
@@ -96,8 +168,11 @@ pub struct PartitionProfile {
     pub dangling_delete_files: u64,
     /// small_files / total_files.
     pub fragmentation_ratio: f64,
-    /// fragmentation_ratio ≥ threshold.
+    /// Compaction can improve it: fragmentation_ratio ≥ threshold and at least
+    /// `min_input_files` small files ([`Thresholds::assess`]).
     pub requires_compaction: bool,
+    /// The verdict in words ([`Thresholds::reason`]).
+    pub reason: String,
     /// Data files per size bucket ([`crate::table::summary::size_bucket`]).
     pub size_buckets: [u64; SIZE_BUCKETS],
 }
@@ -192,7 +267,7 @@ struct DeleteCounts {
 struct Tally {
     /// The small-file threshold in bytes.
     small_limit: f64,
-    ratio_threshold: f64,
+    thresholds: Thresholds,
     partitions: HashMap<(String, PartitionKey), PartitionTally>,
     deletes: Vec<DataFile>,
     named: HashMap<PathBuf, (PartitionKey, i64)>,
@@ -203,7 +278,7 @@ impl Tally {
     fn new(thresholds: &Thresholds) -> Self {
         Tally {
             small_limit: thresholds.small_file_threshold_bytes(),
-            ratio_threshold: thresholds.fragmentation_ratio_threshold,
+            thresholds: *thresholds,
             partitions: HashMap::new(),
             deletes: Vec::new(),
             named: HashMap::new(),
@@ -302,7 +377,8 @@ impl Tally {
                     small_size_bytes: p.small_bytes,
                     record_count: p.records,
                     fragmentation_ratio,
-                    requires_compaction: fragmentation_ratio >= self.ratio_threshold,
+                    requires_compaction: self.thresholds.assess(p.files, p.small_files) == Assessment::Degraded,
+                    reason: self.thresholds.reason(p.files, p.small_files),
                     size_buckets: p.size_buckets,
                 }
             })
@@ -331,6 +407,26 @@ pub fn histogram(buckets: &[u64; SIZE_BUCKETS]) -> String {
     out
 }
 
+/// What each of [`histogram_counts`]' buckets holds, laid out alike, for a small-file threshold
+/// of `threshold_mb` MiB: `<1,<4,<16,<64|<128,<256,>=256 MiB` at 64 MiB.
+pub fn histogram_legend(threshold_mb: f64) -> String {
+    let bounds: Vec<String> = SIZE_BUCKET_EDGES.iter().map(|share| short_mb(threshold_mb * share)).collect();
+    let below = |range: &[String]| range.iter().map(|b| format!("<{b}")).collect::<Vec<_>>().join(",");
+    format!(
+        "{}|{},>={} MiB",
+        below(&bounds[..SMALL_BUCKETS]),
+        below(&bounds[SMALL_BUCKETS..]),
+        bounds[SIZE_BUCKETS - 2]
+    )
+}
+
+/// `mb` to three significant digits, trailing zeros dropped: `64`, `0.016`, `0.0156`.
+fn short_mb(mb: f64) -> String {
+    let decimals = (2 - mb.log10().floor() as i32).clamp(0, 12) as usize;
+    let text = format!("{mb:.decimals$}");
+    if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.').to_string() } else { text }
+}
+
 /// `a,b,c,d|e,f,g`: the counts behind [`histogram`].
 pub fn histogram_counts(buckets: &[u64; SIZE_BUCKETS]) -> String {
     let text = |range: &[u64]| range.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
@@ -346,14 +442,12 @@ pub struct Summary {
     pub total_lakehouse_files: u64,
     /// Small live data files.
     pub total_small_files: u64,
-    /// Partitions that require compaction.
+    /// Partitions that require compaction (compaction can improve them: [`Thresholds::assess`]).
     pub fragmented_partition_count: u64,
     /// Mean of the partitions' ratios (0 for an empty table).
     pub avg_fragmentation_ratio: f64,
     /// Bytes in partitions that require compaction.
     pub compactable_bytes: u64,
-    /// Files in degraded partitions / ceil(their MiB / target MiB), at least 1 in the divisor.
-    pub projected_speedup_factor: f64,
 }
 
 impl Summary {
@@ -363,12 +457,10 @@ impl Summary {
     }
 }
 
-/// Summarizes partition profiles; `target_file_size_mb` sizes the projected output files.
-pub fn summarize(partitions: &[PartitionProfile], target_file_size_mb: f64) -> Summary {
+/// Summarizes partition profiles (the projected speedup is [`crate::plan::projection`]'s).
+pub fn summarize(partitions: &[PartitionProfile]) -> Summary {
     let degraded: Vec<&PartitionProfile> = partitions.iter().filter(|p| p.requires_compaction).collect();
     let compactable_bytes: u64 = degraded.iter().map(|p| p.total_size_bytes).sum();
-    let degraded_files: u64 = degraded.iter().map(|p| p.total_files).sum();
-    let projected_files = (compactable_bytes as f64 / MIB / target_file_size_mb).ceil().max(1.0);
     let avg = if partitions.is_empty() {
         0.0
     } else {
@@ -381,8 +473,17 @@ pub fn summarize(partitions: &[PartitionProfile], target_file_size_mb: f64) -> S
         fragmented_partition_count: degraded.len() as u64,
         avg_fragmentation_ratio: avg,
         compactable_bytes,
-        projected_speedup_factor: degraded_files as f64 / projected_files,
     }
+}
+
+/// A MiB figure as the table functions show it: to 2 decimals (exact bytes sit beside it).
+pub fn round_mb(mb: f64) -> f64 {
+    round_to(mb, 2)
+}
+
+/// A ratio as the table functions show it: to 4 decimals.
+pub fn round_ratio(ratio: f64) -> f64 {
+    round_to(ratio, 4)
 }
 
 /// Rounds half away from zero to `digits` decimals, as SQL's ROUND does.
@@ -438,14 +539,13 @@ mod tests {
             vec![("d=1", 52, 48, true), ("d=2", 70, 65, true), ("d=3", 20, 4, false), ("d=4", 25, 2, false)]
         );
         assert!((parts[0].fragmentation_ratio - 48.0 / 52.0).abs() < 1e-12);
-        let summary = summarize(&parts, 128.0);
+        let summary = summarize(&parts);
         assert_eq!(summary.total_partitions, 4);
         assert_eq!(summary.total_lakehouse_files, 167);
         assert_eq!(summary.total_small_files, 119);
         assert_eq!(summary.fragmented_partition_count, 2);
         // degraded MiB = 48*2.5+4*100 + 65*2.5+5*100 = 1182.5 → ceil(1182.5/128) = 10 files
         assert!((summary.compactable_mb() - 1182.5).abs() < 1e-3, "{}", summary.compactable_mb());
-        assert!((summary.projected_speedup_factor - 12.2).abs() < 1e-9);
     }
 
     #[test]
@@ -458,7 +558,42 @@ mod tests {
         let parts = profile(&files, &Thresholds::new(64.0, 0.5).unwrap());
         assert_eq!(parts.len(), 1);
         assert_eq!((parts[0].total_files, parts[0].small_files, parts[0].delete_files), (2, 1, 1));
-        assert!(parts[0].requires_compaction, "ratio 0.5 reaches threshold 0.5");
+        assert!(
+            !parts[0].requires_compaction,
+            "ratio 0.5 reaches threshold 0.5, but one small file merges with nothing"
+        );
+        assert_eq!(parts[0].reason, "healthy: nothing to merge, 1 small file < min_input_files 2");
+        let mut more = files.clone();
+        more.push(file("p", 1.0, FileContent::Data));
+        let parts = profile(&more, &Thresholds::new(64.0, 0.5).unwrap());
+        assert!(parts[0].requires_compaction, "two small files of three");
+        assert_eq!(parts[0].reason, "degraded: ratio 0.67 >= 0.5, 2 small files");
+        let three = Thresholds::new(64.0, 0.5).unwrap().with_min_input_files(3).unwrap();
+        assert!(!profile(&more, &three)[0].requires_compaction, "min_input_files 3");
+        assert!(Thresholds::default().with_min_input_files(1).is_err());
+    }
+
+    #[test]
+    fn one_small_file_per_partition_is_nothing_to_merge_and_the_summary_agrees() {
+        // What a compaction leaves of a small table: each partition one file, under the threshold.
+        let files: Vec<DataFile> = ["d=1", "d=2", "d=3"].iter().map(|p| file(p, 3.0, FileContent::Data)).collect();
+        let parts = profile(&files, &Thresholds::default());
+        for p in &parts {
+            assert_eq!((p.fragmentation_ratio, p.requires_compaction), (1.0, false), "{p:?}");
+            assert_eq!(p.reason, "healthy: nothing to merge, 1 small file < min_input_files 2");
+        }
+        let summary = summarize(&parts);
+        assert_eq!((summary.fragmented_partition_count, summary.compactable_bytes), (0, 0));
+        // A partition with no small file is healthy whatever the ratio threshold.
+        let big = profile(&[file("d=1", 100.0, FileContent::Data)], &Thresholds::new(64.0, 0.0).unwrap());
+        assert_eq!((big[0].requires_compaction, big[0].reason.as_str()), (false, "healthy: no small files"));
+    }
+
+    #[test]
+    fn the_bucket_legend_names_each_count() {
+        assert_eq!(histogram_legend(64.0), "<1,<4,<16,<64|<128,<256,>=256 MiB");
+        assert_eq!(histogram_legend(0.064), "<0.001,<0.004,<0.016,<0.064|<0.128,<0.256,>=0.256 MiB");
+        assert_eq!(histogram_legend(1.0), "<0.0156,<0.0625,<0.25,<1|<2,<4,>=4 MiB");
     }
 
     #[test]
@@ -522,9 +657,8 @@ mod tests {
 
     #[test]
     fn empty_table_summary() {
-        let summary = summarize(&[], 128.0);
+        let summary = summarize(&[]);
         assert_eq!((summary.total_partitions, summary.fragmented_partition_count), (0, 0));
-        assert_eq!(summary.projected_speedup_factor, 0.0);
         assert_eq!(round_to(0.123456, 4), 0.1235);
     }
 }

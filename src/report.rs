@@ -170,8 +170,11 @@ pub struct Scorecard {
     pub avg_ratio_before: f64,
     /// See `avg_ratio_before`.
     pub avg_ratio_after: f64,
-    /// The reference flow's projected speedup (files / target-sized files in degraded partitions).
-    pub projected_speedup: f64,
+    /// The projected scan speedup of the compacted partitions on the local-disk model calibrated
+    /// on DuckDB's scans ([`crate::plan::projection`]; 1 when nothing is compacted).
+    pub projected_speedup_low: f64,
+    /// Their files before / after: the speedup when opening a file is all a scan costs.
+    pub projected_speedup_high: f64,
     /// Share of the rewritten bytes the measured scans covered (a bounded sample of the rewrite
     /// groups; 0: not measured).
     pub scan_share: f64,

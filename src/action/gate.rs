@@ -26,6 +26,7 @@ use crate::notify::slack::{Delivery, RetryPolicy, Webhook, post};
 use crate::plan::compaction::{CompactionOptions, Verdict};
 use crate::plan::format_options::FormatOnly;
 use crate::plan::partition_selection::check_selected;
+use crate::plan::projection;
 use crate::profile::{summarize, table_profile, table_profile_for_planning};
 use crate::report::{LineVerdict, PartitionLine, RunStatus, Scorecard};
 use crate::table::{LocateOptions, PartitionKey, Table, TableFormat};
@@ -309,12 +310,12 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     options.compaction.validate()?;
     options.expiry.validate()?;
     let started_ms = chrono::Utc::now().timestamp_millis();
-    let thresholds = options.compaction.thresholds;
+    let thresholds = options.compaction.verdict_thresholds();
     // Opened once: the profile, the plan, the rewrite and the scans all read this state.
     let table = Table::open(&options.table, &options.locate)?;
     // Streamed by the lean reader, as the profile is: a million-file table is not held whole.
     let before = table_profile_for_planning(&table, &thresholds)?;
-    let summary_before = summarize(&before, options.compaction.target_file_size_mb);
+    let summary_before = summarize(&before);
     crate::progress_lines::line(|| {
         format!("profiled {} partitions, {} degraded", before.len(), summary_before.fragmented_partition_count)
     });
@@ -363,6 +364,15 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         }
     };
     let plan = &planned.report;
+    // The projected speedup of the partitions the plan compacts, on the files it leaves.
+    let projected = {
+        let compacted = plan.plans.iter().filter(|p| p.verdict == Verdict::Compact);
+        let (files_before, files_after, bytes) = compacted.fold((0, 0, 0), |(b, a, s), p| {
+            let size = before.iter().find(|x| x.key == p.key).map_or(0, |x| x.total_size_bytes);
+            (b + p.files_before, a + p.files_after(), s + size)
+        });
+        projection::speedup(files_before, files_after, bytes)
+    };
     let compacting: HashSet<PartitionKey> =
         plan.plans.iter().filter(|p| p.verdict == Verdict::Compact).map(|p| p.key.clone()).collect();
     crate::progress_lines::line(|| {
@@ -500,7 +510,7 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         &mut lost_steps,
     )?
     .unwrap_or_else(|| Retired::nothing(after_table, options));
-    let summary_after = summarize(&after, options.compaction.target_file_size_mb);
+    let summary_after = summarize(&after);
     crate::progress_lines::line(|| {
         format!(
             "retired history: {} snapshots expired, {} files deleted",
@@ -622,7 +632,8 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         } else {
             summary_after.avg_fragmentation_ratio
         },
-        projected_speedup: summary_before.projected_speedup_factor,
+        projected_speedup_low: projected.low,
+        projected_speedup_high: projected.high,
         scan_share: if scan_after.is_some() { sampled_bytes as f64 / planned_bytes.max(1) as f64 } else { 0.0 },
         scan_before,
         scan_after,

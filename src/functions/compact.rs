@@ -187,7 +187,7 @@ impl RowFunction for Compact {
         let after = if executed.spark.values().any(|o| o.snapshot_id.is_some()) {
             crate::profile::table_profile(
                 &crate::table::Table::open(&input.table, &input.locate)?,
-                &input.options.thresholds,
+                &input.options.verdict_thresholds(),
             )?
         } else {
             Vec::new()

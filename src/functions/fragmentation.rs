@@ -1,6 +1,7 @@
-//! `lakehouse_fragmentation(table, small_file_threshold_mb := 64, fragmentation_ratio_threshold := 0.35, …)`:
-//! one row per partition of the current snapshot with its small-file figures and verdict, and its
-//! file-size distribution at a glance (`file_sizes`, [`crate::profile::histogram`]).
+//! `lakehouse_fragmentation(table, small_file_threshold_mb := 64, fragmentation_ratio_threshold := 0.35,
+//! min_input_files := 2, …)`: one row per partition of the current snapshot with its small-file
+//! figures and verdict (the compaction planner's: [`crate::profile::Thresholds::assess`]) and
+//! its file-size distribution at a glance (`file_sizes`, [`crate::profile::histogram`]).
 
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
@@ -8,7 +9,7 @@ use super::args::{Args, TABLE_PARAMETERS, THRESHOLD_PARAMETERS, named};
 use super::{Cell, RowFunction};
 use crate::duck::HostDb;
 use crate::error::Result;
-use crate::profile::{PartitionProfile, Thresholds};
+use crate::profile::{DEFAULT_MIN_INPUT_FILES, PartitionProfile, Thresholds, round_mb, round_ratio};
 use crate::table::{LocateOptions, Table};
 
 /// The arguments shared by the profile functions.
@@ -21,10 +22,19 @@ pub struct ProfileInput {
     pub thresholds: Thresholds,
 }
 
+/// The profile functions' named parameters: the thresholds, `min_input_files`, the table's.
+pub fn profile_parameters() -> Vec<&'static str> {
+    let mut names = THRESHOLD_PARAMETERS.to_vec();
+    names.push("min_input_files");
+    names.extend(TABLE_PARAMETERS);
+    names
+}
+
 /// Parses `table` and the threshold and table options.
 pub fn parse_profile_input(args: &Args) -> Result<ProfileInput> {
     let table = args.required_string(0, "table")?;
-    let thresholds = args.thresholds()?;
+    let min_input_files = args.i64_in("min_input_files", DEFAULT_MIN_INPUT_FILES as i64, 2, i64::from(u32::MAX))?;
+    let thresholds = args.thresholds()?.with_min_input_files(min_input_files as u64)?;
     Ok(ProfileInput { table, locate: args.locate_options()?, thresholds })
 }
 
@@ -41,9 +51,7 @@ impl RowFunction for Fragmentation {
     type Input = ProfileInput;
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
-        let mut names = THRESHOLD_PARAMETERS.to_vec();
-        names.extend(TABLE_PARAMETERS);
-        named(&names)
+        named(&profile_parameters())
     }
 
     fn columns() -> Vec<(&'static str, LogicalTypeId)> {
@@ -57,6 +65,7 @@ impl RowFunction for Fragmentation {
             ("avg_file_size_mb", Double),
             ("fragmentation_ratio", Double),
             ("requires_compaction", Boolean),
+            ("reason", Varchar),
             ("record_count", Bigint),
             ("delete_files", Bigint),
             ("total_size_bytes", Bigint),
@@ -64,6 +73,7 @@ impl RowFunction for Fragmentation {
             ("dangling_delete_files", Bigint),
             ("file_sizes", Varchar),
             ("file_size_counts", Varchar),
+            ("file_size_buckets", Varchar),
         ]
     }
 
@@ -72,6 +82,7 @@ impl RowFunction for Fragmentation {
     }
 
     fn run(input: &Self::Input, _host: &HostDb) -> Result<Vec<Vec<Cell>>> {
+        let legend = crate::profile::histogram_legend(input.thresholds.small_file_threshold_mb);
         Ok(profile_table(input)?
             .into_iter()
             .map(|p| {
@@ -80,10 +91,11 @@ impl RowFunction for Fragmentation {
                     Cell::Int(p.spec_id),
                     Cell::BigInt(p.total_files as i64),
                     Cell::BigInt(p.small_files as i64),
-                    Cell::Double(p.total_size_mb()),
-                    Cell::Double(p.avg_file_size_mb()),
-                    Cell::Double(p.fragmentation_ratio),
+                    Cell::Double(round_mb(p.total_size_mb())),
+                    Cell::Double(round_mb(p.avg_file_size_mb())),
+                    Cell::Double(round_ratio(p.fragmentation_ratio)),
                     Cell::Bool(p.requires_compaction),
+                    Cell::Text(p.reason.clone()),
                     Cell::BigInt(p.record_count as i64),
                     Cell::BigInt(p.delete_files as i64),
                     Cell::BigInt(p.total_size_bytes as i64),
@@ -91,6 +103,7 @@ impl RowFunction for Fragmentation {
                     Cell::BigInt(p.dangling_delete_files as i64),
                     Cell::Text(p.size_histogram()),
                     Cell::Text(crate::profile::histogram_counts(&p.size_buckets)),
+                    Cell::Text(legend.clone()),
                 ]
             })
             .collect())

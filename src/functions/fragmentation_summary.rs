@@ -1,14 +1,17 @@
 //! `lakehouse_fragmentation_summary(table, …, target_file_size_mb := 128)`: the reference flow's
-//! single summary row (rounded as the flow rounds it), plus the exact compactable bytes.
+//! single summary row (rounded as the flow rounds it), the projected speedup as a range
+//! ([`crate::plan::projection`]), plus the exact compactable bytes.
 
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
-use super::args::{Args, TABLE_PARAMETERS, THRESHOLD_PARAMETERS, named};
-use super::fragmentation::{ProfileInput, parse_profile_input, profile_table};
+use super::args::{Args, named};
+use super::fragmentation::{ProfileInput, parse_profile_input, profile_parameters, profile_table};
 use super::{Cell, RowFunction};
 use crate::duck::HostDb;
 use crate::error::Result;
-use crate::profile::{check_target_file_size_mb, round_to, summarize};
+use crate::plan::compaction::check_sizing;
+use crate::plan::projection;
+use crate::profile::{round_mb, round_ratio, round_to, summarize};
 
 /// Profile arguments plus the compaction target.
 pub struct SummaryInput {
@@ -24,9 +27,8 @@ impl RowFunction for FragmentationSummary {
     type Input = SummaryInput;
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
-        let mut names = THRESHOLD_PARAMETERS.to_vec();
-        names.extend(["target_file_size_mb"]);
-        names.extend(TABLE_PARAMETERS);
+        let mut names = profile_parameters();
+        names.push("target_file_size_mb");
         named(&names)
     }
 
@@ -39,28 +41,33 @@ impl RowFunction for FragmentationSummary {
             ("fragmented_partition_count", Bigint),
             ("avg_fragmentation_ratio", Double),
             ("compactable_mb", Double),
-            ("projected_speedup_factor", Double),
+            ("projected_speedup_low", Double),
+            ("projected_speedup_high", Double),
             ("compactable_bytes", Bigint),
         ]
     }
 
     fn parse(args: &Args) -> Result<Self::Input> {
         let profile = parse_profile_input(args)?;
-        let target_file_size_mb = check_target_file_size_mb(args.f64("target_file_size_mb", 128.0)?)?;
+        let target_file_size_mb = args.f64("target_file_size_mb", 128.0)?;
+        // Compaction's own check: a target the compaction refuses is refused here too.
+        check_sizing(&profile.thresholds, target_file_size_mb)?;
         Ok(SummaryInput { profile, target_file_size_mb })
     }
 
     fn run(input: &Self::Input, _host: &HostDb) -> Result<Vec<Vec<Cell>>> {
         let partitions = profile_table(&input.profile)?;
-        let s = summarize(&partitions, input.target_file_size_mb);
+        let s = summarize(&partitions);
+        let speedup = projection::of_profile(&partitions, input.target_file_size_mb);
         Ok(vec![vec![
             Cell::BigInt(s.total_partitions as i64),
             Cell::BigInt(s.total_lakehouse_files as i64),
             Cell::BigInt(s.total_small_files as i64),
             Cell::BigInt(s.fragmented_partition_count as i64),
-            Cell::Double(round_to(s.avg_fragmentation_ratio, 4)),
-            Cell::Double(round_to(s.compactable_mb(), 2)),
-            Cell::Double(round_to(s.projected_speedup_factor, 2)),
+            Cell::Double(round_ratio(s.avg_fragmentation_ratio)),
+            Cell::Double(round_mb(s.compactable_mb())),
+            Cell::Double(round_to(speedup.low, 2)),
+            Cell::Double(round_to(speedup.high, 2)),
             Cell::BigInt(s.compactable_bytes as i64),
         ]])
     }

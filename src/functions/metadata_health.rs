@@ -10,7 +10,25 @@ use crate::action::health::{HealthOptions, metadata_health};
 use crate::action::orphans::DEFAULT_OLDER_THAN_DAYS;
 use crate::duck::HostDb;
 use crate::error::{Error, Result};
+use crate::profile::round_to;
 use crate::table::LocateOptions;
+
+/// The fields of the `delta_log` column: the figures of a Delta table's `_delta_log` and of what
+/// VACUUM would do, grouped so that an Iceberg table shows one NULL instead of nine.
+const DELTA_LOG_FIELDS: [(&str, LogicalTypeId); 9] = {
+    use LogicalTypeId::*;
+    [
+        ("commits_since_checkpoint", Bigint),
+        ("last_checkpoint_version", Bigint),
+        ("checkpoint_age_days", Double),
+        ("log_retention_days", Double),
+        ("deleted_file_retention_hours", Double),
+        ("tombstones", Bigint),
+        ("expired_tombstones", Bigint),
+        ("vacuumable_files", Bigint),
+        ("vacuumable_bytes", Bigint),
+    ]
+};
 
 /// Parsed arguments.
 pub struct HealthInput {
@@ -79,17 +97,13 @@ impl RowFunction for MetadataHealthFn {
             ("metadata_bloated", Boolean),
             ("reason", Varchar),
             ("format", Varchar),
-            // Delta Lake's log (NULL for Iceberg).
-            ("commits_since_checkpoint", Bigint),
-            ("last_checkpoint_version", Bigint),
-            ("checkpoint_age_days", Double),
-            ("log_retention_days", Double),
-            ("deleted_file_retention_hours", Double),
-            ("tombstones", Bigint),
-            ("expired_tombstones", Bigint),
-            ("vacuumable_files", Bigint),
-            ("vacuumable_bytes", Bigint),
+            // Delta Lake's log, one STRUCT (NULL for Iceberg): [`DELTA_LOG_FIELDS`].
+            ("delta_log", Struct),
         ]
+    }
+
+    fn struct_fields(_column: &str) -> Vec<(&'static str, LogicalTypeId)> {
+        DELTA_LOG_FIELDS.to_vec()
     }
 
     fn parse(args: &Args) -> Result<Self::Input> {
@@ -101,7 +115,7 @@ impl RowFunction for MetadataHealthFn {
     fn run(input: &Self::Input, host: &HostDb) -> Result<Vec<Vec<Cell>>> {
         let h = metadata_health(&input.table, &input.locate, &input.options, host)?;
         let span_days = match (h.oldest_snapshot_ms, h.newest_snapshot_ms) {
-            (Some(a), Some(b)) => Cell::Double((b - a) as f64 / 86_400_000.0),
+            (Some(a), Some(b)) => Cell::Double(round_to((b - a) as f64 / 86_400_000.0, 2)),
             _ => Cell::Null,
         };
         let reason = if h.reasons.is_empty() { "healthy".to_string() } else { h.reasons.join("; ") };
@@ -135,7 +149,7 @@ impl RowFunction for MetadataHealthFn {
             h.format.map_or(Cell::Null, |f| Cell::Text(f.as_str().into())),
             opt_big(h.delta.as_ref().map(|d| d.commits_since_checkpoint)),
             h.delta.as_ref().and_then(|d| d.last_checkpoint_version).map_or(Cell::Null, Cell::BigInt),
-            h.delta.as_ref().and_then(|d| d.checkpoint_age_days).map_or(Cell::Null, Cell::Double),
+            h.delta.as_ref().and_then(|d| d.checkpoint_age_days).map_or(Cell::Null, |d| Cell::Double(round_to(d, 2))),
             h.delta.as_ref().map_or(Cell::Null, |d| Cell::Double(d.log_retention_days)),
             h.delta.as_ref().map_or(Cell::Null, |d| Cell::Double(d.deleted_file_retention_hours)),
             opt_big(h.delta.as_ref().map(|d| d.tombstones)),

@@ -68,8 +68,13 @@ pub trait RowFunction: 'static {
     }
     /// Named parameters (declared `ANY`, checked in [`RowFunction::parse`]).
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)>;
-    /// Output columns.
+    /// Output columns. A `Struct` column takes its fields from [`RowFunction::struct_fields`]
+    /// and one cell per field in a row (all `Null`: the struct is NULL).
     fn columns() -> Vec<(&'static str, LogicalTypeId)>;
+    /// The fields of the `Struct` column `column` (none by default).
+    fn struct_fields(_column: &str) -> Vec<(&'static str, LogicalTypeId)> {
+        Vec::new()
+    }
     /// Reads and validates the arguments.
     fn parse(args: &Args) -> Result<Self::Input>;
     /// Does the work and returns the rows, in column order.
@@ -109,7 +114,15 @@ impl<F: RowFunction> VTab for Table<F> {
 
     fn bind(bind: &BindInfo) -> std::result::Result<Self::BindData, Box<dyn std::error::Error>> {
         for (name, ty) in F::columns() {
-            bind.add_result_column(name, LogicalTypeHandle::from(ty));
+            let handle = match ty {
+                LogicalTypeId::Struct => {
+                    let fields: Vec<(&str, LogicalTypeHandle)> =
+                        F::struct_fields(name).into_iter().map(|(f, t)| (f, LogicalTypeHandle::from(t))).collect();
+                    LogicalTypeHandle::struct_type(&fields)
+                }
+                other => LogicalTypeHandle::from(other),
+            };
+            bind.add_result_column(name, handle);
         }
         let args = Args::new(bind);
         let input = F::parse(&args).map_err(|e| prefixed(F::NAME, e))?;
@@ -143,7 +156,11 @@ impl<F: RowFunction> VTab for Table<F> {
     ) -> std::result::Result<(), Box<dyn std::error::Error>> {
         let produced = func.get_init_data();
         let mut next = produced.next.lock().map_err(|_| prefixed(F::NAME, "output cursor poisoned"))?;
-        let written = emit(&produced.rows[*next..], output);
+        let widths: Vec<usize> = F::columns()
+            .iter()
+            .map(|(name, ty)| if *ty == LogicalTypeId::Struct { F::struct_fields(name).len() } else { 1 })
+            .collect();
+        let written = emit(&produced.rows[*next..], &widths, output);
         *next += written;
         Ok(())
     }
@@ -161,25 +178,48 @@ impl<F: RowFunction> VTab for Table<F> {
     }
 }
 
-/// Copies up to one chunk of `rows` into `output`; returns how many were copied.
-fn emit(rows: &[Vec<Cell>], output: &mut DataChunkHandle) -> usize {
+/// Copies up to one chunk of `rows` into `output`; returns how many were copied. `widths` gives
+/// each column's cells in a row: 1, or a struct column's field count.
+fn emit(rows: &[Vec<Cell>], widths: &[usize], output: &mut DataChunkHandle) -> usize {
     let count = rows.len().min(2048);
-    for column in 0..output.num_columns() {
-        let mut vector = output.flat_vector(column);
-        for (i, row) in rows[..count].iter().enumerate() {
-            match &row[column] {
-                Cell::Text(s) => vector.insert(i, s.as_str()),
-                Cell::BigInt(v) => unsafe { vector.as_mut_slice::<i64>()[i] = *v },
-                Cell::Int(v) => unsafe { vector.as_mut_slice::<i32>()[i] = *v },
-                Cell::Double(v) => unsafe { vector.as_mut_slice::<f64>()[i] = *v },
-                Cell::Bool(v) => unsafe { vector.as_mut_slice::<bool>()[i] = *v },
-                Cell::Timestamp(v) => unsafe { vector.as_mut_slice::<i64>()[i] = *v },
-                Cell::Null => vector.set_null(i),
+    let mut first = 0;
+    for (column, &width) in widths.iter().enumerate().take(output.num_columns()) {
+        if width == 1 {
+            let mut vector = output.flat_vector(column);
+            for (i, row) in rows[..count].iter().enumerate() {
+                put(&mut vector, i, &row[first]);
+            }
+        } else {
+            let mut parent = output.struct_vector(column);
+            for field in 0..width {
+                let mut vector = parent.child(field, count);
+                for (i, row) in rows[..count].iter().enumerate() {
+                    put(&mut vector, i, &row[first + field]);
+                }
+            }
+            for (i, row) in rows[..count].iter().enumerate() {
+                if row[first..first + width].iter().all(|c| *c == Cell::Null) {
+                    parent.set_null(i);
+                }
             }
         }
+        first += width;
     }
     output.set_len(count);
     count
+}
+
+/// Writes `cell` at row `i` of `vector`.
+fn put(vector: &mut duckdb::core::FlatVector, i: usize, cell: &Cell) {
+    match cell {
+        Cell::Text(s) => vector.insert(i, s.as_str()),
+        Cell::BigInt(v) => unsafe { vector.as_mut_slice::<i64>()[i] = *v },
+        Cell::Int(v) => unsafe { vector.as_mut_slice::<i32>()[i] = *v },
+        Cell::Double(v) => unsafe { vector.as_mut_slice::<f64>()[i] = *v },
+        Cell::Bool(v) => unsafe { vector.as_mut_slice::<bool>()[i] = *v },
+        Cell::Timestamp(v) => unsafe { vector.as_mut_slice::<i64>()[i] = *v },
+        Cell::Null => vector.set_null(i),
+    }
 }
 
 /// Registers every SQL function on `connection`.

@@ -5,11 +5,11 @@
 use duckdb::core::LogicalTypeId;
 
 use super::Cell;
-use crate::profile::MIB;
+use crate::profile::{MIB, round_mb, round_ratio, round_to};
 use crate::report::Scorecard;
 
 /// The scorecard's columns (the history's are these and `error`: [`super::history::columns`]).
-pub const COLUMNS: [(&str, LogicalTypeId); 47] = {
+pub const COLUMNS: [(&str, LogicalTypeId); 48] = {
     use LogicalTypeId::*;
     [
         ("execution_id", Varchar),
@@ -35,7 +35,8 @@ pub const COLUMNS: [(&str, LogicalTypeId); 47] = {
         ("scan_before_ms", Double),
         ("scan_after_ms", Double),
         ("measured_speedup", Double),
-        ("projected_speedup", Double),
+        ("projected_speedup_low", Double),
+        ("projected_speedup_high", Double),
         ("compaction_snapshot_id", Bigint),
         ("snapshots_expired", Bigint),
         ("files_deleted", Bigint),
@@ -69,7 +70,7 @@ fn big(n: u64) -> Cell {
 /// The scorecard as rows: one per partition (one with a NULL partition for a table without data).
 pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
     let ms = |s: &Option<crate::report::ScanResult>| {
-        s.as_ref().map_or(Cell::Null, |s| Cell::Double(s.elapsed.as_secs_f64() * 1000.0))
+        s.as_ref().map_or(Cell::Null, |s| Cell::Double(round_to(s.elapsed.as_secs_f64() * 1000.0, 2)))
     };
     let table_level = |row: &mut Vec<Cell>| {
         row.extend([
@@ -77,11 +78,12 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
             big(card.partitions_degraded),
             big(card.partitions_compacted),
             big(card.small_files_eliminated),
-            Cell::Double(card.bytes_consolidated as f64 / MIB),
+            Cell::Double(round_mb(card.bytes_consolidated as f64 / MIB)),
             ms(&card.scan_before),
             ms(&card.scan_after),
-            card.measured_speedup().map_or(Cell::Null, Cell::Double),
-            Cell::Double(card.projected_speedup),
+            card.measured_speedup().map_or(Cell::Null, |x| Cell::Double(round_to(x, 2))),
+            Cell::Double(round_to(card.projected_speedup_low, 2)),
+            Cell::Double(round_to(card.projected_speedup_high, 2)),
             card.compaction_snapshot_id.map_or(Cell::Null, Cell::BigInt),
             big(card.snapshots_expired),
             big(card.files_deleted),
@@ -91,10 +93,10 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
             Cell::Bool(card.dry_run),
             Cell::Timestamp(card.started_ms.saturating_mul(1000)),
             big(card.duration_ms),
-            Cell::Double(card.avg_ratio_after),
+            Cell::Double(round_ratio(card.avg_ratio_after)),
             big(card.manifests_merged),
             card.manifest_snapshot_id.map_or(Cell::Null, Cell::BigInt),
-            Cell::Double(card.scan_share),
+            Cell::Double(round_ratio(card.scan_share)),
         ]);
     };
     let warnings = || if card.warnings.is_empty() { Cell::Null } else { Cell::Text(card.warnings.join("; ")) };
@@ -130,9 +132,9 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
                 big(p.files_after),
                 big(p.small_files_before),
                 big(p.small_files_after),
-                Cell::Double(p.ratio_before),
-                Cell::Double(p.ratio_after),
-                Cell::Double(p.bytes_consolidated as f64 / MIB),
+                Cell::Double(round_ratio(p.ratio_before)),
+                Cell::Double(round_ratio(p.ratio_after)),
+                Cell::Double(round_mb(p.bytes_consolidated as f64 / MIB)),
             ]);
             table_level(&mut row);
             row.extend([

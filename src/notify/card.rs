@@ -42,16 +42,16 @@ fn truncate(text: &str, max_chars: usize) -> String {
     }
 }
 
-/// `3.21x measured (projected 13.56x)`, or the projection alone when nothing was measured.
+/// `3.21x measured (projected 3.66x to 11.09x)`, or the projection alone when nothing was
+/// measured.
 pub fn speedup_text(card: &Scorecard) -> String {
+    let projected = format!("{:.2}x to {:.2}x", card.projected_speedup_low, card.projected_speedup_high);
     match card.measured_speedup() {
-        Some(x) if card.scan_share < 0.995 => format!(
-            "{x:.2}x measured on {:.0}% of the rewritten data (projected {:.2}x)",
-            card.scan_share * 100.0,
-            card.projected_speedup
-        ),
-        Some(x) => format!("{x:.2}x measured (projected {:.2}x)", card.projected_speedup),
-        None => format!("{:.2}x projected (not measured)", card.projected_speedup),
+        Some(x) if card.scan_share < 0.995 => {
+            format!("{x:.2}x measured on {:.0}% of the rewritten data (projected {projected})", card.scan_share * 100.0,)
+        }
+        Some(x) => format!("{x:.2}x measured (projected {projected})"),
+        None => format!("{projected} projected (not measured)"),
     }
 }
 
@@ -83,7 +83,7 @@ fn expiry_text(card: &Scorecard) -> String {
         format!("No snapshots older than {days} days to expire.")
     } else {
         format!(
-            "{verb} {} snapshots older than {days} days; {} unreferenced files {deleted} ({} MB reclaimed).",
+            "{verb} {} snapshots older than {days} days; {} unreferenced files {deleted} ({} MiB reclaimed).",
             card.snapshots_expired,
             card.files_deleted,
             mb(card.bytes_reclaimed)
@@ -125,8 +125,8 @@ pub fn scorecard_text(card: &Scorecard) -> String {
         );
     }
     format!(
-        "{}\n• *Target Table:* `{}`\n• *Partitions Compacted:* {} of {}\n• *Small Files Eliminated:* {} (< {}MB)\n\
-         • *Volume Consolidated:* {} MB\n• *Query Scan Speedup:* {}\n• *Snapshot Retention:* {}\n• *Execution:* {}",
+        "{}\n• *Target Table:* `{}`\n• *Partitions Compacted:* {} of {}\n• *Small Files Eliminated:* {} (< {} MiB)\n\
+         • *Volume Consolidated:* {} MiB\n• *Query Scan Speedup:* {}\n• *Snapshot Retention:* {}\n• *Execution:* {}",
         headline(card),
         escape_mrkdwn(&card.table),
         card.partitions_compacted,
@@ -163,7 +163,7 @@ fn partition_line(line: &PartitionLine) -> String {
         line.ratio_before,
         line.ratio_after,
         if line.bytes_consolidated > 0 {
-            format!(", {} MB consolidated", mb(line.bytes_consolidated))
+            format!(", {} MiB consolidated", mb(line.bytes_consolidated))
         } else {
             String::new()
         },
@@ -189,11 +189,11 @@ pub fn scorecard_payload(card: &Scorecard) -> Value {
     let fields = [
         format!("*Partitions compacted*\n{} of {}", card.partitions_compacted, card.partitions.len()),
         format!(
-            "*Small files eliminated*\n{} (< {} MB)",
+            "*Small files eliminated*\n{} (< {} MiB)",
             card.small_files_eliminated,
             trim_number(card.small_file_threshold_mb)
         ),
-        format!("*Volume consolidated*\n{} MB", mb(card.bytes_consolidated)),
+        format!("*Volume consolidated*\n{} MiB", mb(card.bytes_consolidated)),
         format!("*Query scan speedup*\n{}", speedup_text(card)),
         format!("*Fragmentation*\n{:.4} → {:.4} avg", card.avg_ratio_before, card.avg_ratio_after),
         format!("*Snapshot retention*\n{}", retention_text(card)),
@@ -307,7 +307,8 @@ mod tests {
             bytes_consolidated: 5 * 1024 * 1024,
             avg_ratio_before: 0.5,
             avg_ratio_after: 0.2,
-            projected_speedup: 13.56,
+            projected_speedup_low: 3.66,
+            projected_speedup_high: 11.09,
             scan_share: 0.0,
             scan_before: None,
             scan_after: None,
@@ -376,9 +377,9 @@ mod tests {
             "Compaction Complete",
             "`analytics.events`",
             "Partitions Compacted:* 1 of 3",
-            "Small Files Eliminated:* 8 (< 64MB)",
-            "Volume Consolidated:* 5.00 MB",
-            "13.56x projected",
+            "Small Files Eliminated:* 8 (< 64 MiB)",
+            "Volume Consolidated:* 5.00 MiB",
+            "3.66x to 11.09x projected",
             "Purged 3 snapshots older than 7 days",
             "Merged 12 small manifests into 1.",
             "e-1",

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
 use crate::plan::layout::LayoutOptions;
-use crate::profile::{MIB, PartitionProfile, Thresholds, check_target_file_size_mb, profile};
+use crate::profile::{MIB, PartitionProfile, Thresholds, check_min_input_files, check_target_file_size_mb, profile};
 use crate::table::{DataFile, FileContent, PartitionKey};
 
 /// Delta's `optimize.maxDeletedRowsRatio`: a file with at least this share of its rows deleted
@@ -36,11 +36,11 @@ pub const ICEBERG_DELETE_RATIO_THRESHOLD: f64 = 0.3;
 /// What the user asked for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompactionOptions {
-    /// Verdict thresholds.
+    /// Verdict thresholds (their `min_input_files` is this struct's: [`Self::verdict_thresholds`]).
     pub thresholds: Thresholds,
     /// Output file size to aim for, MiB.
     pub target_file_size_mb: f64,
-    /// A partition with fewer small files than this is skipped.
+    /// A partition with fewer small files than this has nothing to merge (healthy).
     pub min_input_files: u64,
     /// Only these partition labels (as the profile prints them), when given.
     pub partitions: Option<Vec<String>>,
@@ -107,16 +107,30 @@ impl Default for CompactionOptions {
     }
 }
 
+/// Checks what compaction shares with the profile's summary: the target, against the thresholds
+/// (`min_input_files` included). The one check of them, for `lakehouse_compact`, the gate and
+/// `lakehouse_fragmentation_summary` alike.
+pub fn check_sizing(thresholds: &Thresholds, target_file_size_mb: f64) -> Result<()> {
+    check_target_file_size_mb(target_file_size_mb)?;
+    if target_file_size_mb < thresholds.small_file_threshold_mb {
+        return Err(Error::invalid(format!(
+            "target_file_size_mb ({}) must not be below small_file_threshold_mb ({}): compacted files would still be small",
+            target_file_size_mb, thresholds.small_file_threshold_mb
+        )));
+    }
+    check_min_input_files(thresholds.min_input_files)?;
+    Ok(())
+}
+
 impl CompactionOptions {
-    /// Checks the target and `min_input_files`.
+    /// The thresholds a partition is judged by: [`Self::thresholds`] with [`Self::min_input_files`].
+    pub fn verdict_thresholds(&self) -> Thresholds {
+        Thresholds { min_input_files: self.min_input_files, ..self.thresholds }
+    }
+
+    /// Checks the target, `min_input_files` and the other limits.
     pub fn validate(&self) -> Result<()> {
-        check_target_file_size_mb(self.target_file_size_mb)?;
-        if self.target_file_size_mb < self.thresholds.small_file_threshold_mb {
-            return Err(Error::invalid(format!(
-                "target_file_size_mb ({}) must not be below small_file_threshold_mb ({}): compacted files would still be small",
-                self.target_file_size_mb, self.thresholds.small_file_threshold_mb
-            )));
-        }
+        check_sizing(&self.verdict_thresholds(), self.target_file_size_mb)?;
         if let Some(r) = self.delete_ratio_threshold
             && !(0.0..=1.0).contains(&r)
         {
@@ -130,9 +144,6 @@ impl CompactionOptions {
         if self.max_commits == 0 {
             return Err(Error::invalid("max_commits must be at least 1 (a count of commits)"));
         }
-        if self.min_input_files < 2 {
-            return Err(Error::invalid(format!("min_input_files must be at least 2, got {}", self.min_input_files)));
-        }
         Ok(())
     }
 }
@@ -142,7 +153,7 @@ impl CompactionOptions {
 pub enum Verdict {
     /// Small files will be rewritten.
     Compact,
-    /// Below the ratio threshold: left alone.
+    /// Below the ratio threshold, or too few small files to merge: left alone.
     Healthy,
     /// Degraded or not, left alone for the stated reason.
     Skipped,
@@ -314,7 +325,7 @@ pub fn plan_naming_deletes(
         }
     }
     let threshold = options.thresholds.fragmentation_ratio_threshold;
-    profile(files, &options.thresholds)
+    profile(files, &options.verdict_thresholds())
         .into_iter()
         .map(|p| {
             let mut plan = unplanned(&p);
@@ -331,9 +342,7 @@ pub fn plan_naming_deletes(
             // Small files, bin-packed, when fragmentation degrades the partition.
             let mut compaction = String::new();
             if !p.requires_compaction {
-                compaction = format!("ratio {:.2} < {threshold}", p.fragmentation_ratio);
-            } else if p.small_files < options.min_input_files {
-                compaction = format!("{} small files < min_input_files {}", p.small_files, options.min_input_files);
+                compaction = p.reason.clone();
             } else if let (small, not_parquet @ 1..) = &small_by_partition[&p.key]
                 && (small.len() as u64) < options.min_input_files
             {
@@ -455,15 +464,19 @@ fn settle(p: &PartitionProfile, options: &CompactionOptions, purges: bool, plan:
     } else if options.excluded.contains(&p.key) {
         plan.reason = "skipped: rewritten by Spark".into();
     } else if !p.requires_compaction && !purges {
+        // The profile's verdict, in its words (`healthy: …`, `nothing to merge: …`).
         plan.verdict = Verdict::Healthy;
-        plan.reason = format!(
-            "healthy: ratio {:.2} < {}",
-            p.fragmentation_ratio, options.thresholds.fragmentation_ratio_threshold
-        );
+        plan.reason = p.reason.clone();
     } else {
         return false;
     }
     true
+}
+
+/// How many groups [`bin_pack`] makes of `total` bytes toward `target`: `round(total / target)`,
+/// at least one.
+pub fn group_count(total: u64, target: u64) -> usize {
+    ((total as f64 / target.max(1) as f64).round() as usize).max(1)
 }
 
 /// Balanced bin-packing: `round(total / target)` groups (at least one), filled largest file
@@ -475,7 +488,7 @@ fn settle(p: &PartitionProfile, options: &CompactionOptions, purges: bool, plan:
 pub fn bin_pack(items: impl IntoIterator<Item = (usize, u64)>, target: u64) -> Vec<Vec<usize>> {
     let mut items: Vec<(usize, u64)> = items.into_iter().collect();
     let total: u64 = items.iter().map(|(_, size)| size).sum();
-    let count = ((total as f64 / target.max(1) as f64).round() as usize).max(1);
+    let count = group_count(total, target);
     items.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     let mut bins: Vec<(u64, Vec<usize>)> = vec![(0, Vec::new()); count.min(items.len().max(1))];
     for (index, size) in items {
@@ -570,7 +583,8 @@ mod tests {
         let applied = plan(&files, &options(100.0, 1000.0), 1.0);
         assert_eq!(applied[0].reason, "compact: ratio 1.00 >= 0.35, 2 small files -> 1 file, applying 1 delete files");
         assert_eq!((applied[0].delete_files, applied[0].groups.len()), (1, 1));
-        assert_eq!(reasons[1], "skipped: 1 small files < min_input_files 2");
+        assert_eq!(reasons[1], "healthy: nothing to merge, 1 small file < min_input_files 2");
+        assert_eq!(plans[1].verdict, Verdict::Healthy, "one small file: compaction cannot improve it");
         assert!(reasons[2].starts_with("compact:"), "{}", reasons[2]);
         opts.partitions = Some(vec!["a=1".into()]);
         let plans = plan(&files, &opts, 1.0);

@@ -6,3 +6,4 @@ pub mod expiry;
 pub mod format_options;
 pub mod layout;
 pub mod partition_selection;
+pub mod projection;

@@ -10,6 +10,7 @@
 pub mod deleted_rows;
 pub mod delta;
 pub mod iceberg;
+mod not_a_table;
 pub mod summary;
 
 use std::path::{Path, PathBuf};
@@ -359,6 +360,9 @@ async fn locate_remote(table: &str, options: &LocateOptions) -> Result<Located> 
         return Ok(Located { metadata_location: current, catalog_table: None });
     }
     if files.is_empty() {
+        if let Some(hint) = not_a_table::by_name(table) {
+            return Err(hint);
+        }
         if listing.is_empty() {
             return Err(Error::new(ErrorKind::NotFound, format!("table path '{table}' does not exist")));
         }
@@ -417,10 +421,7 @@ fn locate_table_dir(dir: &Path, latest_metadata: bool) -> Result<Located> {
     }
     let metadata_dir = dir.join("metadata");
     if !metadata_dir.is_dir() {
-        return Err(Error::new(
-            ErrorKind::NotFound,
-            format!("'{}' is not an Iceberg table directory: it has no metadata/ directory", dir.display()),
-        ));
+        return Err(not_a_table::not_a_table(dir));
     }
     let hint = metadata_dir.join("version-hint.text");
     let chosen = if hint.is_file() {

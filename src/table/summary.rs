@@ -43,15 +43,15 @@ pub const SIZE_BUCKETS: usize = 7;
 /// Of the buckets, those below the small-file threshold.
 pub const SMALL_BUCKETS: usize = 4;
 
+/// The upper edges of the size buckets but the last, as multiples of the small-file threshold.
+pub const SIZE_BUCKET_EDGES: [f64; SIZE_BUCKETS - 1] = [1.0 / 64.0, 1.0 / 16.0, 0.25, 1.0, 2.0, 4.0];
+
 /// The bucket of a file of `size_bytes` under the small-file threshold `small_limit` (bytes): the
 /// edges are multiples of the threshold, compared as [`PartitionTally::add_file`] tells a small
 /// file (`size < limit`), so the small buckets hold exactly the small files.
 pub fn size_bucket(size_bytes: u64, small_limit: f64) -> usize {
     let size = size_bytes as f64;
-    [1.0 / 64.0, 1.0 / 16.0, 0.25, 1.0, 2.0, 4.0]
-        .iter()
-        .position(|&edge| size < small_limit * edge)
-        .unwrap_or(SIZE_BUCKETS - 1)
+    SIZE_BUCKET_EDGES.iter().position(|&edge| size < small_limit * edge).unwrap_or(SIZE_BUCKETS - 1)
 }
 
 impl PartitionTally {

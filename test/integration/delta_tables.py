@@ -254,7 +254,8 @@ def expected_profile(files: Iterable[LiveFile], small_mb: float, ratio: float = 
             "small_size_bytes": sum(small) if known_sizes else None,
         }
         row["fragmentation_ratio"] = row["small_files"] / total if known_sizes else None
-        row["requires_compaction"] = row["fragmentation_ratio"] >= ratio if known_sizes else None
+        # Degraded when compaction can improve it: the ratio reached with two or more small files.
+        row["requires_compaction"] = (row["fragmentation_ratio"] >= ratio and row["small_files"] >= 2) if known_sizes else None
         out[label] = row
     return out
 

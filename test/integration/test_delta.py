@@ -167,7 +167,7 @@ def assert_profile_matches(con, dcon, spark, path: Path, small_mb: float, spark_
                     assert row[key] == other[label][key], (label, key, row, other[label])
         assert row["fragmentation_ratio"] == pytest.approx(spark_ref[label]["fragmentation_ratio"], abs=1e-4)
         assert row["requires_compaction"] == spark_ref[label]["requires_compaction"], row
-        assert row["total_size_mb"] == pytest.approx(row["total_size_bytes"] / d.MIB, abs=1e-3)
+        assert row["total_size_mb"] == pytest.approx(row["total_size_bytes"] / d.MIB, abs=0.005)
     detail = d.spark_detail(spark, path)
     assert sum(r["total_files"] for r in ours.values()) == detail["numFiles"]
     assert sum(r["total_size_bytes"] for r in ours.values()) == detail["sizeInBytes"]
@@ -195,7 +195,8 @@ def test_profile_deltalake_tables(con, dcon, spark, dl_tables, name):
     if name == "frag":
         for (s, n, day), kind in d.DL_FRAGMENTED.items():
             row = ours[d.dl_label(s, n, day)]
-            assert row["requires_compaction"] == (kind != "bulk"), (kind, row)
+            # A partition of a single small file has nothing to merge: not degraded.
+            assert row["requires_compaction"] == (kind not in ("bulk", "single")), (kind, row)
         assert "s=with space/n=2/d=2026-10-01" in ours and "s=a%2Fb/n=1/d=2026-10-02" in ours
         assert "s=__HIVE_DEFAULT_PARTITION__/n=__HIVE_DEFAULT_PARTITION__/d=2026-10-01" in ours
     if name == "unpart":
@@ -234,12 +235,15 @@ def test_summary_matches_the_profile(con, dl_tables):
     assert got["total_partitions"] == len(ref) == 9
     assert got["total_lakehouse_files"] == sum(r["total_files"] for r in ref.values())
     assert got["total_small_files"] == sum(r["small_files"] for r in ref.values())
-    assert got["fragmented_partition_count"] == len(degraded) == 7
+    # 7 partitions reach the ratio; one of them holds a single small file: nothing to merge.
+    assert got["fragmented_partition_count"] == len(degraded) == 6
     assert got["compactable_bytes"] == degraded_bytes
     assert got["avg_fragmentation_ratio"] == pytest.approx(sum(r["fragmentation_ratio"] for r in ref.values()) / len(ref), abs=1e-4)
     assert got["compactable_mb"] == pytest.approx(degraded_bytes / d.MIB, abs=0.01)
-    speedup = sum(r["total_files"] for r in degraded) / max(1, -(-degraded_bytes // int(TARGET_MB * d.MIB)))
-    assert got["projected_speedup_factor"] == pytest.approx(speedup, abs=0.01)
+    # A range: the calibrated local-disk model below, files before / after above — at most the
+    # degraded files over one file per degraded partition.
+    most = sum(r["total_files"] for r in degraded) / len(degraded)
+    assert 1 < got["projected_speedup_low"] <= got["projected_speedup_high"] <= round(most, 2), got
 
 
 # --------------------------------------------------------------------------- metadata health
@@ -264,13 +268,13 @@ def test_health_of_a_spark_table_with_a_checkpoint(con, spark, sp_tables, tmp_pa
     assert row["position_delete_files"] == 0
     assert row["metadata_files"] == len(d.log_files(path)) == version + 2  # commits + one checkpoint
     assert row["metadata_bytes"] == sum(p.stat().st_size for p in d.log_files(path))
-    assert row["last_checkpoint_version"] == last_checkpoint["version"] == 10
-    assert row["commits_since_checkpoint"] == version - 10
-    assert row["log_retention_days"] == 30 and row["deleted_file_retention_hours"] == 168
-    assert row["tombstones"] == d.spark_tombstones(spark, path) == 0
-    assert row["expired_tombstones"] == 0
+    assert row["delta_log"]["last_checkpoint_version"] == last_checkpoint["version"] == 10
+    assert row["delta_log"]["commits_since_checkpoint"] == version - 10
+    assert row["delta_log"]["log_retention_days"] == 30 and row["delta_log"]["deleted_file_retention_hours"] == 168
+    assert row["delta_log"]["tombstones"] == d.spark_tombstones(spark, path) == 0
+    assert row["delta_log"]["expired_tombstones"] == 0
     twin = d.twin(path, tmp_path / "twin")
-    assert row["vacuumable_files"] == len(d.vacuum_spark(spark, twin, RETENTION_H)) == 0
+    assert row["delta_log"]["vacuumable_files"] == len(d.vacuum_spark(spark, twin, RETENTION_H)) == 0
 
 
 def test_health_of_an_aged_deletion_vector_table(con, dcon, spark, sp_tables, tmp_path):
@@ -287,13 +291,13 @@ def test_health_of_an_aged_deletion_vector_table(con, dcon, spark, sp_tables, tm
     assert row["data_files"] == d.spark_detail(spark, path)["numFiles"]
     assert row["position_delete_files"] == sum(1 for f in d.files_spark(spark, path) if f.has_dv) \
         == sum(1 for f in d.files_duckdb(dcon, path, columns) if f.has_dv) == 16
-    assert row["last_checkpoint_version"] is None
-    assert row["commits_since_checkpoint"] == version + 1
+    assert row["delta_log"]["last_checkpoint_version"] is None
+    assert row["delta_log"]["commits_since_checkpoint"] == version + 1
     backdated = {(r["path"], json.dumps(r.get("deletionVector"), sort_keys=True)) for r in scenario.backdated_removes}
-    assert row["expired_tombstones"] == len(backdated)
-    assert row["tombstones"] - row["expired_tombstones"] == d.spark_tombstones(spark, path)
+    assert row["delta_log"]["expired_tombstones"] == len(backdated)
+    assert row["delta_log"]["tombstones"] - row["delta_log"]["expired_tombstones"] == d.spark_tombstones(spark, path)
     twin = d.twin(path, tmp_path / "twin")
-    assert row["vacuumable_files"] == len(d.vacuum_spark(spark, twin, RETENTION_H))
+    assert row["delta_log"]["vacuumable_files"] == len(d.vacuum_spark(spark, twin, RETENTION_H))
 
 
 def test_health_reads_retention_properties(con, spark, dl_tables, tmp_path):
@@ -306,10 +310,10 @@ def test_health_reads_retention_properties(con, spark, dl_tables, tmp_path):
         {"delta.logRetentionDuration": "interval 60 days", "delta.deletedFileRetentionDuration": "interval 240 hours"}
     )
     row = health(con, path)
-    assert row["log_retention_days"] == 60 and row["deleted_file_retention_hours"] == 240
-    assert row["tombstones"] - row["expired_tombstones"] == d.spark_tombstones(spark, path)
+    assert row["delta_log"]["log_retention_days"] == 60 and row["delta_log"]["deleted_file_retention_hours"] == 240
+    assert row["delta_log"]["tombstones"] - row["delta_log"]["expired_tombstones"] == d.spark_tombstones(spark, path)
     twin = d.twin(path, tmp_path / "twin")
-    assert row["vacuumable_files"] == len(d.vacuum_spark(spark, twin, 240)) > 0
+    assert row["delta_log"]["vacuumable_files"] == len(d.vacuum_spark(spark, twin, 240)) > 0
 
 
 # --------------------------------------------------------------------------- compaction
@@ -438,7 +442,7 @@ def test_compaction_keeps_rows_identical(con, dcon, spark, dl_tables, sp_tables,
     path = d.twin(source(name, dl_tables, sp_tables), tmp_path / name)
     done = check_compaction(con, dcon, spark, path, d.SMALL_MB)
     if name == "frag":
-        assert done[d.dl_label("single", 1, d.D1)]["verdict"] == "skipped"  # one small file: nothing to pack
+        assert done[d.dl_label("single", 1, d.D1)]["verdict"] == "healthy"  # one small file: nothing to merge
         assert done[d.dl_label("50%", 3, d.D2)]["verdict"] == "healthy"
     # A second run finds nothing to do and commits nothing.
     version = d.current_version(path)

@@ -418,6 +418,9 @@ def test_a_delta_table_on_s3_is_profiled_compacted_and_vacuumed(lh, s3, s3con):
     assert len(before) == 600
     before_keys = bucket_keys(s3, "delta/events")
     got = dict(lh.execute(f"SELECT partition, total_files FROM lakehouse_fragmentation('{uri}')").fetchall())
+    # Naming its log instead of the table says which path to name (issue 49, item 11).
+    with pytest.raises(duckdb.Error, match=f"the transaction log of a Delta Lake table: name the table directory, '{uri}'"):
+        lh.execute(f"SELECT * FROM lakehouse_fragmentation('{uri}/_delta_log')")
     assert got == {f"day=2026-10-0{d}": 6 for d in (1, 2, 3)}, got
     compacted = lh.execute(f"SELECT verdict, files_after FROM lakehouse_compact('{uri}', {SMALL})").fetchall()
     assert compacted == [("compacted", 1)] * 3, compacted

@@ -76,7 +76,8 @@ pub fn compact(
         match table {
             Table::Iceberg { located, table } => {
                 table.require_rewritable()?;
-                let rewrite = IcebergRewrite::new(located, table, &options.layout, Some(&options.thresholds))?;
+                let rewrite =
+                    IcebergRewrite::new(located, table, &options.layout, Some(&options.verdict_thresholds()))?;
                 run(&rewrite, options, dry_run, host, ratio)
             }
             Table::Delta(table) => {
