@@ -5,11 +5,11 @@
 use duckdb::core::LogicalTypeId;
 
 use super::Cell;
-use crate::profile::{MIB, round_mb, round_ratio, round_to};
+use crate::profile::{MIB, histogram_legend, round_mb, round_ratio, round_to};
 use crate::report::Scorecard;
 
 /// The scorecard's columns (the history's are these and `error`: [`super::history::columns`]).
-pub const COLUMNS: [(&str, LogicalTypeId); 48] = {
+pub const COLUMNS: [(&str, LogicalTypeId); 49] = {
     use LogicalTypeId::*;
     [
         ("execution_id", Varchar),
@@ -60,6 +60,7 @@ pub const COLUMNS: [(&str, LogicalTypeId); 48] = {
         ("commit", Varchar),
         ("file_sizes_before", Varchar),
         ("file_sizes_after", Varchar),
+        ("file_size_buckets", Varchar),
     ]
 };
 
@@ -115,7 +116,7 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
         table_level(&mut row);
         row.extend([Cell::Null, Cell::Null, Cell::Null, warnings(), Cell::Null]);
         row.extend(deletes());
-        row.extend([Cell::Null, Cell::Null, Cell::Null]);
+        row.extend([Cell::Null, Cell::Null, Cell::Null, Cell::Null]);
         return vec![row];
     }
     card.partitions
@@ -146,7 +147,11 @@ pub fn rows(card: &Scorecard) -> Vec<Vec<Cell>> {
             ]);
             row.extend(deletes());
             row.push(p.commit.clone().map_or(Cell::Null, Cell::Text));
-            row.extend([Cell::Text(p.sizes_before.clone()), Cell::Text(p.sizes_after.clone())]);
+            row.extend([
+                Cell::Text(p.sizes_before.clone()),
+                Cell::Text(p.sizes_after.clone()),
+                Cell::Text(histogram_legend(card.small_file_threshold_mb)),
+            ]);
             row
         })
         .collect()

@@ -201,6 +201,9 @@ def test_the_profile_after_a_gate_finds_nothing_to_merge_and_the_gate_agrees(con
     assert {r["status"] for r in second} == {"optimal"}
     assert [(r["verdict"], r["reason"]) for r in second] == [("healthy", nothing)] * 3
     assert second[0]["partitions_degraded"] == 0 and second[0]["compaction_snapshot_id"] is None
+    # The gate's histograms carry the profile's legend (item 10).
+    assert {r["file_size_buckets"] for r in first + second} == {r["file_size_buckets"] for r in profile} \
+        == {"<1,<4,<16,<64|<128,<256,>=256 MiB"}
 
 
 def test_429_is_retried_honouring_retry_after(con, slack):
