@@ -143,7 +143,7 @@ def test_executor_spark_rewrites_exactly_the_degraded_partitions(con, iceberg_co
             "repeat('y', 64) FROM range(400, 800)",
         ],
     )
-    # One partition with a single file: planned as skipped (below min_input_files), never sent.
+    # One partition with a single file: nothing to merge (healthy, below min_input_files), never sent.
     lab.sql(
         f"INSERT INTO sc.{table} SELECT /*+ REPARTITION(1) */ 9999, 'solo', TIMESTAMP '2026-11-05 00:00:00', 'z'"
     )
@@ -166,7 +166,8 @@ def test_executor_spark_rewrites_exactly_the_degraded_partitions(con, iceberg_co
     assert len(compacted) == 4, rows
     assert all(r["executor"] == "spark" and r["snapshot_id"] is not None for r in compacted)
     assert all(r["files_after"] == 1 and r["output_files"] == 1 and r["bytes_rewritten"] > 0 for r in compacted)
-    assert by_partition["region=solo/ts_day=2026-11-05"]["verdict"] == "skipped"
+    solo = by_partition["region=solo/ts_day=2026-11-05"]
+    assert (solo["verdict"], solo["executor"]) == ("healthy", None), solo
     check_spark_rewrites(lab, table, rows, before_snapshots)
     after_files = lab.files_per_partition(table)
     assert all(n == 1 for n in after_files.values()) and after_files.keys() == before_files.keys()
