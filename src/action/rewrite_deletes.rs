@@ -34,10 +34,10 @@ use crate::store::{TableRoot, strip_file_scheme};
 use crate::table::deleted_rows::DeletedRows;
 use crate::table::iceberg::commit::{commit_table, require_exclusive, settle_attempt};
 use crate::table::iceberg::deletion_vector::{self, NewVector, is_deletion_vector};
-use crate::table::iceberg::{
-    IcebergTable, LoadedManifest, manifest_writer, new_snapshot_id, rewrite_manifest_dropping, with_counts,
-    with_main_snapshot, write_manifest_list,
+use crate::table::iceberg::new_snapshot::{
+    manifest_writer, new_snapshot_id, rewrite_manifest_dropping, with_main_snapshot, write_manifest_list,
 };
+use crate::table::iceberg::{IcebergTable, LoadedManifest, with_counts};
 use crate::table::{DataFile, FileContent, Located, PartitionKey};
 
 /// Commit attempts before giving up on a table that keeps moving.
