@@ -79,9 +79,9 @@
 //!   rewrite in `iceberg.rs` with `focus.rs` (which manifests it decodes), `sql.rs` (v3 row lineage columns too), `deletes.rs`,
 //!   `stats.rs`, `commit.rs`, column defaults in `defaults.rs`, the Delta rewrite in `delta.rs`
 //!   with `delta_columns.rs` and `delta_commit.rs`; `deletion_vectors.rs` serves both formats, and
-//!   so does `stitch.rs`, which copies row groups byte for byte instead of re-encoding them); [`action::expire`],
-//!   [`action::orphans`] (both delete only inside [`action::boundary`], the table's root as named), [`action::vacuum`], [`action::rewrite_manifests`],
-//!   [`action::rewrite_deletes`] (position deletes merged, or made deletion vectors), [`action::health`]
+//!   so does `stitch.rs`, which copies row groups byte for byte instead of re-encoding them); [`action::expire_snapshots`],
+//!   [`action::remove_orphan_files`] (both delete only inside [`action::boundary`], the table's root as named), [`action::vacuum`], [`action::rewrite_manifests`],
+//!   [`action::rewrite_position_deletes`] (position deletes merged, or made deletion vectors), [`action::metadata_health`]
 //!   (metadata-bloat figures from the other actions' dry plans), [`action::executor`] (the Spark
 //!   hand-off; what it needs of a format is [`action::spark_rewrite`], Delta's OPTIMIZE
 //!   [`action::executor_delta`]), [`action::gate`] (the whole gate). [`demo`] writes the demo table.

@@ -12,11 +12,11 @@ use std::time::Instant;
 
 use crate::action::compact::{CompactionReport, GroupFiles};
 use crate::action::executor::{Executed, ExecutorOptions, Opened, compact_with_executor};
-use crate::action::expire::{ExpiryOptions, ExpiryReport, expire, retention_days_in_force};
-use crate::action::rewrite_deletes::{RewriteDeletesOptions, RewriteDeletesReport, rewrite_position_deletes};
+use crate::action::expire_snapshots::{ExpiryOptions, ExpiryReport, expire, retention_days_in_force};
 use crate::action::rewrite_manifests::{
     ManifestsToMerge, RewriteManifestsOptions, RewriteManifestsReport, rewrite_manifests,
 };
+use crate::action::rewrite_position_deletes::{RewriteDeletesOptions, RewriteDeletesReport, rewrite_position_deletes};
 use crate::action::scan::scan;
 use crate::action::vacuum::{VacuumOptions, vacuum};
 use crate::duck::HostDb;

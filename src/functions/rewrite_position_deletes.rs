@@ -8,7 +8,7 @@ use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
 use super::args::{Args, TABLE_PARAMETERS, named};
 use super::{Cell, RowFunction};
-use crate::action::rewrite_deletes::{RewriteDeletesOptions, RewriteDeletesReport, rewrite_position_deletes};
+use crate::action::rewrite_position_deletes::{RewriteDeletesOptions, RewriteDeletesReport, rewrite_position_deletes};
 use crate::duck::HostDb;
 use crate::error::{Error, ErrorKind, Result};
 use crate::table::LocateOptions;

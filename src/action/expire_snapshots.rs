@@ -14,7 +14,7 @@
 //! 2. commit the new metadata atomically ([`crate::table::iceberg::commit`]); on a conflict, start over
 //!    on the new head;
 //! 3. only then delete, in parallel, and only inside the table location. A crash between 2 and 3
-//!    leaves orphans that [`crate::action::orphans`] finds later; a file already gone is fine.
+//!    leaves orphans that [`crate::action::remove_orphan_files`] finds later; a file already gone is fine.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
