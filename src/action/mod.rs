@@ -3,6 +3,7 @@
 
 pub mod boundary;
 pub mod compact;
+pub mod delete_files;
 pub mod executor;
 pub mod executor_delta;
 pub mod expire_snapshots;
