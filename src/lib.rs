@@ -76,7 +76,8 @@
 //! - [`action`]: executes plans. [`action::compact`] (the neutral flow in `run.rs`, committing in
 //!   batches of partitions with a conflicted one re-planned and retried in `progress.rs` and
 //!   `batches.rs` (partial progress), the Iceberg
-//!   rewrite in `iceberg.rs` with `focus.rs` (which manifests it decodes), `sql.rs` (v3 row lineage columns too), `deletes.rs`,
+//!   rewrite in `iceberg.rs` with `focus.rs` (which manifests it decodes), `outputs.rs` (where its files go),
+//!   `sql.rs` (v3 row lineage columns too), `nested_fields.rs` (files it would misread), `deletes.rs`,
 //!   `stats.rs`, `commit.rs`, column defaults in `defaults.rs`, the Delta rewrite in `delta.rs`
 //!   with `delta_columns.rs` and `delta_commit.rs`; `deletion_vectors.rs` serves both formats, and
 //!   so does `stitch.rs`, which copies row groups byte for byte instead of re-encoding them); [`action::expire_snapshots`],
