@@ -41,7 +41,7 @@ pub use duckdb::{TableAccess, prepare_remote};
 pub use iceberg_io::file_io_for;
 pub use location::{
     Location, ObjectLocation, ObjectScheme, canonical, decoded, is_inside, is_remote, location_key, normalize_location,
-    strip_file_scheme,
+    strip_file_scheme, uri_to_local_path, url_to_location,
 };
 pub use object::{
     MAX_IN_FLIGHT, ObjectInfo, any_under, bucket_store, delete_many, exists, head, list, max_in_flight, read,

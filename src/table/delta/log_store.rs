@@ -32,8 +32,9 @@ pub(super) fn register_s3_log_store() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         let registry = logstore_factories();
-        for scheme in ["s3://", "s3a://", "az://", "azure://", "abfs://", "abfss://", "wasb://", "wasbs://", "gs://"] {
-            let url = url::Url::parse(scheme).expect("a scheme URL");
+        // Every scheme a table URL can have: [`table_url`] writes a remote root canonically.
+        for scheme in crate::store::ObjectScheme::ALL {
+            let url = url::Url::parse(&format!("{}://", scheme.as_str())).expect("a scheme URL");
             if registry.get(&url).is_none() {
                 registry.insert(url, std::sync::Arc::new(S3LogStores));
             }

@@ -384,7 +384,7 @@ pub fn deletion_vector_file(root: &Path, dv: &deltalake_core::kernel::DeletionVe
     };
     let url = table_url(root)?;
     let absolute = kernel.absolute_path(&url).ok().flatten()?;
-    if absolute.scheme() == "file" { absolute.to_file_path().ok() } else { Some(PathBuf::from(absolute.as_str())) }
+    crate::store::url_to_location(&absolute)
 }
 
 /// A file of `_delta_log/`.
@@ -444,12 +444,7 @@ pub fn resolve(root: &Path, path: &str) -> PathBuf {
     if crate::store::is_remote(path) {
         return PathBuf::from(crate::store::canonical(path));
     }
-    if let Ok(url) = url::Url::parse(path)
-        && url.scheme().len() > 1
-    {
-        return url.to_file_path().unwrap_or_else(|_| PathBuf::from(path));
-    }
-    root.join(path)
+    crate::store::uri_to_local_path(path).unwrap_or_else(|| root.join(path))
 }
 
 /// `col=value/…` as Delta (Hive) names partition directories; `(unpartitioned)` without columns.
