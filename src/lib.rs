@@ -54,7 +54,7 @@
 //!   a pointer move we make comes to. A new catalog goes here.
 //! - [`table`]: [`table::model`], the format-neutral model ([`table::DataFile`],
 //!   [`table::PartitionKey`]) the formats produce and depend on; [`table::Table`], the opener
-//!   (one variant per format, opened once per call, reloaded); [`table::locate`], where an Iceberg
+//!   (one variant per format, opened once per call, reloaded); [`table::locate`](mod@table::locate), where an Iceberg
 //!   table's current metadata is; [`table::summary`], what a listing comes to per partition, and
 //!   [`table::deleted_rows`], the deletion-vector bitmap both formats share;
 //!   `table/not_a_table.rs` says what a directory that is not a table holds.

@@ -1,7 +1,7 @@
 //! Opening a table from what the user typed: the [`Table`] enum, which holds a format's state,
 //! its opener and its reload. The format-neutral model the profile and the planners use is in
 //! [`model`] (re-exported here), which the formats depend on and nothing of theirs; where an
-//! Iceberg table's current metadata is, in [`locate`].
+//! Iceberg table's current metadata is, in [`locate`](mod@locate).
 //!
 //! `table` may be a Delta Lake table directory (one with `_delta_log/`, [`delta`]), a path to an
 //! Iceberg `*.metadata.json`, an Iceberg table directory, or a catalog identifier
@@ -41,7 +41,7 @@ pub enum Table {
 }
 
 impl Table {
-    /// Opens `name`: a Delta table directory, else an Iceberg table ([`locate`]).
+    /// Opens `name`: a Delta table directory, else an Iceberg table ([`locate()`]).
     pub fn open(name: &str, options: &LocateOptions) -> Result<Table> {
         let location = Location::parse(name.trim())?;
         if location.is_remote() {

@@ -1,4 +1,4 @@
-//! Whether an Iceberg rewrite would read a file's nested fields wrongly: [`super::sql::select_sql`]
+//! Whether an Iceberg rewrite would read a file's nested fields wrongly: `select_sql` ([`super::sql`])
 //! reads them by name inside their top-level column, which is what reading by field id gives
 //! only while every nested field a file carries keeps its name and no name moved to another id.
 
