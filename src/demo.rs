@@ -26,7 +26,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::profile::MIB;
 use crate::runtime;
 use crate::table::iceberg::commit::replace_file;
-use crate::table::iceberg::{NewSnapshot, add_to_main, new_snapshot_id};
+use crate::table::iceberg::new_snapshot::{NewSnapshot, add_to_main, new_snapshot_id};
 
 /// Options of a demo table.
 #[derive(Debug, Clone)]

@@ -8,10 +8,14 @@
 //! ## Layout
 //!
 //! Layers, lowest first; a module uses only its own layer or lower ones, and no two modules use
-//! each other (`scripts/module_graph.py --check`, part of `make test`, fails otherwise):
-//! `error`/`runtime`/`interrupt`/`scheduler` → [`duck`] → [`store`] → [`catalog`] → [`table`] (and
-//! [`spark`]) → [`profile`]/[`plan`]/[`report`] → [`notify`] → [`action`]/[`demo`] →
-//! [`functions`].
+//! each other, directly or round a longer cycle (`scripts/module_graph.py --check`, part of `make
+//! test`, fails otherwise; it counts `crate::`, `super::`, `self::` and bare child paths, and
+//! follows a re-export to the file that defines the item):
+//! `error`/`runtime`/`interrupt`/`progress_lines`/`scheduler` → [`duck`] → [`store`] → [`catalog`]
+//! → [`table`] (and [`spark`]) → [`profile`]/[`plan`]/[`report`] → [`notify`] →
+//! [`action`]/[`demo`] → [`functions`]. A folder's `mod.rs` that others import through re-exports
+//! holds no code its children use (else it and they would use each other): shared code sits in a
+//! child of its own ([`table::model`], [`functions::row_function`]).
 //!
 //! - [`error`]: `Error { kind, message, context }` and the crate's `Result`; [`runtime`]: the
 //!   Tokio runtime iceberg-rust's and delta-rs's async I/O run on; [`interrupt`]: Ctrl-C recorded
@@ -27,7 +31,10 @@
 //! - [`store`]: where files live. [`store::location`] parses a location once
 //!   ([`store::Location`]: a local path or `file:` URI, or an [`store::ObjectLocation`] —
 //!   `s3://bucket/key`, Azure's `az://container/key` and `abfss://`/`wasbs://` spellings, GCS's
-//!   `gs://bucket/key`; other schemes refused by name) — nothing else looks at a scheme prefix;
+//!   `gs://bucket/key`; other schemes refused by name) — nothing else looks at a location's scheme
+//!   (a `file:` URI or URL from a Delta log becomes a path through [`store::uri_to_local_path`]
+//!   and [`store::url_to_location`]; the `http(s)://` of an endpoint is the catalogs' and the
+//!   clients' own);
 //!   [`store::object`] reads, writes (conditional ones too), lists and batch-deletes objects on
 //!   any object store through object_store's `ObjectStore` trait, [`store::object::store_for`]
 //!   choosing the client; [`store::s3`] S3's settings and clients, [`store::azure`] Azure's,
@@ -37,18 +44,23 @@
 //!   [`store::duckdb`] readies DuckDB for a table's data there; [`store::table_root`] a table's
 //!   root (what was named or registered, not what its metadata says): which store its files are
 //!   read from, which directory its outputs stay under. A new store is an
-//!   [`store::ObjectScheme`], a client in `store_for`, and its settings beside [`store::s3`].
+//!   [`store::ObjectScheme`] (listed in its `ALL`, which delta-rs's log stores follow), a client
+//!   in `store_for`, and its settings in a file beside [`store::s3`].
 //! - [`catalog`]: where a table's pointer lives: [`catalog::config`] reads pyiceberg's
 //!   configuration, [`catalog::sql`] the sqlite SQL catalog (lookup and the conditional pointer
 //!   move), [`catalog::rest`] the Iceberg REST client (vended credentials, commits under
 //!   requirements), [`catalog::glue`] the AWS Glue Data Catalog (`GetTable`, `UpdateTable` under
 //!   `VersionId`), [`catalog::sigv4`] SigV4 signing of catalog requests, [`catalog::pointer`] what
 //!   a pointer move we make comes to. A new catalog goes here.
-//! - [`table`]: the format-neutral model ([`table::Table`] opened once per call,
-//!   [`table::DataFile`], [`table::PartitionKey`]) and [`table::summary`], what a listing comes to
-//!   per partition, and [`table::deleted_rows`], the deletion-vector bitmap both formats share;
+//! - [`table`]: [`table::model`], the format-neutral model ([`table::DataFile`],
+//!   [`table::PartitionKey`]) the formats produce and depend on; [`table::Table`], the opener
+//!   (one variant per format, opened once per call, reloaded); [`table::locate`](mod@table::locate), where an Iceberg
+//!   table's current metadata is; [`table::summary`], what a listing comes to per partition, and
+//!   [`table::deleted_rows`], the deletion-vector bitmap both formats share;
 //!   `table/not_a_table.rs` says what a directory that is not a table holds.
-//!   [`table::iceberg`]: metadata and live files ([`table::iceberg::manifest`]
+//!   [`table::iceberg`]: metadata and live files ([`table::iceberg::metadata`] parses the
+//!   metadata files, [`table::iceberg::new_snapshot`] writes a new snapshot's manifests, list and
+//!   metadata, [`table::iceberg::manifest`]
 //!   decodes manifests as Java does (first row ids inherited), [`table::iceberg::manifest_reader`] and
 //!   [`table::iceberg::list_reader`] are the lean streaming readers (on [`table::iceberg::avro`]),
 //!   [`table::iceberg::inflate`] bounds every inflate of metadata (decompression bombs),
@@ -59,11 +71,13 @@
 //!   snapshot read (a rebase's first check), [`table::iceberg::stand_in`] v3 types iceberg-rust lacks,
 //!   [`table::iceberg::partition`] Java's partition labels, [`table::iceberg::deletion_vector`]
 //!   v3 deletion vectors in Puffin files, [`table::iceberg::commit`] makes a metadata file
-//!   current atomically). [`table::delta`]: the log through delta-rs,
+//!   current atomically). [`table::delta`]: the log through delta-rs (opened at
+//!   [`table::delta::log_store`]'s URL),
 //!   [`table::delta::commit`] (the log store our OPTIMIZE commits through),
 //!   [`table::delta::deletion_vector`], [`table::delta::row_tracking`] and
-//!   [`table::delta::domains`] (`delta.*` domains). A new format, or a format feature's reading,
-//!   goes in its folder. [`spark`]: the Spark Connect client and partition predicates.
+//!   [`table::delta::domains`] (`delta.*` domains). A new format is a folder beside `iceberg/` and
+//!   `delta/` that produces the model, and a variant of [`table::Table`] with its opening; a
+//!   format feature's reading goes in its format's folder. [`spark`]: the Spark Connect client and partition predicates.
 //! - [`profile`]: fragmentation figures per partition, the verdict (the planner's) and the summary
 //!   row, from what the table lists; [`plan`]: pure planners (bin-packing, layouts, expiry
 //!   reachability, [`plan::projection`] the projected scan speedup) and the checks of options
@@ -72,17 +86,24 @@
 //! - [`action`]: executes plans. [`action::compact`] (the neutral flow in `run.rs`, committing in
 //!   batches of partitions with a conflicted one re-planned and retried in `progress.rs` and
 //!   `batches.rs` (partial progress), the Iceberg
-//!   rewrite in `iceberg.rs` with `focus.rs` (which manifests it decodes), `sql.rs` (v3 row lineage columns too), `deletes.rs`,
+//!   rewrite in `iceberg.rs` with `focus.rs` (which manifests it decodes), `outputs.rs` (where its files go),
+//!   `sql.rs` (v3 row lineage columns too), `nested_fields.rs` (files it would misread), `deletes.rs`,
 //!   `stats.rs`, `commit.rs`, column defaults in `defaults.rs`, the Delta rewrite in `delta.rs`
 //!   with `delta_columns.rs` and `delta_commit.rs`; `deletion_vectors.rs` serves both formats, and
-//!   so does `stitch.rs`, which copies row groups byte for byte instead of re-encoding them); [`action::expire`],
-//!   [`action::orphans`] (both delete only inside [`action::boundary`], the table's root as named), [`action::vacuum`], [`action::rewrite_manifests`],
-//!   [`action::rewrite_deletes`] (position deletes merged, or made deletion vectors), [`action::health`]
+//!   so does `stitch.rs`, which copies row groups byte for byte instead of re-encoding them); [`action::expire_snapshots`],
+//!   [`action::remove_orphan_files`] and [`action::vacuum`] (all three delete through
+//!   [`action::delete_files`], only inside [`action::boundary`], the table's root as named), [`action::rewrite_manifests`],
+//!   [`action::rewrite_position_deletes`] (position deletes merged, or made deletion vectors), [`action::metadata_health`]
 //!   (metadata-bloat figures from the other actions' dry plans), [`action::executor`] (the Spark
 //!   hand-off; what it needs of a format is [`action::spark_rewrite`], Delta's OPTIMIZE
-//!   [`action::executor_delta`]), [`action::gate`] (the whole gate). [`demo`] writes the demo table.
-//! - [`functions`]: one file per SQL function, on a shared row-function adapter that parses
-//!   arguments at bind and prefixes every error with the function's name; `scorecard_rows.rs`
+//!   [`action::executor_delta`]), [`action::gate`] (the whole gate). A file that carries out an SQL
+//!   function is named after it. [`demo`] writes the demo table.
+//! - [`functions`]: one file per SQL function, named after it (`compact_scalar.rs` and
+//!   `expire_scalar.rs` are the scalar forms of `lakehouse_compact` and
+//!   `lakehouse_expire_snapshots`), registered in [`functions::register`], on a shared
+//!   row-function adapter ([`functions::row_function`]) that parses arguments at bind and
+//!   prefixes every error with the function's name. A new function is a file here, a line in
+//!   `register`, and its work in [`action`] (or lower); `scorecard_rows.rs`
 //!   (the gate's rows) and `history.rs` (the run history: Parquet files or a table, failed
 //!   runs too) serve the gate and the server; `functions/serve/` holds `lakehouse_serve` and its
 //!   webhook server (`state`, `auth`, `runs`, `http`, `signals`, `server`).

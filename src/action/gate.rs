@@ -12,10 +12,12 @@ use std::time::Instant;
 
 use crate::action::compact::{CompactionReport, GroupFiles};
 use crate::action::executor::{Executed, ExecutorOptions, Opened, compact_with_executor};
-use crate::action::expire::{ExpiryOptions, ExpiryReport, expire, retention_days_in_force};
-use crate::action::rewrite_deletes::{RewriteDeletesOptions, RewriteDeletesReport, rewrite_position_deletes};
+use crate::action::expire_snapshots::{ExpiryOptions, ExpiryReport, expire, retention_days_in_force};
 use crate::action::rewrite_manifests::{
     ManifestsToMerge, RewriteManifestsOptions, RewriteManifestsReport, rewrite_manifests,
+};
+use crate::action::rewrite_position_deletes::{
+    RewritePositionDeletesOptions, RewritePositionDeletesReport, rewrite_position_deletes,
 };
 use crate::action::scan::scan;
 use crate::action::vacuum::{VacuumOptions, vacuum};
@@ -263,12 +265,16 @@ fn merge_manifests(table: &Table, options: &GateOptions) -> Result<Option<Rewrit
 /// ([`rewrite_position_deletes`] with its defaults: a partition with two or more position delete
 /// files, or positions that delete no live row; on format v3, any v2 position delete, made a
 /// deletion vector). `None` for Delta and for tables this version does not rewrite.
-fn rewrite_deletes(table: &Table, options: &GateOptions, host: &HostDb) -> Result<Option<RewriteDeletesReport>> {
+fn rewrite_deletes(
+    table: &Table,
+    options: &GateOptions,
+    host: &HostDb,
+) -> Result<Option<RewritePositionDeletesReport>> {
     let Table::Iceberg { located, table } = table else { return Ok(None) };
     if table.require_rewritable().is_err() {
         return Ok(None);
     }
-    let rewrite_options = RewriteDeletesOptions { dry_run: options.dry_run, ..Default::default() };
+    let rewrite_options = RewritePositionDeletesOptions { dry_run: options.dry_run, ..Default::default() };
     Ok(Some(rewrite_position_deletes(located, &rewrite_options, host)?))
 }
 

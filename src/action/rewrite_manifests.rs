@@ -25,9 +25,8 @@ use crate::runtime;
 use crate::table::Located;
 use crate::table::iceberg::commit::{commit_table, require_exclusive, settle_attempt};
 use crate::table::iceberg::manifest_merge::{self, EntryKey};
-use crate::table::iceberg::{
-    IcebergTable, load_manifest, manifest_writer, new_snapshot_id, with_main_snapshot, write_manifest_list,
-};
+use crate::table::iceberg::new_snapshot::{manifest_writer, new_snapshot_id, with_main_snapshot, write_manifest_list};
+use crate::table::iceberg::{IcebergTable, load_manifest};
 
 /// Iceberg's default `commit.manifest.target-size-bytes`.
 pub const DEFAULT_TARGET_BYTES: u64 = 8 * 1024 * 1024;

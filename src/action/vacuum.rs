@@ -47,7 +47,7 @@ use std::time::SystemTime;
 use futures::TryStreamExt;
 use serde_json::Value;
 
-use crate::action::expire::{DeletedFile, delete_files};
+use crate::action::delete_files::{DeletedFile, delete_files};
 use crate::action::real_paths::RealPaths;
 use crate::duck::{HostDb, Nested, quote_file};
 use crate::error::{Error, ErrorKind, Result};

@@ -15,8 +15,6 @@ use duckdb::ffi;
 
 use crate::error::{Error, ErrorKind, Result};
 
-pub use secret_lease::SecretLease;
-
 /// A handle on the host database, shared by every registered function.
 ///
 /// It holds one connection opened at `LOAD` time. New connections cannot be opened later: the
@@ -86,10 +84,35 @@ impl std::ops::Deref for Connection<'_> {
 
 impl Drop for Connection<'_> {
     fn drop(&mut self) {
-        secret_lease::drop_ended(&self.guard, &self.host.ended_leases);
+        drop_ended(&self.guard, &self.host.ended_leases);
         // SAFETY: the guard is dropped once, here, and not used after.
         unsafe { std::mem::ManuallyDrop::drop(&mut self.guard) };
-        secret_lease::after_release(self.host);
+        after_release(self.host);
+    }
+}
+
+/// Drops the secrets whose lease ended, on `conn` (the connection, held).
+fn drop_ended(conn: &Nested, ended: &Mutex<Vec<String>>) {
+    let names = match ended.lock() {
+        Ok(mut ended) => std::mem::take(&mut *ended),
+        Err(_) => return,
+    };
+    for name in names {
+        // Best effort: a secret that cannot be dropped is gone with the session.
+        let _ = conn.execute(&format!("DROP TEMPORARY SECRET IF EXISTS {}", quote_ident(&name)));
+    }
+}
+
+/// After the connection was released, or a lease ended: while secrets wait to be dropped and
+/// the connection is free, takes it and drops them. When it is held, its holder does.
+fn after_release(host: &HostDb) {
+    loop {
+        let waiting = host.ended_leases.lock().is_ok_and(|ended| !ended.is_empty());
+        if !waiting {
+            return;
+        }
+        let Ok(conn) = host.root.try_lock() else { return };
+        drop_ended(&conn, &host.ended_leases);
     }
 }
 

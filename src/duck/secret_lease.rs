@@ -13,10 +13,9 @@
 //! drops the queued names before it releases the connection and tries again after, so a name
 //! queued while the connection is held is dropped by its holder.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{Connection, HostDb, Nested, quote_ident};
+use super::{Connection, HostDb, after_release, quote_ident};
 use crate::error::Result;
 
 /// A temporary secret of ours, dropped when this lease is.
@@ -63,30 +62,5 @@ impl Drop for SecretLease {
         ended.push(std::mem::take(&mut self.name));
         drop(ended);
         after_release(&self.host);
-    }
-}
-
-/// Drops the secrets whose lease ended, on `conn` (the connection, held).
-pub(super) fn drop_ended(conn: &Nested, ended: &Mutex<Vec<String>>) {
-    let names = match ended.lock() {
-        Ok(mut ended) => std::mem::take(&mut *ended),
-        Err(_) => return,
-    };
-    for name in names {
-        // Best effort: a secret that cannot be dropped is gone with the session.
-        let _ = conn.execute(&format!("DROP TEMPORARY SECRET IF EXISTS {}", quote_ident(&name)));
-    }
-}
-
-/// After the connection was released, or a lease ended: while secrets wait to be dropped and
-/// the connection is free, takes it and drops them. When it is held, its holder does.
-pub(super) fn after_release(host: &HostDb) {
-    loop {
-        let waiting = host.ended_leases.lock().is_ok_and(|ended| !ended.is_empty());
-        if !waiting {
-            return;
-        }
-        let Ok(conn) = host.root.try_lock() else { return };
-        drop_ended(&conn, &host.ended_leases);
     }
 }

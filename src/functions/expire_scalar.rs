@@ -9,7 +9,8 @@ use duckdb::vtab::arrow::WritableVector;
 use serde_json::{Value, json};
 
 use super::json_options::{JsonOptions, TABLE_KEYS, invoke_per_row, table_and_options_signatures};
-use crate::action::expire::{ExpiryOptions, ExpiryReport, Outcome, expire};
+use crate::action::delete_files::Outcome;
+use crate::action::expire_snapshots::{ExpiryOptions, ExpiryReport, expire};
 use crate::duck::HostDb;
 use crate::error::Result;
 use crate::plan::expiry::FileKind;

@@ -8,7 +8,7 @@ use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
 use super::args::{Args, TABLE_PARAMETERS, named};
 use super::{Cell, RowFunction};
-use crate::action::expire::{ExpiryOptions, ExpiryReport, expire};
+use crate::action::expire_snapshots::{ExpiryOptions, ExpiryReport, expire};
 use crate::duck::HostDb;
 use crate::error::Result;
 use crate::table::LocateOptions;

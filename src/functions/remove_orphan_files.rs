@@ -8,7 +8,7 @@ use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 use super::args::{Args, TABLE_PARAMETERS, named};
 use super::metadata_health::older_than_days;
 use super::{Cell, RowFunction};
-use crate::action::orphans::remove_orphan_files;
+use crate::action::remove_orphan_files::remove_orphan_files;
 use crate::duck::HostDb;
 use crate::error::Result;
 use crate::table::LocateOptions;

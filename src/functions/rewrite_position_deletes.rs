@@ -8,7 +8,9 @@ use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
 use super::args::{Args, TABLE_PARAMETERS, named};
 use super::{Cell, RowFunction};
-use crate::action::rewrite_deletes::{RewriteDeletesOptions, RewriteDeletesReport, rewrite_position_deletes};
+use crate::action::rewrite_position_deletes::{
+    RewritePositionDeletesOptions, RewritePositionDeletesReport, rewrite_position_deletes,
+};
 use crate::duck::HostDb;
 use crate::error::{Error, ErrorKind, Result};
 use crate::table::LocateOptions;
@@ -17,7 +19,7 @@ use crate::table::LocateOptions;
 pub struct RewritePositionDeletesInput {
     table: String,
     locate: LocateOptions,
-    options: RewriteDeletesOptions,
+    options: RewritePositionDeletesOptions,
 }
 
 /// The position delete rewrite table function.
@@ -55,7 +57,7 @@ impl RowFunction for RewritePositionDeletes {
 
     fn parse(args: &Args) -> Result<Self::Input> {
         let table = args.required_string(0, "table")?;
-        let options = RewriteDeletesOptions {
+        let options = RewritePositionDeletesOptions {
             min_input_files: args.i64_in("min_input_files", 2, 1, i64::from(u32::MAX))? as u64,
             convert_equality_deletes: args.bool("convert_equality_deletes", false)?,
             dry_run: args.bool("dry_run", false)?,
@@ -77,7 +79,7 @@ impl RowFunction for RewritePositionDeletes {
 }
 
 /// One row per partition.
-pub fn rows(report: &RewriteDeletesReport) -> Vec<Vec<Cell>> {
+pub fn rows(report: &RewritePositionDeletesReport) -> Vec<Vec<Cell>> {
     let count = |n: Option<u64>| n.map_or(Cell::Null, |n| Cell::BigInt(n as i64));
     report
         .partitions

@@ -10,7 +10,8 @@
 //! credentials, the catalog configuration's `s3.*`); when those outrank it for the call, the
 //! report's warning says so.
 
-use crate::duck::{Connection, SecretLease, quote_literal};
+use crate::duck::secret_lease::SecretLease;
+use crate::duck::{Connection, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 
 use super::TableRoot;

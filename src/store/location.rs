@@ -35,8 +35,9 @@ impl Location {
     }
 }
 
-/// The object stores a location can name. A new store is a variant here, its schemes in
-/// [`ObjectScheme::from_scheme`], and its client in `super::object::store_for`.
+/// The object stores a location can name. A new store is a variant here (and in
+/// [`ObjectScheme::ALL`]), its schemes in [`ObjectScheme::from_scheme`], and its client in
+/// `super::object::store_for`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ObjectScheme {
     /// Amazon S3 and S3-compatible servers (`s3://`, and `s3a://`, `s3n://` as Hadoop writes them).
@@ -68,6 +69,22 @@ pub enum AzureSpelling {
 }
 
 impl ObjectScheme {
+    /// Every store and spelling, each as locations are written back ([`ObjectScheme::as_str`]):
+    /// what a library that keys on a location's scheme must be told about (delta-rs's log stores).
+    pub const ALL: [ObjectScheme; 8] = {
+        use AzureSpelling::*;
+        [
+            ObjectScheme::S3,
+            ObjectScheme::Azure(Az),
+            ObjectScheme::Azure(Azure),
+            ObjectScheme::Azure(Abfs),
+            ObjectScheme::Azure(Abfss),
+            ObjectScheme::Azure(Wasb),
+            ObjectScheme::Azure(Wasbs),
+            ObjectScheme::Gcs,
+        ]
+    };
+
     /// The store a URI scheme names, if this version serves it.
     pub fn from_scheme(scheme: &str) -> Option<ObjectScheme> {
         use AzureSpelling::*;
@@ -181,6 +198,20 @@ pub fn strip_file_scheme(location: &str) -> &str {
     }
 }
 
+/// A location written as a URI with a scheme of more than one letter (`file:///a/b`, `file:/a/b`,
+/// percent-encoded; a Windows drive letter is no scheme) as a local path, else `None` (a plain
+/// path, relative or absolute). A URI that names no local file is kept as it is written.
+pub fn uri_to_local_path(location: &str) -> Option<PathBuf> {
+    let url = url::Url::parse(location).ok().filter(|u| u.scheme().len() > 1)?;
+    Some(url.to_file_path().unwrap_or_else(|_| PathBuf::from(location)))
+}
+
+/// A URL a library resolved for a file (delta-kernel's for a deletion vector): a `file:` URL as
+/// its local path (percent-decoded), any other as the location it spells.
+pub fn url_to_location(url: &url::Url) -> Option<PathBuf> {
+    if url.scheme() == "file" { url.to_file_path().ok() } else { Some(PathBuf::from(url.as_str())) }
+}
+
 /// A location (path or `file://` URI) as a local path, lexically normalized: `.` and repeated
 /// separators dropped, `..` resolved against its parent. `None` when `..` climbs above the root
 /// or the start of a relative path (such a location is never trusted for deletion).
@@ -219,6 +250,28 @@ pub fn is_inside(path: &str, location: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_scheme_is_listed_once_and_reads_back_as_itself() {
+        let written: std::collections::HashSet<&str> = ObjectScheme::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(written.len(), ObjectScheme::ALL.len());
+        for scheme in ObjectScheme::ALL {
+            assert_eq!(ObjectScheme::from_scheme(scheme.as_str()), Some(scheme));
+        }
+    }
+
+    #[test]
+    fn uris_of_local_files_become_paths_and_plain_paths_stay_none() {
+        assert_eq!(uri_to_local_path("file:///w/t/a%20b.parquet"), Some(PathBuf::from("/w/t/a b.parquet")));
+        assert_eq!(uri_to_local_path("file:/w/t/a.parquet"), Some(PathBuf::from("/w/t/a.parquet")));
+        for plain in ["part-0.parquet", "p=1/part-0.parquet", "/w/t/a.parquet", "C:/w/a.parquet"] {
+            assert_eq!(uri_to_local_path(plain), None, "{plain}");
+        }
+        let url = url::Url::parse("file:///w/t/dv%201.bin").unwrap();
+        assert_eq!(url_to_location(&url), Some(PathBuf::from("/w/t/dv 1.bin")));
+        let url = url::Url::parse("s3://b/t/dv.bin").unwrap();
+        assert_eq!(url_to_location(&url), Some(PathBuf::from("s3://b/t/dv.bin")));
+    }
 
     #[test]
     fn azure_locations_keep_their_spelling() {

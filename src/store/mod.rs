@@ -41,32 +41,14 @@ pub use duckdb::{TableAccess, prepare_remote};
 pub use iceberg_io::file_io_for;
 pub use location::{
     Location, ObjectLocation, ObjectScheme, canonical, decoded, is_inside, is_remote, location_key, normalize_location,
-    strip_file_scheme,
+    strip_file_scheme, uri_to_local_path, url_to_location,
 };
 pub use object::{
-    ObjectInfo, any_under, bucket_store, delete_many, exists, head, list, read, read_range, require_conditional_writes,
-    write, write_if_absent,
+    MAX_IN_FLIGHT, ObjectInfo, any_under, bucket_store, delete_many, exists, head, list, max_in_flight, read,
+    read_range, require_conditional_writes, write, write_if_absent,
 };
 pub use s3::{S3Settings, register, registered};
 pub use table_root::TableRoot;
-
-use std::sync::LazyLock;
-
-/// Requests to object storage in flight at once, across every table and call of the process
-/// (`LAKEHOUSE_S3_MAX_IN_FLIGHT`, 1 to 1,024, read once, overrides it).
-pub const MAX_IN_FLIGHT: usize = 32;
-
-/// The limit in force: [`MAX_IN_FLIGHT`] unless `LAKEHOUSE_S3_MAX_IN_FLIGHT` says otherwise.
-pub fn max_in_flight() -> usize {
-    static LIMIT: LazyLock<usize> = LazyLock::new(|| {
-        std::env::var("LAKEHOUSE_S3_MAX_IN_FLIGHT")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .filter(|n| (1..=1024).contains(n))
-            .unwrap_or(MAX_IN_FLIGHT)
-    });
-    *LIMIT
-}
 
 /// Removes files a failed action wrote (best effort: what is left is an orphan that orphan
 /// removal finds): local paths from disk, object-store locations in batches.

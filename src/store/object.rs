@@ -1,7 +1,7 @@
 //! Objects on object storage, whichever store holds them: existence, reads, writes (plain and
 //! conditional), listings and batched deletes, each through object_store's `ObjectStore` trait —
 //! the one trait every store implements ([`store_for`] picks the client a location's store
-//! needs). Every request takes a permit of one process-wide semaphore ([`super::max_in_flight`]):
+//! needs). Every request takes a permit of one process-wide semaphore ([`max_in_flight`]):
 //! a real limit on requests in flight, whoever spawned them. object_store retries 5xx (S3's
 //! `503 SlowDown` among them), 429 and dropped connections with exponential backoff.
 
@@ -20,7 +20,23 @@ use super::location::{ObjectLocation, ObjectScheme};
 use super::redact::scrub;
 use crate::error::{Error, ErrorKind, Result};
 
-static PERMITS: LazyLock<Semaphore> = LazyLock::new(|| Semaphore::new(super::max_in_flight()));
+/// Requests to object storage in flight at once, across every table and call of the process
+/// (`LAKEHOUSE_S3_MAX_IN_FLIGHT`, 1 to 1,024, read once, overrides it).
+pub const MAX_IN_FLIGHT: usize = 32;
+
+/// The limit in force: [`MAX_IN_FLIGHT`] unless `LAKEHOUSE_S3_MAX_IN_FLIGHT` says otherwise.
+pub fn max_in_flight() -> usize {
+    static LIMIT: LazyLock<usize> = LazyLock::new(|| {
+        std::env::var("LAKEHOUSE_S3_MAX_IN_FLIGHT")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|n| (1..=1024).contains(n))
+            .unwrap_or(MAX_IN_FLIGHT)
+    });
+    *LIMIT
+}
+
+static PERMITS: LazyLock<Semaphore> = LazyLock::new(|| Semaphore::new(max_in_flight()));
 
 /// The client of the store `object` is on, with the settings registered for its location.
 pub fn store_for(object: &ObjectLocation) -> Result<Arc<dyn ObjectStore>> {

@@ -16,10 +16,10 @@ use crate::runtime;
 use crate::store::{location_key, strip_file_scheme};
 use crate::table::iceberg::commit::{CommitOutcome, commit_table, relocate, snapshot_landed};
 use crate::table::iceberg::history::descends_from;
-use crate::table::iceberg::{
-    CarriedManifest, IcebergTable, LoadedManifest, manifest_writer, new_snapshot_id, rewrite_manifest_dropping,
-    with_counts, with_main_snapshot, write_manifest_list,
+use crate::table::iceberg::new_snapshot::{
+    manifest_writer, new_snapshot_id, rewrite_manifest_dropping, with_main_snapshot, write_manifest_list,
 };
+use crate::table::iceberg::{CarriedManifest, IcebergTable, LoadedManifest, with_counts};
 use crate::table::{self, DataFile, FileContent, Located, PartitionKey};
 
 /// Commit attempts before giving up on a table that keeps moving.
@@ -432,7 +432,7 @@ fn build_snapshot(
         let summary = Summary { operation: Operation::Replace, additional_properties: properties };
         let next = with_main_snapshot(table, snapshot_id, list_path, summary, base.add_order.as_ref())?;
         if let Some(order) = &base.add_order {
-            crate::table::iceberg::check_added(&next, order)?;
+            crate::table::iceberg::new_snapshot::check_added(&next, order)?;
         }
         Ok((next, snapshot_id))
     })?

@@ -229,7 +229,7 @@ impl DeleteSet {
 
     /// The positions its deletes delete, `(file_path, pos)`: each deleted row's data file (its
     /// path as the manifests write it) and position — what converts equality deletes into
-    /// position deletes ([`crate::action::rewrite_deletes`]); `None` without deletes.
+    /// position deletes ([`crate::action::rewrite_position_deletes`]); `None` without deletes.
     pub(crate) fn deleted_positions_sql(&self) -> Option<String> {
         if self.sources.is_empty() {
             return None;

@@ -8,13 +8,15 @@ use std::path::Path;
 
 use ::iceberg::spec::{
     DataContentType, DataFile as IcebergDataFile, DataFileBuilder, DataFileFormat, FormatVersion, ManifestContentType,
-    PrimitiveType, Schema, Transform, Type,
+    PrimitiveType, Transform, Type,
 };
 
 use super::commit::{Base, Candidate, Start, Written, commit_with_retries};
 use super::deletes::{DeleteSet, DeletedCounts, Input};
 use super::deletion_vectors::DeletedPositions;
 use super::focus::Focus;
+use super::nested_fields::skip_misread_nested_fields;
+use super::outputs::{Outputs, Target};
 use super::run::{Committed, Rewrite, copy_in_order};
 use super::sql::{LINEAGE_COLUMNS, duckdb_type, field_ids, files_have_field_ids, leaves, select_sql};
 use super::stats::{ColumnStats, check_non_null_counts, column_stats, has_column_counts};
@@ -32,7 +34,7 @@ use crate::store::{TableRoot, location_key, strip_file_scheme};
 use crate::table::iceberg::commit::require_exclusive;
 use crate::table::iceberg::deletion_vector::is_deletion_vector;
 use crate::table::iceberg::{CarriedManifest, IcebergTable, LoadedManifest};
-use crate::table::{self, DataFile, FileContent, Located, PartitionKey};
+use crate::table::{DataFile, FileContent, Located, PartitionKey};
 
 /// An Iceberg table's part in a compaction: the current snapshot's live files, rewritten by
 /// field id with the delete files that apply to them applied, committed as one `replace`
@@ -739,152 +741,4 @@ impl Deleted {
         }
         Ok(Self { rows: row[0].int()?.max(0) as u64, non_null })
     }
-}
-
-/// Where one group's files go ([`Outputs::dir`]) and how many there are.
-struct Target {
-    dir: String,
-    files: usize,
-}
-
-/// Where a rewrite's files go, decided once per table against its root
-/// ([`crate::store::TableRoot`]: the directory the metadata file was loaded from, not the
-/// metadata's own `location`, which its writer sets).
-#[derive(Debug, Clone)]
-struct Outputs {
-    root: TableRoot,
-    /// The metadata's `location` when it lies under the root, else the root.
-    base: String,
-    /// `write.data.path` (else `write.folder-storage.path`) when under the root, else
-    /// `{base}/data`.
-    data_path: String,
-    /// Why a data path the table's properties name is not used.
-    notice: Option<String>,
-}
-
-impl Outputs {
-    fn of(table: &IcebergTable, root: TableRoot) -> Outputs {
-        let base = root.base(table.metadata.location());
-        let properties = table.metadata.properties();
-        let named = ["write.data.path", "write.folder-storage.path"]
-            .iter()
-            .find_map(|k| properties.get(*k).filter(|v| !v.is_empty()).map(|v| (*k, v.trim_end_matches('/'))));
-        let (data_path, notice) = match named {
-            Some((_, path)) if root.contains(path) => (path.to_string(), None),
-            Some((key, path)) => (
-                format!("{base}/data"),
-                Some(format!(
-                    "{key} '{path}' is outside the table's root '{}'; the rewritten files were written under \
-                     '{base}/data' instead",
-                    root.location()
-                )),
-            ),
-            None => (format!("{base}/data"), None),
-        };
-        Outputs { root, base, data_path, notice }
-    }
-
-    /// Where a group's output goes: beside its first input when that lies inside the table
-    /// location or its data path (both under the root), else where Java's default location
-    /// provider puts a new data file of the partition: `{data path}/{partition path}`.
-    fn dir(&self, table: &IcebergTable, first: &IcebergDataFile, spec_id: i32) -> String {
-        if let Some((dir, _)) = first.file_path().rsplit_once('/')
-            && self.root.admits_output(dir)
-            && (crate::store::is_inside(dir, &self.base)
-                || dir == self.data_path
-                || crate::store::is_inside(dir, &self.data_path))
-        {
-            return dir.to_string();
-        }
-        let partition = table.metadata.partition_spec_by_id(spec_id).map_or(String::new(), |spec| {
-            let schema = table.metadata.current_schema();
-            table::iceberg::partition::path(spec, schema, first.partition())
-        });
-        let dir = format!("{}/{partition}", self.data_path);
-        // A partition path never climbs (each segment is `name=value`); checked all the same.
-        if partition.is_empty() || !self.root.contains(&dir) { self.data_path.clone() } else { dir }
-    }
-}
-
-/// Skips (with the reason, before anything is written; a dry run shows it too) each partition
-/// whose files [`select_sql`] would read wrongly: nested fields are read by name inside their
-/// top-level column, which is what reading by field id gives only while every nested field a file
-/// carries still has its name ([`misread_nested_field`]).
-fn skip_misread_nested_fields(
-    conn: &Nested,
-    schema: &Schema,
-    plans: &mut [PartitionPlan],
-    sources: &[&IcebergDataFile],
-) -> Result<()> {
-    if schema.as_struct().fields().iter().all(|f| f.field_type.is_primitive()) {
-        return Ok(());
-    }
-    for p in plans.iter_mut().filter(|p| p.verdict == Verdict::Compact) {
-        let inputs: Vec<String> =
-            p.groups.iter().flatten().map(|&i| strip_file_scheme(sources[i].file_path()).to_string()).collect();
-        if let Some(why) = misread_nested_field(conn, &inputs, schema)? {
-            p.skip(&format!("{why}; nested fields are read by name, so its files are not rewritten"));
-        }
-    }
-    Ok(())
-}
-
-/// Why `inputs` cannot be read as `schema` by name inside nested columns, if they cannot: a file
-/// whose nested field id now has another name (a renamed field), or whose nested field name now
-/// belongs to another id (dropped, then re-added under the old name). Lists' and maps' element,
-/// key and value fields are named by each writer's convention and are not compared.
-fn misread_nested_field(conn: &Nested, inputs: &[String], schema: &Schema) -> Result<Option<String>> {
-    let top: HashSet<i32> = schema.as_struct().fields().iter().map(|f| f.id).collect();
-    let mut current: HashMap<i32, String> = HashMap::new();
-    let mut element_ids: HashSet<i32> = HashSet::new();
-    fn walk(ty: &Type, current: &mut HashMap<i32, String>, element_ids: &mut HashSet<i32>) {
-        match ty {
-            Type::Primitive(_) => {}
-            Type::Struct(s) => {
-                for f in s.fields() {
-                    current.insert(f.id, f.name.clone());
-                    walk(&f.field_type, current, element_ids);
-                }
-            }
-            Type::List(l) => {
-                element_ids.insert(l.element_field.id);
-                walk(&l.element_field.field_type, current, element_ids);
-            }
-            Type::Map(m) => {
-                element_ids.extend([m.key_field.id, m.value_field.id]);
-                walk(&m.key_field.field_type, current, element_ids);
-                walk(&m.value_field.field_type, current, element_ids);
-            }
-        }
-    }
-    for field in schema.as_struct().fields() {
-        walk(&field.field_type, &mut current, &mut element_ids);
-    }
-    if current.is_empty() || inputs.is_empty() {
-        return Ok(None);
-    }
-    let names: HashSet<&str> = current.values().map(String::as_str).collect();
-    let list = quote_files(inputs);
-    let result = conn.query(&format!(
-        "SELECT DISTINCT name, field_id::BIGINT FROM parquet_schema({list}) WHERE field_id IS NOT NULL ORDER BY ALL"
-    ))?;
-    for row in &result.rows {
-        let (Some(name), Ok(id)) = (row[0].text(), row[1].int()) else { continue };
-        let id = id as i32;
-        if top.contains(&id) || element_ids.contains(&id) {
-            continue;
-        }
-        match current.get(&id) {
-            Some(now) if now != name => {
-                return Ok(Some(format!("a data file's nested field '{name}' (id {id}) is now named '{now}'")));
-            }
-            None if names.contains(name) => {
-                return Ok(Some(format!(
-                    "a data file's nested field '{name}' (id {id}) was dropped and its name reused by another field"
-                )));
-            }
-            _ => {}
-        }
-    }
-    Ok(None)
 }

@@ -41,6 +41,8 @@ pub mod delta_columns;
 pub mod delta_commit;
 pub mod focus;
 pub mod iceberg;
+pub mod nested_fields;
+pub mod outputs;
 pub mod progress;
 pub mod run;
 pub mod sql;

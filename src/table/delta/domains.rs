@@ -22,7 +22,7 @@ pub fn system_domains(table: &DeltaTable, root: &Path, names: &[&str]) -> Result
     };
     let state = table.snapshot().map_err(|e| fail(&e))?;
     let engine = table.log_store().engine(None);
-    let url = super::table_url(root).ok_or_else(|| fail(&"no table URL"))?;
+    let url = super::log_store::table_url(root).ok_or_else(|| fail(&"no table URL"))?;
     let kernel = buoyant_kernel::Snapshot::builder_for(url)
         .at_version(state.version() as deltalake_core::kernel::Version)
         .build(engine.as_ref())

@@ -13,6 +13,7 @@
 pub mod commit;
 pub mod deletion_vector;
 pub mod domains;
+pub mod log_store;
 pub mod row_tracking;
 
 use std::collections::HashMap;
@@ -26,6 +27,7 @@ use serde_json::Value;
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime;
 use crate::table::{DataFile, FileContent, PartitionKey};
+use log_store::{register_s3_log_store, table_url};
 
 /// Hive's name for a null partition value.
 pub const HIVE_NULL: &str = "__HIVE_DEFAULT_PARTITION__";
@@ -81,44 +83,6 @@ impl std::fmt::Debug for DeltaLakeTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DeltaLakeTable").field("root", &self.root).field("version", &self.version).finish()
     }
-}
-
-/// The table's root as a directory URL: `file:///…/` on disk, `s3://bucket/prefix/` on S3.
-pub fn table_url(root: &Path) -> Option<url::Url> {
-    let text = root.to_string_lossy();
-    if crate::store::is_remote(&text) {
-        return url::Url::parse(&format!("{}/", crate::store::canonical(&text).trim_end_matches('/'))).ok();
-    }
-    url::Url::from_directory_path(root).ok()
-}
-
-/// delta-rs opens a table only where a log store is registered for the URL's scheme; `s3://` (and
-/// Azure's and GCS's schemes) get its default log store (commits by `PutMode::Create`, i.e. `If-None-Match: *`), on the
-/// object store given with the table ([`crate::store`]).
-fn register_s3_log_store() {
-    use deltalake_core::logstore::{LogStoreFactory, StorageConfig, default_logstore, logstore_factories};
-    struct S3LogStores;
-    impl LogStoreFactory for S3LogStores {
-        fn with_options(
-            &self,
-            prefixed_store: deltalake_core::logstore::ObjectStoreRef,
-            root_store: deltalake_core::logstore::ObjectStoreRef,
-            location: &url::Url,
-            options: &StorageConfig,
-        ) -> deltalake_core::DeltaResult<std::sync::Arc<dyn deltalake_core::logstore::LogStore>> {
-            Ok(default_logstore(prefixed_store, root_store, location, options))
-        }
-    }
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let registry = logstore_factories();
-        for scheme in ["s3://", "s3a://", "az://", "azure://", "abfs://", "abfss://", "wasb://", "wasbs://", "gs://"] {
-            let url = url::Url::parse(scheme).expect("a scheme URL");
-            if registry.get(&url).is_none() {
-                registry.insert(url, std::sync::Arc::new(S3LogStores));
-            }
-        }
-    });
 }
 
 /// Whether `dir` is a Delta table directory.
@@ -420,7 +384,7 @@ pub fn deletion_vector_file(root: &Path, dv: &deltalake_core::kernel::DeletionVe
     };
     let url = table_url(root)?;
     let absolute = kernel.absolute_path(&url).ok().flatten()?;
-    if absolute.scheme() == "file" { absolute.to_file_path().ok() } else { Some(PathBuf::from(absolute.as_str())) }
+    crate::store::url_to_location(&absolute)
 }
 
 /// A file of `_delta_log/`.
@@ -480,12 +444,7 @@ pub fn resolve(root: &Path, path: &str) -> PathBuf {
     if crate::store::is_remote(path) {
         return PathBuf::from(crate::store::canonical(path));
     }
-    if let Ok(url) = url::Url::parse(path)
-        && url.scheme().len() > 1
-    {
-        return url.to_file_path().unwrap_or_else(|_| PathBuf::from(path));
-    }
-    root.join(path)
+    crate::store::uri_to_local_path(path).unwrap_or_else(|| root.join(path))
 }
 
 /// `col=value/…` as Delta (Hive) names partition directories; `(unpartitioned)` without columns.

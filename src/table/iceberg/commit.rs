@@ -118,7 +118,7 @@ fn misplaced_sort_orders(location: &str, added: &[iceberg::spec::SortOrder]) -> 
     };
     let misplaced: Vec<String> = added
         .iter()
-        .filter(|o| crate::table::iceberg::check_added(&committed.metadata, o).is_err())
+        .filter(|o| crate::table::iceberg::new_snapshot::check_added(&committed.metadata, o).is_err())
         .map(|o| o.order_id.to_string())
         .collect();
     (!misplaced.is_empty()).then(|| {

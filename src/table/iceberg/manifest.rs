@@ -532,7 +532,7 @@ mod tests {
         let path = format!("{location}/m.avro");
         let file_io = iceberg::io::FileIO::new_with_fs();
         let written = crate::runtime::block_on(async {
-            let mut writer = crate::table::iceberg::manifest_writer(
+            let mut writer = crate::table::iceberg::new_snapshot::manifest_writer(
                 &file_io,
                 &path,
                 7,

@@ -438,7 +438,7 @@ pub async fn cross_check(
     }
     let (schema, spec) = binding.ok_or("no input")?;
     let io = iceberg::io::FileIO::new_with_memory();
-    let mut writer = crate::table::iceberg::manifest_writer(
+    let mut writer = crate::table::iceberg::new_snapshot::manifest_writer(
         &io,
         "memory:///cross-check.avro",
         merged.file.added_snapshot_id,
@@ -512,7 +512,7 @@ mod tests {
             .unwrap();
         let mut list_entry = crate::runtime::block_on(async {
             let io = FileIO::new_with_fs();
-            let mut w = crate::table::iceberg::manifest_writer(
+            let mut w = crate::table::iceberg::new_snapshot::manifest_writer(
                 &io,
                 &path,
                 snapshot_id,

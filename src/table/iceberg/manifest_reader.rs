@@ -451,7 +451,8 @@ mod tests {
     };
 
     use super::*;
-    use crate::table::iceberg::{LoadedManifest, manifest_writer};
+    use crate::table::iceberg::LoadedManifest;
+    use crate::table::iceberg::new_snapshot::manifest_writer;
 
     const SMALL: f64 = 64.0 * 1024.0 * 1024.0;
 

@@ -1,5 +1,7 @@
 //! Reading an Iceberg table's current state through iceberg-rust: metadata, manifest list,
-//! manifests, and the live files of the current snapshot.
+//! manifests, and the live files of the current snapshot. Parsing the metadata files is
+//! [`metadata`]'s; writing a new snapshot (manifests, manifest list, the metadata naming it)
+//! [`new_snapshot`]'s; making that metadata current [`commit`]'s.
 
 pub mod avro;
 pub mod avro_writer;
@@ -12,11 +14,16 @@ pub mod list_reader;
 pub mod manifest;
 pub mod manifest_merge;
 pub mod manifest_reader;
+pub mod metadata;
+pub mod new_snapshot;
 pub mod partition;
 pub mod reach;
 pub mod stand_in;
 pub mod tallies;
 
+pub use metadata::{parse_manifest_list, parse_metadata};
+
+use metadata::{gunzip_if_compressed, nanosecond_timestamptz_column};
 pub use tallies::{CarriedManifest, TalliedManifests, Tallies, has_every_count};
 
 use std::collections::HashSet;
@@ -25,9 +32,7 @@ use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
 use iceberg::io::FileIO;
-use iceberg::spec::{
-    DataFileFormat, FormatVersion, Manifest, ManifestFile, ManifestList, PartitionSpec, TableMetadata, Type,
-};
+use iceberg::spec::{DataFileFormat, Manifest, ManifestFile, PartitionSpec, TableMetadata, Type};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime;
@@ -117,7 +122,7 @@ impl IcebergTable {
         self.require_defaults_kept()
     }
 
-    /// Refuses when a column default of the metadata file was lost in parsing ([`lost_defaults`]).
+    /// Refuses when a column default of the metadata file was lost in parsing (`metadata::lost_defaults`).
     fn require_defaults_kept(&self) -> Result<()> {
         if self.lost_defaults.is_empty() {
             return Ok(());
@@ -167,7 +172,7 @@ impl IcebergTable {
                     // A v1 list may name field 504-506 `added_files_count` (pyiceberg) where
                     // iceberg-rust's v1 schema expects `added_data_files_count` (Java's v1
                     // name) and reads no count; the lean reader reads by field id, as Java does.
-                    if let Some(lean) = lean.filter(|_| version == FormatVersion::V1) {
+                    if let Some(lean) = lean.filter(|_| version == iceberg::spec::FormatVersion::V1) {
                         f.added_files_count = f.added_files_count.or(lean.added_files_count);
                         f.existing_files_count = f.existing_files_count.or(lean.existing_files_count);
                         f.deleted_files_count = f.deleted_files_count.or(lean.deleted_files_count);
@@ -304,6 +309,36 @@ impl IcebergTable {
             Ok::<(), Error>(())
         })?
     }
+
+    /// The tallies [`IcebergTable::data_tallies`] kept at `small_limit`, if it did.
+    pub fn kept_tallies(&self, small_limit: f64) -> Option<TalliedManifests> {
+        let kept = self.tallies.lock().ok()?;
+        kept.as_ref().filter(|k| k.small_limit == small_limit).map(|k| k.manifests.clone())
+    }
+
+    /// For a current snapshot without delete manifests: each manifest with its tally (by the
+    /// lean reader, [`IcebergTable::summarize_each`]) at the small-file threshold `small_limit`
+    /// (bytes), in manifest-list order; counted once per threshold and kept. `None` when the
+    /// snapshot has delete manifests (their tallies depend on the order manifests are read in).
+    pub fn data_tallies(&self, small_limit: f64) -> Result<Option<TalliedManifests>> {
+        if let Some(kept) = self.kept_tallies(small_limit) {
+            return Ok(Some(kept));
+        }
+        let listed = self.current_manifests()?;
+        if listed.iter().any(|m| m.content == iceberg::spec::ManifestContentType::Deletes) {
+            return Ok(None);
+        }
+        let order: std::collections::HashMap<String, usize> =
+            listed.iter().enumerate().map(|(i, m)| (m.manifest_path.clone(), i)).collect();
+        let mut tallies: Vec<(ManifestFile, ManifestTally)> = Vec::with_capacity(listed.len());
+        self.summarize_each(listed, small_limit, Default::default(), &mut |file, tally| tallies.push((file, tally)))?;
+        tallies.sort_by_key(|(file, _)| order[&file.manifest_path]);
+        let tallies = Arc::new(tallies);
+        if let Ok(mut kept) = self.tallies.lock() {
+            *kept = Some(Tallies { small_limit, manifests: tallies.clone() });
+        }
+        Ok(Some(tallies))
+    }
 }
 
 /// The figures of one manifest: by the lean reader, else from iceberg-rust's decoding. Test
@@ -383,206 +418,6 @@ fn model_files(metadata: &TableMetadata, loaded: &LoadedManifest) -> Vec<DataFil
         .collect()
 }
 
-/// The fields whose `initial-default` or `write-default` the metadata file `bytes` gives and the
-/// parsed `metadata` does not hold (iceberg-rust drops a default it cannot parse for the type),
-/// as `schema <id> column '<name>' (id <id>)`. Read only when the file mentions a default.
-fn lost_defaults(bytes: &[u8], metadata: &TableMetadata) -> Vec<String> {
-    use serde_json::Value;
-    let mentions = |needle: &[u8]| memchr::memmem::find(bytes, needle).is_some();
-    if !mentions(b"\"initial-default\"") && !mentions(b"\"write-default\"") {
-        return Vec::new();
-    }
-    let Ok(raw) = serde_json::from_slice::<Value>(bytes) else { return Vec::new() };
-    fn walk(ty: &Value, out: &mut Vec<(i64, String, bool, bool)>) {
-        let Some(object) = ty.as_object() else { return };
-        for field in object.get("fields").and_then(Value::as_array).into_iter().flatten() {
-            let has = |key: &str| field.get(key).is_some_and(|v| !v.is_null());
-            if let Some(id) = field.get("id").and_then(Value::as_i64) {
-                let name = field.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
-                out.push((id, name, has("initial-default"), has("write-default")));
-            }
-            walk(field.get("type").unwrap_or(&Value::Null), out);
-        }
-        for key in ["element", "key", "value"] {
-            walk(object.get(key).unwrap_or(&Value::Null), out);
-        }
-    }
-    let mut schemas: Vec<&Value> =
-        raw.get("schemas").and_then(Value::as_array).map(|a| a.iter().collect()).unwrap_or_default();
-    schemas.extend(raw.get("schema"));
-    let mut lost = Vec::new();
-    for schema in schemas {
-        let id = schema.get("schema-id").and_then(Value::as_i64).unwrap_or(0) as i32;
-        let parsed = metadata.schema_by_id(id);
-        let mut fields = Vec::new();
-        walk(schema, &mut fields);
-        for (field_id, name, initial, write) in fields {
-            let kept = parsed.and_then(|s| s.field_by_id(field_id as i32));
-            let missing =
-                kept.is_none_or(|f| (initial && f.initial_default.is_none()) || (write && f.write_default.is_none()));
-            if (initial || write) && missing {
-                let entry = format!("schema {id} column '{name}' (id {field_id})");
-                if !lost.contains(&entry) {
-                    lost.push(entry);
-                }
-            }
-        }
-    }
-    lost
-}
-
-/// The manifest list `bytes` of a table of format `version`, by iceberg-rust's reader: as that
-/// version, else (a table upgraded from v1 or v2 keeps its old lists until a commit writes new
-/// ones) as an older one, whose absent fields read as Java reads them (sequence numbers 0, data
-/// content, counts unknown). A panic of the reader is an error.
-pub fn parse_manifest_list(bytes: &[u8], version: FormatVersion) -> std::result::Result<Vec<ManifestFile>, String> {
-    // Its blocks decompressed first, within bounds: apache-avro inflates without one.
-    let bytes = &crate::table::iceberg::avro::uncompressed(bytes)?[..];
-    let parse = |v| {
-        crate::error::without_panic(|| ManifestList::parse_with_version(bytes, v))?
-            .map(|list| list.consume_entries().into_iter().collect())
-            .map_err(|e| Error::from(e).to_string())
-    };
-    let first = match parse(version) {
-        Ok(list) => return Ok(list),
-        Err(e) => e,
-    };
-    [FormatVersion::V2, FormatVersion::V1].into_iter().filter(|v| *v < version).find_map(|v| parse(v).ok()).ok_or(first)
-}
-
-/// The metadata file `bytes` (read from `location`, for messages): the metadata, the stand-ins
-/// it needed ([`StandIns`]) and the column defaults iceberg-rust would lose.
-/// A panic of iceberg-rust's validation (it subtracts timestamps unchecked: a metadata file with
-/// extreme ones overflowed in debug builds) is an error naming the file.
-pub fn parse_metadata(bytes: &[u8], location: &str) -> Result<(TableMetadata, StandIns, Vec<String>)> {
-    let parse = || -> Result<(TableMetadata, StandIns, Vec<String>)> {
-        let (metadata, stand_ins) = match serde_json::from_slice::<TableMetadata>(bytes) {
-            Ok(metadata) => (metadata, StandIns::default()),
-            Err(first) => parse_with_stand_ins(bytes, location, first)?,
-        };
-        let lost_defaults = lost_defaults(bytes, &metadata);
-        Ok((metadata, stand_ins, lost_defaults))
-    };
-    crate::error::without_panic(parse).map_err(|panic| {
-        Error::new(
-            ErrorKind::CorruptMetadata,
-            format!("metadata file '{location}' is not valid Iceberg table metadata"),
-        )
-        .with_context("cause", panic)
-    })?
-}
-
-/// Parses metadata that serde refused directly (`first`): with stand-ins for column types
-/// iceberg-rust lacks, and, if it still fails, with an error that says what is wrong.
-fn parse_with_stand_ins(bytes: &[u8], location: &str, first: serde_json::Error) -> Result<(TableMetadata, StandIns)> {
-    let invalid = |what: String| {
-        Error::new(
-            ErrorKind::CorruptMetadata,
-            format!("metadata file '{location}' is not valid Iceberg table metadata: {what}"),
-        )
-    };
-    let mut value: serde_json::Value = serde_json::from_slice(bytes)
-        .map_err(|_| invalid(format!("it is not valid JSON (line {}, column {})", first.line(), first.column())))?;
-    let version = value.get("format-version").and_then(serde_json::Value::as_u64);
-    match version {
-        Some(1..=3) => {}
-        Some(v) => {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                format!("metadata file '{location}' is Iceberg format version {v}; versions 1 to 3 are supported"),
-            ));
-        }
-        None => return Err(invalid("it has no numeric format-version".into())),
-    }
-    if version.is_some_and(|v| v >= 2) {
-        fill_upgraded_snapshots(&mut value);
-    }
-    let stand_ins = StandIns::substitute_metadata(&mut value);
-    match serde_json::from_value::<TableMetadata>(value.clone()) {
-        Ok(metadata) => Ok((metadata, stand_ins)),
-        Err(e) => Err(match StandIns::first_unknown_type(&value) {
-            Some((column, ty)) => Error::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "metadata file '{location}': column '{column}' has type '{ty}', which this version does not support"
-                ),
-            ),
-            None => invalid(match missing_field(&value, version.unwrap_or(1)) {
-                Some(field) => format!("the required field '{field}' is missing"),
-                None => e.to_string(),
-            }),
-        }),
-    }
-}
-
-/// Snapshots a table took before it was upgraded from format v1 have no `sequence-number`;
-/// Java reads it as 0 (the v1 sequence number), and so does this (iceberg-rust requires it).
-fn fill_upgraded_snapshots(metadata: &mut serde_json::Value) {
-    let Some(snapshots) = metadata.get_mut("snapshots").and_then(serde_json::Value::as_array_mut) else { return };
-    for snapshot in snapshots.iter_mut().filter_map(serde_json::Value::as_object_mut) {
-        snapshot.entry("sequence-number").or_insert(serde_json::Value::from(0));
-    }
-}
-
-/// The first field the spec requires of this format version that the metadata lacks.
-fn missing_field(metadata: &serde_json::Value, version: u64) -> Option<&'static str> {
-    let required: &[&str] = if version == 1 {
-        &["location", "last-updated-ms", "last-column-id"]
-    } else {
-        &[
-            "table-uuid",
-            "location",
-            "last-sequence-number",
-            "last-updated-ms",
-            "last-column-id",
-            "schemas",
-            "current-schema-id",
-            "partition-specs",
-            "default-spec-id",
-            "last-partition-id",
-            "sort-orders",
-            "default-sort-order-id",
-        ]
-    };
-    required.iter().copied().find(|f| metadata.get(*f).is_none())
-}
-
-/// A metadata file's JSON: gzip-compressed files (`*.gz.metadata.json`, `*.metadata.json.gz`,
-/// as Java writes with `write.metadata.compression-codec=gzip`) are recognised by their magic
-/// bytes and decompressed, to at most [`inflate::limit_bytes`] of the file (beyond: refused as a
-/// decompression bomb); anything else is returned as it is.
-fn gunzip_if_compressed(bytes: bytes::Bytes, location: &str) -> Result<bytes::Bytes> {
-    if !bytes.starts_with(&[0x1f, 0x8b]) {
-        return Ok(bytes);
-    }
-    let mut json = Vec::new();
-    let limit = inflate::limit_bytes(bytes.len());
-    inflate::read_capped(flate2::read::GzDecoder::new(&bytes[..]), &mut json, limit).map_err(|stopped| {
-        let what = match stopped {
-            inflate::Stopped::TooLarge => inflate::bomb_message(bytes.len()),
-            inflate::Stopped::Corrupt(e) => format!("is not valid gzip: {e}"),
-        };
-        Error::new(ErrorKind::CorruptMetadata, format!("metadata file '{location}' {what}"))
-    })?;
-    Ok(json.into())
-}
-
-/// The first column of `schema` (its name) of type `timestamptz_ns`, at any depth.
-fn nanosecond_timestamptz_column(schema: &iceberg::spec::Schema) -> Option<String> {
-    use iceberg::spec::PrimitiveType;
-    fn walk(ty: &Type, name: &str) -> Option<String> {
-        match ty {
-            Type::Primitive(PrimitiveType::TimestamptzNs) => Some(name.to_string()),
-            Type::Primitive(_) => None,
-            Type::Struct(s) => s.fields().iter().find_map(|f| walk(&f.field_type, &format!("{name}.{}", f.name))),
-            Type::List(l) => walk(&l.element_field.field_type, &format!("{name}.element")),
-            Type::Map(m) => walk(&m.key_field.field_type, &format!("{name}.key"))
-                .or_else(|| walk(&m.value_field.field_type, &format!("{name}.value"))),
-        }
-    }
-    schema.as_struct().fields().iter().find_map(|f| walk(&f.field_type, &f.name))
-}
-
 /// The manifest-list entry of `loaded` with the file and row counts a v1 list may lack
 /// (null in v1, required from v2) counted from its entries, so it can be named by a new list.
 pub fn with_counts(loaded: &LoadedManifest) -> ManifestFile {
@@ -620,233 +455,4 @@ pub(crate) async fn load_manifest(
 ) -> Result<LoadedManifest> {
     let manifest = crate::table::iceberg::manifest::read(file_io, metadata, &file).await?;
     Ok(LoadedManifest { file, manifest })
-}
-
-/// A random positive snapshot id.
-pub fn new_snapshot_id() -> i64 {
-    (uuid::Uuid::new_v4().as_u64_pair().0 >> 1) as i64
-}
-
-/// The fields of a snapshot that a writer chooses.
-pub struct NewSnapshot {
-    /// Its id ([`new_snapshot_id`]).
-    pub snapshot_id: i64,
-    /// The snapshot it follows on `main`.
-    pub parent: Option<i64>,
-    /// The table's next sequence number.
-    pub sequence_number: i64,
-    /// When it was taken.
-    pub timestamp_ms: i64,
-    /// Its manifest list.
-    pub manifest_list: String,
-    /// What it did, with summary figures.
-    pub summary: iceberg::spec::Summary,
-    /// The schema it was written with.
-    pub schema_id: i32,
-    /// Format v3: the row ids its manifest list assigned (first, count: [`ListWritten`]).
-    pub row_range: Option<(u64, u64)>,
-}
-
-/// A manifest writer for `content` at `path`, of `table`'s format version (v1 has no delete
-/// manifests), its entries added by `snapshot_id`.
-pub fn manifest_writer(
-    file_io: &FileIO,
-    path: &str,
-    snapshot_id: i64,
-    schema: iceberg::spec::SchemaRef,
-    spec: iceberg::spec::PartitionSpec,
-    version: FormatVersion,
-    content: iceberg::spec::ManifestContentType,
-) -> Result<iceberg::spec::ManifestWriter> {
-    let spec = avro_safe_spec(spec)?;
-    let builder = iceberg::spec::ManifestWriterBuilder::new(file_io.new_output(path)?, Some(snapshot_id), schema, spec);
-    use iceberg::spec::ManifestContentType::{Data, Deletes};
-    Ok(match (version, content) {
-        (FormatVersion::V1, _) => builder.build_v1(),
-        (FormatVersion::V2, Deletes) => builder.build_v2_deletes(),
-        (FormatVersion::V2, Data) => builder.build_v2_data(),
-        (FormatVersion::V3, Deletes) => builder.build_v3_deletes(),
-        (FormatVersion::V3, Data) => builder.build_v3_data(),
-    })
-}
-
-/// `spec` with its fields named as an Avro schema may name them ([`manifest::avro_safe_name`],
-/// as Java writes them): iceberg-rust writes the spec's names into a manifest's Avro schema, and
-/// a name like `event-date` made a manifest that apache-avro (our reader, iceberg-rust's) refuses
-/// to parse. Readers take the partition fields by `field-id` (Java, pyiceberg, our lean reader)
-/// or by the names in the manifest's header (iceberg-rust), which then agree with the schema.
-fn avro_safe_spec(spec: iceberg::spec::PartitionSpec) -> Result<iceberg::spec::PartitionSpec> {
-    if spec.fields().iter().all(|f| matches!(manifest::avro_safe_name(&f.name), std::borrow::Cow::Borrowed(_))) {
-        return Ok(spec);
-    }
-    let invalid = |e: serde_json::Error| Error::new(ErrorKind::CorruptMetadata, format!("partition spec: {e}"));
-    let mut value = serde_json::to_value(&spec).map_err(invalid)?;
-    for field in value.get_mut("fields").and_then(serde_json::Value::as_array_mut).into_iter().flatten() {
-        if let Some(name) = field.get("name").and_then(serde_json::Value::as_str) {
-            let safe = manifest::avro_safe_name(name).into_owned();
-            field["name"] = serde_json::Value::from(safe);
-        }
-    }
-    serde_json::from_value(value).map_err(invalid)
-}
-
-/// A manifest list written for a new snapshot.
-pub struct ListWritten {
-    /// Where it is.
-    pub path: String,
-    /// Format v3: the row ids it assigned to data manifests that had none (the new ones, and
-    /// those of a table upgraded from v2) — the snapshot's `first-row-id` (the table's
-    /// `next-row-id`) and `added-rows`.
-    pub row_range: Option<(u64, u64)>,
-}
-
-/// Writes the live entries of `manifests` (of one partition spec and content; one, or several
-/// whose entries go together) as a new manifest at `path` for snapshot `snapshot_id`: those
-/// `drop` picks as DELETED, the others as EXISTING, each with its data and file sequence numbers,
-/// the snapshot that added it and (v3) its first row id; `seen` is told of every live entry and
-/// whether it was dropped. Written with the spec and schema of the newest of them (for one, its
-/// own). A commit that empties several manifests lists their entries DELETED in one this way —
-/// its record of the files it removed, which Java's expiry reads to delete them.
-pub async fn rewrite_manifest_dropping(
-    file_io: &FileIO,
-    path: &str,
-    snapshot_id: i64,
-    version: FormatVersion,
-    manifests: &[&LoadedManifest],
-    drop: impl Fn(&iceberg::spec::ManifestEntry) -> bool,
-    mut seen: impl FnMut(&iceberg::spec::ManifestEntry, bool),
-) -> Result<ManifestFile> {
-    let newest = manifests
-        .iter()
-        .max_by_key(|m| m.file.added_snapshot_id)
-        .ok_or_else(|| Error::new(ErrorKind::Io, "no manifest to rewrite (this is a bug, please report it)"))?;
-    let mut writer = manifest_writer(
-        file_io,
-        path,
-        snapshot_id,
-        newest.manifest.metadata().schema().clone(),
-        newest.manifest.metadata().partition_spec().clone(),
-        version,
-        newest.file.content,
-    )?;
-    for loaded in manifests {
-        for e in loaded.manifest.entries().iter().filter(|e| e.is_alive()) {
-            let seq = e.sequence_number().unwrap_or(0);
-            let file_seq = e.file_sequence_number.or(Some(seq));
-            let dropped = drop(e);
-            seen(e, dropped);
-            if dropped {
-                writer.add_delete_file(e.data_file().clone(), seq, file_seq)?;
-            } else {
-                let added_by = e.snapshot_id().unwrap_or(loaded.file.added_snapshot_id);
-                writer.add_existing_file(e.data_file().clone(), added_by, seq, file_seq)?;
-            }
-        }
-    }
-    Ok(writer.write_manifest_file().await?)
-}
-
-/// Writes the manifest list of `table`'s next snapshot `snapshot_id` (after the current one, at
-/// the next sequence number) naming `manifests`, beside the current metadata file; its path is
-/// recorded in `scratch` before anything is written.
-pub async fn write_manifest_list(
-    table: &IcebergTable,
-    snapshot_id: i64,
-    manifests: impl IntoIterator<Item = ManifestFile>,
-    scratch: &mut Vec<String>,
-) -> Result<ListWritten> {
-    let metadata = &table.metadata;
-    let (parent, sequence_number) = (metadata.current_snapshot_id(), metadata.next_sequence_number());
-    let path = format!("{}/snap-{snapshot_id}-1-{}.avro", table.metadata_dir(), uuid::Uuid::new_v4());
-    scratch.push(path.clone());
-    let output = table.file_io.new_output(&path)?.writer().await?;
-    let first_row_id = metadata.next_row_id();
-    let mut list = match metadata.format_version() {
-        FormatVersion::V1 => iceberg::spec::ManifestListWriter::v1(output, snapshot_id, parent),
-        FormatVersion::V2 => iceberg::spec::ManifestListWriter::v2(output, snapshot_id, parent, sequence_number),
-        FormatVersion::V3 => {
-            iceberg::spec::ManifestListWriter::v3(output, snapshot_id, parent, sequence_number, Some(first_row_id))
-        }
-    };
-    list.add_manifests(manifests.into_iter())?;
-    let row_range = list.next_row_id().map(|next| (first_row_id, next - first_row_id));
-    list.close().await?;
-    Ok(ListWritten { path, row_range })
-}
-
-/// `table`'s metadata with a new snapshot on `main` after the current one: the next sequence
-/// number, the current schema, taken now ([`add_to_main`]).
-pub fn with_main_snapshot(
-    table: &IcebergTable,
-    snapshot_id: i64,
-    manifest_list: ListWritten,
-    summary: iceberg::spec::Summary,
-    add_order: Option<&iceberg::spec::SortOrder>,
-) -> Result<TableMetadata> {
-    let metadata = &table.metadata;
-    let mut builder = iceberg::spec::TableMetadataBuilder::new_from_metadata(
-        metadata.as_ref().clone(),
-        Some(table.metadata_location.clone()),
-    );
-    if let Some(order) = add_order {
-        builder = add_sort_order(builder, order)?;
-    }
-    add_to_main(
-        builder,
-        NewSnapshot {
-            snapshot_id,
-            parent: metadata.current_snapshot_id(),
-            sequence_number: metadata.next_sequence_number(),
-            timestamp_ms: chrono::Utc::now().timestamp_millis(),
-            manifest_list: manifest_list.path,
-            summary,
-            schema_id: metadata.current_schema_id(),
-            row_range: manifest_list.row_range,
-        },
-    )
-}
-
-/// Adds `order` to the metadata being built, not as the default (an equal order already there is
-/// reused); [`check_added`] then checks it got the id the files were written with.
-pub fn add_sort_order(
-    builder: iceberg::spec::TableMetadataBuilder,
-    order: &iceberg::spec::SortOrder,
-) -> Result<iceberg::spec::TableMetadataBuilder> {
-    if order.fields.iter().any(|f| f.source_id == 0) {
-        return Err(Error::invalid("sort_order names a column missing from the current schema"));
-    }
-    Ok(builder.add_sort_order(iceberg::spec::SortOrder { order_id: order.order_id, fields: order.fields.clone() })?)
-}
-
-/// Checks that `metadata` holds `order` under its id (after [`add_sort_order`]): a concurrent
-/// writer that added another order meanwhile makes the commit fail rather than mislabel files.
-pub fn check_added(metadata: &TableMetadata, order: &iceberg::spec::SortOrder) -> Result<()> {
-    match metadata.sort_order_by_id(order.order_id) {
-        Some(found) if found.fields == order.fields => Ok(()),
-        _ => Err(Error::conflict(format!(
-            "another writer changed the table's sort orders while we compacted (sort order id {} is taken); nothing \
-             was committed and the rewritten files were removed; run again",
-            order.order_id
-        ))),
-    }
-}
-
-/// Adds `new` to `builder` as the head of the `main` branch and builds the metadata. The
-/// branch keeps its retention settings (`min-snapshots-to-keep`, `max-snapshot-age-ms`,
-/// `max-ref-age-ms`); every other ref is untouched.
-pub fn add_to_main(builder: iceberg::spec::TableMetadataBuilder, new: NewSnapshot) -> Result<TableMetadata> {
-    use iceberg::spec::Snapshot;
-    let snapshot = Snapshot::builder()
-        .with_snapshot_id(new.snapshot_id)
-        .with_parent_snapshot_id(new.parent)
-        .with_sequence_number(new.sequence_number)
-        .with_timestamp_ms(new.timestamp_ms)
-        .with_manifest_list(new.manifest_list)
-        .with_summary(new.summary)
-        .with_schema_id(new.schema_id);
-    let snapshot = match new.row_range {
-        Some((first_row_id, added_rows)) => snapshot.with_row_range(first_row_id, added_rows).build(),
-        None => snapshot.build(),
-    };
-    Ok(builder.set_branch_snapshot(snapshot, "main")?.build()?.metadata)
 }

@@ -1,13 +1,12 @@
 //! What the lean reader's per-manifest tallies give the planners: the tallies of a snapshot kept
-//! on its table (the gate profiles, then plans twice, on one state), and the manifests a commit
-//! names as they were, undecoded, with their totals taken from them.
+//! on its table (the gate profiles, then plans twice, on one state; counted and kept by
+//! [`super::IcebergTable::data_tallies`]), and the manifests a commit names as they were,
+//! undecoded, with their totals taken from them.
 
 use std::sync::Arc;
 
 use iceberg::spec::ManifestFile;
 
-use crate::error::Result;
-use crate::table::iceberg::IcebergTable;
 use crate::table::summary::ManifestTally;
 
 /// Each manifest-list entry of a snapshot with its tally, in manifest-list order.
@@ -20,38 +19,6 @@ pub struct Tallies {
     pub small_limit: f64,
     /// Each manifest-list entry with its tally.
     pub manifests: TalliedManifests,
-}
-
-impl IcebergTable {
-    /// The tallies [`IcebergTable::data_tallies`] kept at `small_limit`, if it did.
-    pub fn kept_tallies(&self, small_limit: f64) -> Option<TalliedManifests> {
-        let kept = self.tallies.lock().ok()?;
-        kept.as_ref().filter(|k| k.small_limit == small_limit).map(|k| k.manifests.clone())
-    }
-
-    /// For a current snapshot without delete manifests: each manifest with its tally (by the
-    /// lean reader, [`IcebergTable::summarize_each`]) at the small-file threshold `small_limit`
-    /// (bytes), in manifest-list order; counted once per threshold and kept. `None` when the
-    /// snapshot has delete manifests (their tallies depend on the order manifests are read in).
-    pub fn data_tallies(&self, small_limit: f64) -> Result<Option<TalliedManifests>> {
-        if let Some(kept) = self.kept_tallies(small_limit) {
-            return Ok(Some(kept));
-        }
-        let listed = self.current_manifests()?;
-        if listed.iter().any(|m| m.content == iceberg::spec::ManifestContentType::Deletes) {
-            return Ok(None);
-        }
-        let order: std::collections::HashMap<String, usize> =
-            listed.iter().enumerate().map(|(i, m)| (m.manifest_path.clone(), i)).collect();
-        let mut tallies: Vec<(ManifestFile, ManifestTally)> = Vec::with_capacity(listed.len());
-        self.summarize_each(listed, small_limit, Default::default(), &mut |file, tally| tallies.push((file, tally)))?;
-        tallies.sort_by_key(|(file, _)| order[&file.manifest_path]);
-        let tallies = Arc::new(tallies);
-        if let Ok(mut kept) = self.tallies.lock() {
-            *kept = Some(Tallies { small_limit, manifests: tallies.clone() });
-        }
-        Ok(Some(tallies))
-    }
 }
 
 /// Whether the manifest-list entry `file` gives every file and row count (format v2 and later

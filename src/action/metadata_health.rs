@@ -1,15 +1,15 @@
 //! Metadata health: the figures that say whether a table's metadata is bloated — snapshots past
 //! retention, manifests, metadata.json versions, delete files and orphan files.
 //!
-//! The verdict is actionable: `requires_expiry` when [`crate::action::expire`] would expire
-//! something, `requires_orphan_cleanup` when [`crate::action::orphans`] would delete something;
+//! The verdict is actionable: `requires_expiry` when [`crate::action::expire_snapshots`] would expire
+//! something, `requires_orphan_cleanup` when [`crate::action::remove_orphan_files`] would delete something;
 //! `metadata_bloated` is either, with the reasons spelled out.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
 
-use crate::action::expire::{ExpiryOptions, retention_days_in_force, select};
-use crate::action::orphans::find_orphans;
+use crate::action::expire_snapshots::{ExpiryOptions, retention_days_in_force, select};
+use crate::action::remove_orphan_files::find_orphans;
 use crate::action::vacuum;
 use crate::duck::HostDb;
 use crate::error::Result;

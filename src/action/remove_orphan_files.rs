@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use crate::action::boundary::Boundary;
-use crate::action::expire::{DeletedFile, delete_files};
+use crate::action::delete_files::{DeletedFile, delete_files};
 use crate::action::real_paths::RealPaths;
 use crate::error::{Error, ErrorKind, Result};
 use crate::plan::expiry::{Deletion, FileKind};

@@ -34,10 +34,10 @@ use crate::store::{TableRoot, strip_file_scheme};
 use crate::table::deleted_rows::DeletedRows;
 use crate::table::iceberg::commit::{commit_table, require_exclusive, settle_attempt};
 use crate::table::iceberg::deletion_vector::{self, NewVector, is_deletion_vector};
-use crate::table::iceberg::{
-    IcebergTable, LoadedManifest, manifest_writer, new_snapshot_id, rewrite_manifest_dropping, with_counts,
-    with_main_snapshot, write_manifest_list,
+use crate::table::iceberg::new_snapshot::{
+    manifest_writer, new_snapshot_id, rewrite_manifest_dropping, with_main_snapshot, write_manifest_list,
 };
+use crate::table::iceberg::{IcebergTable, LoadedManifest, with_counts};
 use crate::table::{DataFile, FileContent, Located, PartitionKey};
 
 /// Commit attempts before giving up on a table that keeps moving.
@@ -49,7 +49,7 @@ const POS_FIELD_ID: i32 = 2_147_483_545;
 
 /// What the user asked for.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RewriteDeletesOptions {
+pub struct RewritePositionDeletesOptions {
     /// On a v2 table, a partition is rewritten when it has at least this many position delete
     /// files (on v3 every partition with one is: its deletes become vectors).
     pub min_input_files: u64,
@@ -61,7 +61,7 @@ pub struct RewriteDeletesOptions {
     pub dry_run: bool,
 }
 
-impl Default for RewriteDeletesOptions {
+impl Default for RewritePositionDeletesOptions {
     fn default() -> Self {
         Self { min_input_files: 2, convert_equality_deletes: false, dry_run: false }
     }
@@ -91,7 +91,7 @@ pub struct DeletePartition {
 
 /// What a rewrite did (or, dry, would do).
 #[derive(Debug, Clone, Default)]
-pub struct RewriteDeletesReport {
+pub struct RewritePositionDeletesReport {
     /// Per partition with position delete files.
     pub partitions: Vec<DeletePartition>,
     /// Vectors the new ones replaced (merged into them).
@@ -109,9 +109,9 @@ pub struct RewriteDeletesReport {
 /// Plans, and unless `dry_run` rewrites and commits, the position deletes of `located`.
 pub fn rewrite_position_deletes(
     located: &Located,
-    options: &RewriteDeletesOptions,
+    options: &RewritePositionDeletesOptions,
     host: &HostDb,
-) -> Result<RewriteDeletesReport> {
+) -> Result<RewritePositionDeletesReport> {
     if options.min_input_files < 1 {
         return Err(Error::invalid("min_input_files must be at least 1"));
     }
@@ -122,7 +122,7 @@ pub fn rewrite_position_deletes(
         let conn = host.connect()?;
         // Held while DuckDB reads and writes the table's files.
         let access = crate::store::prepare_remote(&conn, &TableRoot::of_metadata_file(&table.metadata_location)?)?;
-        let mut report = RewriteDeletesReport {
+        let mut report = RewritePositionDeletesReport {
             partitions: state.plan(&conn, options, table.metadata.format_version())?,
             dry_run: options.dry_run,
             warning: access.notice.clone(),
@@ -217,7 +217,7 @@ impl State {
     fn plan(
         &self,
         conn: &Nested,
-        options: &RewriteDeletesOptions,
+        options: &RewritePositionDeletesOptions,
         version: FormatVersion,
     ) -> Result<Vec<DeletePartition>> {
         self.by_partition
@@ -308,7 +308,7 @@ impl State {
         &self,
         table: &IcebergTable,
         conn: &Nested,
-        report: &mut RewriteDeletesReport,
+        report: &mut RewritePositionDeletesReport,
         scratch: &mut Vec<String>,
     ) -> Result<Written> {
         let v3 = table.metadata.format_version() >= FormatVersion::V3;
