@@ -38,12 +38,16 @@
 //!   root (what was named or registered, not what its metadata says): which store its files are
 //!   read from, which directory its outputs stay under. A new store is an
 //!   [`store::ObjectScheme`], a client in `store_for`, and its settings beside [`store::s3`].
-//! - [`catalog`]: where a table's pointer lives: [`catalog::config`] reads pyiceberg's
+//! - [`catalog`]: where a table's pointer lives: the [`catalog::Catalog`] trait (load, reload,
+//!   swap the pointer or publish changes) and its registry [`catalog::KINDS`], keyed by the
+//!   configured `type` ([`catalog::open`]); [`catalog::config`] reads pyiceberg's
 //!   configuration, [`catalog::sql`] the sqlite SQL catalog (lookup and the conditional pointer
 //!   move), [`catalog::rest`] the Iceberg REST client (vended credentials, commits under
-//!   requirements), [`catalog::glue`] the AWS Glue Data Catalog (`GetTable`, `UpdateTable` under
-//!   `VersionId`), [`catalog::sigv4`] SigV4 signing of catalog requests, [`catalog::pointer`] what
-//!   a pointer move we make comes to. A new catalog goes here.
+//!   requirements; also S3 Tables and Glue's Iceberg endpoint), [`catalog::glue`] the AWS Glue
+//!   Data Catalog (`GetTable`, `UpdateTable` under `VersionId`), [`catalog::sigv4`] SigV4 signing
+//!   of catalog requests, [`catalog::pointer`] what a commit through a catalog comes to. A new
+//!   catalog is one file here: a type implementing [`catalog::Catalog`] and its
+//!   [`catalog::Kind`], plus its `pub mod` line and its entry in [`catalog::KINDS`].
 //! - [`table`]: the format-neutral model ([`table::Table`] opened once per call,
 //!   [`table::DataFile`], [`table::PartitionKey`]) and [`table::summary`], what a listing comes to
 //!   per partition, and [`table::deleted_rows`], the deletion-vector bitmap both formats share;
