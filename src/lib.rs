@@ -46,12 +46,16 @@
 //!   read from, which directory its outputs stay under. A new store is an
 //!   [`store::ObjectScheme`] (listed in its `ALL`, which delta-rs's log stores follow), a client
 //!   in `store_for`, and its settings in a file beside [`store::s3`].
-//! - [`catalog`]: where a table's pointer lives: [`catalog::config`] reads pyiceberg's
+//! - [`catalog`]: where a table's pointer lives: the [`catalog::Catalog`] trait (load, reload,
+//!   swap the pointer or publish changes; in [`catalog::backend`], apart from the registry) and its registry [`catalog::KINDS`], keyed by the
+//!   configured `type` ([`catalog::open`]); [`catalog::config`] reads pyiceberg's
 //!   configuration, [`catalog::sql`] the sqlite SQL catalog (lookup and the conditional pointer
 //!   move), [`catalog::rest`] the Iceberg REST client (vended credentials, commits under
-//!   requirements), [`catalog::glue`] the AWS Glue Data Catalog (`GetTable`, `UpdateTable` under
-//!   `VersionId`), [`catalog::sigv4`] SigV4 signing of catalog requests, [`catalog::pointer`] what
-//!   a pointer move we make comes to. A new catalog goes here.
+//!   requirements; also S3 Tables and Glue's Iceberg endpoint), [`catalog::glue`] the AWS Glue
+//!   Data Catalog (`GetTable`, `UpdateTable` under `VersionId`), [`catalog::sigv4`] SigV4 signing
+//!   of catalog requests, [`catalog::pointer`] what a commit through a catalog comes to. A new
+//!   catalog is one file here: a type implementing [`catalog::Catalog`] and its
+//!   [`catalog::Kind`], plus its `pub mod` line and its entry in [`catalog::KINDS`].
 //! - [`table`]: [`table::model`], the format-neutral model ([`table::DataFile`],
 //!   [`table::PartitionKey`]) the formats produce and depend on; [`table::Table`], the opener
 //!   (one variant per format, opened once per call, reloaded); [`table::locate`](mod@table::locate), where an Iceberg

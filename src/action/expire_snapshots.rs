@@ -26,7 +26,6 @@ use iceberg::{Catalog, Namespace, NamespaceIdent, TableCommit, TableCreation, Ta
 
 use crate::action::boundary::Boundary;
 use crate::action::delete_files::{DeletedFile, delete_files};
-use crate::catalog::{Backend, CatalogTable};
 use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt::pause_for_tests;
 use crate::plan::expiry::{Deletion, FileKind, unreachable_files};
@@ -383,8 +382,9 @@ pub fn expire(located: &Located, options: &ExpiryOptions) -> Result<ExpiryReport
         crate::interrupt::check("nothing was expired")?;
         match commit_table(&located, &table, &selection.metadata)? {
             CommitOutcome::Committed { location, warning } => {
+                // A catalog that took changes wrote its own metadata, which may reference more.
                 let (deletions, kept_warning) = match &located.catalog_table {
-                    Some(CatalogTable { backend: Backend::Rest(_), .. }) => {
+                    Some(t) if t.backend.takes_changes() => {
                         keep_what_the_catalog_references(&location, &selection, deletions)
                     }
                     _ => (deletions, None),

@@ -24,6 +24,13 @@ use super::pointer::Swap;
 use super::sigv4::{Signer, first};
 use crate::error::{Error, ErrorKind, Result};
 
+/// The registry's entry: `type: glue` (found without a `uri`).
+pub const KIND: super::Kind = super::Kind { name: "glue", describes: "AWS Glue", needs_uri: false, open };
+
+fn open(config: &CatalogConfig) -> Result<std::sync::Arc<dyn super::Catalog>> {
+    Ok(std::sync::Arc::new(GlueCatalog::connect(config)?))
+}
+
 /// A Glue catalog session.
 pub struct GlueCatalog {
     /// The catalog's name (for messages).
@@ -251,6 +258,28 @@ impl GlueCatalog {
                 format!("{}: cannot update table '{database}.{table}': {refusal}", self.what()),
             )),
         }
+    }
+}
+
+/// Glue's pointer is moved by us ([`GlueCatalog::swap_pointer`]); the catalog's storage
+/// properties apply to its tables' files.
+impl super::Catalog for GlueCatalog {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn load(&self, namespace: &str, table: &str) -> Result<String> {
+        let found = crate::runtime::block_on(self.get_table(namespace, table))??;
+        super::register_table_settings(&found.metadata_location, &self.properties);
+        Ok(found.metadata_location)
+    }
+
+    fn reload(&self, namespace: &str, table: &str) -> Result<String> {
+        Ok(crate::runtime::block_on(self.get_table(namespace, table))??.metadata_location)
+    }
+
+    fn swap<'a>(&'a self, to: super::Move<'a>) -> futures::future::BoxFuture<'a, Result<Swap>> {
+        Box::pin(self.swap_pointer(to.namespace, to.table, to.base, to.new_location))
     }
 }
 

@@ -19,7 +19,7 @@
 //! Commits POST the changes (`add-snapshot`, `set-snapshot-ref`, `remove-snapshots`, …) with the
 //! requirements `assert-table-uuid` and `assert-ref-snapshot-id` on `main`: the catalog is the
 //! lock. 409 is a conflict (reload, re-plan, retry); a 5xx or a timeout leaves the outcome
-//! unknown ([`RestCommit::Unknown`]): the caller reloads and checks before retrying or cleaning
+//! unknown ([`Published::Unknown`]): the caller reloads and checks before retrying or cleaning
 //! up. No token, secret or credential appears in an error.
 
 use std::collections::BTreeMap;
@@ -28,6 +28,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::catalog::config::CatalogConfig;
+use crate::catalog::pointer::Published;
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime;
 use crate::store::S3Settings;
@@ -105,15 +106,34 @@ impl LoadedTable {
     }
 }
 
-/// What a commit POST came to.
-#[derive(Debug, Clone, PartialEq)]
-pub enum RestCommit {
-    /// Committed; the new metadata location.
-    Committed(String),
-    /// A requirement failed (409): nothing was committed.
-    Conflict,
-    /// 5xx, a timeout or a dropped connection: the commit may or may not have landed.
-    Unknown(String),
+/// The registry's entry: `type: rest`, the default for an http(s) `uri`.
+pub const KIND: crate::catalog::Kind =
+    crate::catalog::Kind { name: "rest", describes: "REST catalogs", needs_uri: true, open };
+
+fn open(config: &CatalogConfig) -> Result<std::sync::Arc<dyn crate::catalog::Catalog>> {
+    Ok(std::sync::Arc::new(RestCatalog::connect(config)?))
+}
+
+/// A REST catalog takes changes under requirements and writes the metadata itself; its tables'
+/// settings are the vended ones, registered on every load.
+impl crate::catalog::Catalog for RestCatalog {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn load(&self, namespace: &str, table: &str) -> Result<String> {
+        let loaded = self.load_table(namespace, table)?;
+        loaded.register()?;
+        Ok(loaded.metadata_location)
+    }
+
+    fn takes_changes(&self) -> bool {
+        true
+    }
+
+    fn publish(&self, namespace: &str, table: &str, requirements: Value, updates: Value) -> Result<Published> {
+        self.commit(namespace, table, requirements, updates)
+    }
 }
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -399,7 +419,7 @@ impl RestCatalog {
     }
 
     /// POSTs `updates` to `namespace.table` under `requirements`.
-    pub fn commit(&self, namespace: &str, table: &str, requirements: Value, updates: Value) -> Result<RestCommit> {
+    pub fn commit(&self, namespace: &str, table: &str, requirements: Value, updates: Value) -> Result<Published> {
         let url = self.table_url(namespace, table);
         let identifier = json!({ "namespace": namespace.split('.').collect::<Vec<_>>(), "name": table });
         let body = json!({ "identifier": identifier, "requirements": requirements, "updates": updates });
@@ -407,7 +427,7 @@ impl RestCatalog {
         let response = match self.send(request)? {
             Ok(r) => r,
             Err(e) if e.is_timeout() || e.is_request() || e.is_body() => {
-                return Ok(RestCommit::Unknown(self.transport("commit", &e).message().to_string()));
+                return Ok(Published::Unknown(self.transport("commit", &e).message().to_string()));
             }
             Err(e) => return Err(self.transport("commit", &e)),
         };
@@ -415,11 +435,11 @@ impl RestCatalog {
         let body: Value = runtime::block_on(async move { response.json().await })?.unwrap_or(Value::Null);
         match status.as_u16() {
             200..=299 => body.get("metadata-location").and_then(Value::as_str).map_or_else(
-                || Ok(RestCommit::Unknown("the commit response has no metadata-location".into())),
-                |l| Ok(RestCommit::Committed(l.to_string())),
+                || Ok(Published::Unknown("the commit response has no metadata-location".into())),
+                |l| Ok(Published::Committed(l.to_string())),
             ),
-            409 => Ok(RestCommit::Conflict),
-            500..=599 => Ok(RestCommit::Unknown(describe(status, &body))),
+            409 => Ok(Published::Conflict),
+            500..=599 => Ok(Published::Unknown(describe(status, &body))),
             _ => Err(Error::new(
                 ErrorKind::Catalog,
                 format!(

@@ -2,9 +2,73 @@
 //! share (`iceberg_tables(catalog_name, table_namespace, table_name, metadata_location, …)`),
 //! read for a table's pointer and moved by a conditional update (the catalog is the lock).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
+use futures::future::BoxFuture;
+
+use super::config::{CatalogConfig, RedactedProperties};
+use super::{Catalog, Kind, Move, Swap};
 use crate::error::{Error, ErrorKind, Result};
+
+/// The registry's entry: `type: sql`, the default for a `uri` that is not an http(s) URL.
+pub const KIND: Kind = Kind { name: "sql", describes: "Iceberg SQL catalogs (sqlite)", needs_uri: true, open };
+
+fn open(config: &CatalogConfig) -> Result<Arc<dyn Catalog>> {
+    Ok(Arc::new(SqlCatalog::connect(config)?))
+}
+
+/// An Iceberg SQL catalog in a sqlite database file.
+pub struct SqlCatalog {
+    name: String,
+    database: PathBuf,
+    /// The catalog's properties (`s3.*`, `adls.*`, `gcs.*` apply to its tables' files).
+    properties: BTreeMap<String, String>,
+}
+
+/// Shows the database file and the properties, never a secret among them.
+impl std::fmt::Debug for SqlCatalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlCatalog")
+            .field("name", &self.name)
+            .field("database", &self.database)
+            .field("properties", &RedactedProperties(&self.properties))
+            .finish()
+    }
+}
+
+impl SqlCatalog {
+    /// The catalog `config` describes: the database file its `uri` names (nothing is opened yet).
+    pub fn connect(config: &CatalogConfig) -> Result<Self> {
+        let uri = config.properties.get("uri").map_or("", String::as_str);
+        let database = sqlite_path(uri).map_err(|e| e.with_context("catalog", config.name.clone()))?;
+        Ok(SqlCatalog { name: config.name.clone(), database, properties: config.properties.clone() })
+    }
+}
+
+impl Catalog for SqlCatalog {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn load(&self, namespace: &str, table: &str) -> Result<String> {
+        let location = lookup(&self.database, &self.name, namespace, table)?;
+        super::register_table_settings(&location, &self.properties);
+        Ok(location)
+    }
+
+    fn reload(&self, namespace: &str, table: &str) -> Result<String> {
+        lookup(&self.database, &self.name, namespace, table)
+    }
+
+    fn swap<'a>(&'a self, to: Move<'a>) -> BoxFuture<'a, Result<Swap>> {
+        Box::pin(async move {
+            let moved = swap_pointer(&self.database, &self.name, to.namespace, to.table, to.base, to.new_location)?;
+            Ok(if moved { Swap::Moved } else { Swap::Conflict })
+        })
+    }
+}
 
 /// The database file of an SQLAlchemy sqlite URL (`sqlite:////abs.db`, `sqlite:///rel.db`).
 pub fn sqlite_path(uri: &str) -> Result<PathBuf> {

@@ -26,7 +26,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::catalog::{CatalogTable, Swap};
+use crate::catalog::{CatalogTable, Published, Swap};
 use crate::error::{Error, ErrorKind, Result};
 use crate::store::strip_file_scheme;
 use crate::table::{Located, hadoop_version, metadata_version};
@@ -54,7 +54,7 @@ impl CommitOutcome {
 }
 
 /// Commits `new`, built on `base` (the table as `located` was read), by the table's catalog:
-/// a REST catalog takes the changes ([`rest_updates`]) under `assert-table-uuid` and
+/// a catalog that takes changes ([`crate::catalog::Catalog::takes_changes`], a REST catalog) takes the changes ([`rest_updates`]) under `assert-table-uuid` and
 /// `assert-ref-snapshot-id` on `main` (and `assert-default-sort-order-id` when a sort order is
 /// added); any other table gets a new metadata file ([`commit`]).
 ///
@@ -67,8 +67,8 @@ pub fn commit_table(
     base: &crate::table::iceberg::IcebergTable,
     new: &iceberg::spec::TableMetadata,
 ) -> Result<CommitOutcome> {
-    let Some(CatalogTable { backend: crate::catalog::Backend::Rest(rest), namespace, table, .. }) =
-        &located.catalog_table
+    let Some(CatalogTable { backend: catalog, namespace, table, .. }) =
+        located.catalog_table.as_ref().filter(|t| t.backend.takes_changes())
     else {
         return commit(located, &base.to_json(new)?);
     };
@@ -91,13 +91,13 @@ pub fn commit_table(
         }));
     }
     let updates = rest_updates(&base.metadata, new, &added)?;
-    Ok(match rest.commit(namespace, table, serde_json::Value::Array(requirements), updates)? {
-        crate::catalog::rest::RestCommit::Committed(location) => {
+    Ok(match catalog.publish(namespace, table, serde_json::Value::Array(requirements), updates)? {
+        Published::Committed(location) => {
             let warning = (!added.is_empty()).then(|| misplaced_sort_orders(&location, &added)).flatten();
             CommitOutcome::Committed { location, warning }
         }
-        crate::catalog::rest::RestCommit::Conflict => CommitOutcome::Conflict,
-        crate::catalog::rest::RestCommit::Unknown(why) => CommitOutcome::Unknown(why),
+        Published::Conflict => CommitOutcome::Conflict,
+        Published::Unknown(why) => CommitOutcome::Unknown(why),
     })
 }
 
@@ -485,28 +485,8 @@ async fn remote_hint_version(hint: &str) -> Result<Option<u64>> {
 }
 
 async fn swap_catalog_pointer(table: &CatalogTable, base: &str, new_location: &str) -> Result<Swap> {
-    match &table.backend {
-        crate::catalog::Backend::Sql(database) => Ok(
-            if crate::catalog::sql::swap_pointer(
-                database,
-                &table.catalog,
-                &table.namespace,
-                &table.table,
-                base,
-                new_location,
-            )? {
-                Swap::Moved
-            } else {
-                Swap::Conflict
-            },
-        ),
-        crate::catalog::Backend::Glue(glue) => {
-            glue.swap_pointer(&table.namespace, &table.table, base, new_location).await
-        }
-        crate::catalog::Backend::Rest(_) => {
-            Err(Error::new(ErrorKind::Catalog, "a REST catalog's pointer is moved by the catalog"))
-        }
-    }
+    let to = crate::catalog::Move { namespace: &table.namespace, table: &table.table, base, new_location };
+    table.backend.swap(to).await
 }
 
 /// The version `metadata/version-hint.text` beside `new_path` names, if any.
@@ -547,27 +527,9 @@ pub fn snapshot_landed(located: &Located, snapshot_id: i64) -> Result<Option<Str
 /// Where the table's current metadata is now (the catalog's pointer, or the version hint).
 pub fn relocate(located: &Located) -> Result<Located> {
     match &located.catalog_table {
-        Some(t @ CatalogTable { backend: crate::catalog::Backend::Rest(rest), .. }) => {
-            let loaded = rest.load_table(&t.namespace, &t.table)?;
-            loaded.register()?;
-            Ok(Located {
-                metadata_location: loaded.metadata_location.clone(),
-                catalog_table: Some(CatalogTable { metadata_location: loaded.metadata_location, ..t.clone() }),
-            })
-        }
-        Some(t @ CatalogTable { backend: crate::catalog::Backend::Glue(glue), .. }) => {
-            let found = crate::runtime::block_on(glue.get_table(&t.namespace, &t.table))??;
-            Ok(Located {
-                metadata_location: found.metadata_location.clone(),
-                catalog_table: Some(CatalogTable { metadata_location: found.metadata_location, ..t.clone() }),
-            })
-        }
-        Some(t @ CatalogTable { backend: crate::catalog::Backend::Sql(database), .. }) => {
-            let fresh = crate::catalog::sql::lookup(database, &t.catalog, &t.namespace, &t.table)?;
-            Ok(Located {
-                metadata_location: fresh.clone(),
-                catalog_table: Some(crate::catalog::CatalogTable { metadata_location: fresh, ..t.clone() }),
-            })
+        Some(t) => {
+            let fresh = t.reload()?;
+            Ok(Located { metadata_location: fresh.metadata_location.clone(), catalog_table: Some(fresh) })
         }
         None if crate::store::is_remote(&located.metadata_location) => {
             let dir = located
