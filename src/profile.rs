@@ -82,8 +82,7 @@ impl Thresholds {
 
     /// The verdict on a partition of `files` data files, `small_files` of them small.
     pub fn assess(&self, files: u64, small_files: u64) -> Assessment {
-        let ratio = if files == 0 { 0.0 } else { small_files as f64 / files as f64 };
-        if ratio < self.fragmentation_ratio_threshold || small_files == 0 {
+        if small_file_ratio(files, small_files) < self.fragmentation_ratio_threshold || small_files == 0 {
             Assessment::Healthy
         } else if small_files < self.min_input_files {
             Assessment::NothingToMerge
@@ -95,7 +94,7 @@ impl Thresholds {
     /// The verdict in words: `healthy: ratio 0.20 < 0.35`, `healthy: nothing to merge, 1 small
     /// file < min_input_files 2`, `degraded: ratio 0.92 >= 0.35, 48 small files`.
     pub fn reason(&self, files: u64, small_files: u64) -> String {
-        let ratio = if files == 0 { 0.0 } else { small_files as f64 / files as f64 };
+        let ratio = small_file_ratio(files, small_files);
         let threshold = self.fragmentation_ratio_threshold;
         let plural = |n: u64| if n == 1 { "file" } else { "files" };
         match self.assess(files, small_files) {
@@ -116,6 +115,11 @@ impl Thresholds {
     pub fn small_file_threshold_bytes(&self) -> f64 {
         self.small_file_threshold_mb * MIB
     }
+}
+
+/// small_files / files, 0 for no files.
+fn small_file_ratio(files: u64, small_files: u64) -> f64 {
+    if files == 0 { 0.0 } else { small_files as f64 / files as f64 }
 }
 
 /// Checks `min_input_files`: at least 2 (a rewrite of one file into itself merges nothing).
@@ -362,7 +366,7 @@ impl Tally {
             .partitions
             .into_values()
             .map(|p| {
-                let fragmentation_ratio = p.small_files as f64 / p.files as f64;
+                let fragmentation_ratio = small_file_ratio(p.files, p.small_files);
                 let d = deletes.get(&p.key).copied().unwrap_or_default();
                 PartitionProfile {
                     spec_id: p.key.spec_id,

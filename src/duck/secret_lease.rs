@@ -24,13 +24,6 @@ pub struct SecretLease {
     name: String,
 }
 
-impl SecretLease {
-    /// The secret's name (`__lakehouse_<stem>_<n>`).
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-}
-
 impl std::fmt::Debug for SecretLease {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SecretLease").field("name", &self.name).finish()
@@ -43,13 +36,13 @@ static LEASES: AtomicU64 = AtomicU64::new(0);
 impl Connection<'_> {
     /// Creates the temporary secret `(options)` — DuckDB's `CREATE SECRET` options, which hold
     /// credentials — under a new name starting `__lakehouse_{stem}_`, for as long as the lease
-    /// lives. The error never shows the statement.
-    pub fn lease_secret(&self, stem: &str, options: &str) -> Result<SecretLease> {
+    /// lives. The error names `what` the secret is for and never shows the statement.
+    pub fn lease_secret(&self, stem: &str, what: &str, options: &str) -> Result<SecretLease> {
         let name = format!("__lakehouse_{stem}_{}", LEASES.fetch_add(1, Ordering::Relaxed));
         self.execute(&format!("CREATE TEMPORARY SECRET {} ({options})", quote_ident(&name))).map_err(|_| {
             crate::error::Error::new(
                 crate::error::ErrorKind::DuckDb,
-                format!("cannot create the temporary secret {name} on the host connection"),
+                format!("cannot create the temporary {what} on the host connection"),
             )
         })?;
         Ok(SecretLease { host: self.host().clone(), name })

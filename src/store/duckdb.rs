@@ -48,7 +48,8 @@ pub fn prepare_remote(conn: &Connection, root: &TableRoot) -> Result<TableAccess
         return match super::azure::registered(&prefix) {
             Some((_, settings)) => {
                 let secret = registered_azure_secret(conn, &prefix, &settings)?;
-                Ok(TableAccess { notice: outranked(theirs, &prefix, secret.is_some()), _secret: secret })
+                let notice = theirs.filter(|_| secret.is_some()).map(|name| outranked(&name, &prefix));
+                Ok(TableAccess { notice, _secret: secret })
             }
             None if theirs.is_some() => Ok(TableAccess::default()),
             None => Ok(TableAccess { _secret: azure_secret(conn)?, notice: None }),
@@ -90,13 +91,8 @@ pub fn prepare_remote(conn: &Connection, root: &TableRoot) -> Result<TableAccess
         options.push(format!("ENDPOINT {}", quote_literal(&host)));
         options.push(format!("USE_SSL {tls}"));
     }
-    let secret = conn.lease_secret("s3", &options.join(", ")).map_err(|_| {
-        Error::new(
-            ErrorKind::DuckDb,
-            format!("cannot create the temporary S3 secret for '{prefix}' on the host connection"),
-        )
-    })?;
-    Ok(TableAccess { notice: outranked(theirs, &prefix, true), _secret: Some(secret) })
+    let secret = conn.lease_secret("s3", &format!("S3 secret for '{prefix}'"), &options.join(", "))?;
+    Ok(TableAccess { notice: theirs.map(|name| outranked(&name, &prefix)), _secret: Some(secret) })
 }
 
 /// The name of the user's secret of `kind` DuckDB would use for the files under `prefix`
@@ -114,12 +110,11 @@ fn users_secret(conn: &Connection, prefix: &str, kind: &str) -> Option<String> {
 }
 
 /// The warning when our secret for `prefix` outranks the user's secret `theirs` for the call.
-fn outranked(theirs: Option<String>, prefix: &str, ours: bool) -> Option<String> {
-    let name = theirs.filter(|_| ours)?;
-    Some(format!(
+fn outranked(theirs: &str, prefix: &str) -> String {
+    format!(
         "the table's files under '{prefix}/' were read and written with the credentials its catalog gives for it, \
-         not with your DuckDB secret '{name}' (that secret applies again after this call)"
-    ))
+         not with your DuckDB secret '{theirs}' (that secret applies again after this call)"
+    )
 }
 
 /// Loads DuckDB's extension `name` on the connection (installing it first if need be).
@@ -164,9 +159,7 @@ fn azure_secret(conn: &Connection) -> Result<Option<SecretLease>> {
         (None, Some(account), None) => format!("PROVIDER credential_chain, ACCOUNT_NAME {}", quote_literal(account)),
         (None, None, _) => return Ok(None),
     };
-    conn.lease_secret("azure", &format!("TYPE azure, {options}"))
-        .map(Some)
-        .map_err(|_| Error::new(ErrorKind::DuckDb, "cannot create the temporary Azure secret on the host connection"))
+    conn.lease_secret("azure", "Azure secret", &format!("TYPE azure, {options}")).map(Some)
 }
 
 /// The Azure secret DuckDB reads a table's data with when its catalog gave `adls.*` settings
@@ -203,14 +196,8 @@ fn registered_azure_secret(
         }
         (None, None, _, _) => return azure_secret(conn),
     };
-    conn.lease_secret("azure", &format!("TYPE azure, {options}, SCOPE {}", quote_literal(&format!("{prefix}/"))))
-        .map(Some)
-        .map_err(|_| {
-            Error::new(
-                ErrorKind::DuckDb,
-                format!("cannot create the temporary Azure secret for '{prefix}' on the host connection"),
-            )
-        })
+    let scoped = format!("TYPE azure, {options}, SCOPE {}", quote_literal(&format!("{prefix}/")));
+    conn.lease_secret("azure", &format!("Azure secret for '{prefix}'"), &scoped).map(Some)
 }
 
 /// Azurite's well-known development account key (public: Azurite's documentation).
