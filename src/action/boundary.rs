@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use crate::action::real_paths::real_path;
 use crate::store::table_root::TableRoot;
-use crate::store::{canonical, is_inside, is_remote, strip_file_scheme};
+use crate::store::{canonical, is_inside, local_real_path};
 use crate::table::iceberg::IcebergTable;
 
 /// The limits of what an expiry or orphan removal of one table may delete.
@@ -44,10 +44,10 @@ impl Boundary {
             }
         };
         let root_location = root.location();
-        let real_root = (!is_remote(&root_location)).then(|| real_path_of(&root_location)).flatten();
+        let real_root = local_real_path(&root_location);
         // A local location that exists is judged by its real path (a symlink inside the root may
         // lead out of it; a symlink to the root is the root); any other by its name.
-        let real_location = (!is_remote(&location)).then(|| real_path_of(&location)).flatten();
+        let real_location = local_real_path(&location);
         let under = match (&real_root, real_location) {
             (Some(real_root), Some(real_location)) => real_location.starts_with(real_root),
             _ => root.contains(&location),
@@ -82,11 +82,6 @@ impl Boundary {
     pub fn real_root(&self) -> Option<&Path> {
         self.real_root.as_deref()
     }
-}
-
-/// The local directory `location` with its symlinks resolved, when it exists.
-fn real_path_of(location: &str) -> Option<PathBuf> {
-    std::fs::canonicalize(strip_file_scheme(location)).ok()
 }
 
 /// Whether the local file `path`, its directory's symlinks resolved ([`real_path`]), lies

@@ -10,7 +10,6 @@ use futures::StreamExt;
 use crate::action::boundary::within_real;
 use crate::error::{Error, Result};
 use crate::plan::expiry::Deletion;
-use crate::store::strip_file_scheme;
 
 /// Files deleted at once.
 pub const DELETE_CONCURRENCY: usize = 8;
@@ -80,7 +79,7 @@ impl DeletedFile {
 pub fn delete_files(deletions: Vec<Deletion>, dry: bool, real_root: Option<&Path>) -> Vec<DeletedFile> {
     let count = deletions.len();
     crate::progress_lines::line(|| format!("{} {count} files", if dry { "checking" } else { "deleting" }));
-    let done = if deletions.first().is_some_and(|d| crate::store::is_remote(&d.path)) {
+    let done = if deletions.first().is_some_and(|d| crate::store::local_path(&d.path).is_none()) {
         delete_remote(deletions, dry)
     } else {
         delete_local(deletions, dry, real_root)
@@ -202,7 +201,7 @@ fn remove_checksum_companion(path: &Path) {
 }
 
 fn delete_one(deletion: &Deletion, dry: bool, real_root: Option<&Path>) -> DeletedFile {
-    let local = strip_file_scheme(&deletion.path);
+    let local = crate::store::local_path(&deletion.path).unwrap_or(&deletion.path);
     let on_disk = std::fs::symlink_metadata(local);
     let size_bytes = deletion.size_bytes.or_else(|| on_disk.as_ref().ok().map(|m| m.len())).unwrap_or(0);
     let outcome = if !deletion.inside_location {

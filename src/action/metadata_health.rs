@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::error::{Error, ErrorKind};
 use crate::profile::MIB;
 use crate::report::trim_number;
-use crate::store::{location_key, strip_file_scheme};
+use crate::store::location_key;
 use crate::table::delta::{DeltaLakeTable, LogFile};
 use crate::table::iceberg::IcebergTable;
 use crate::table::iceberg::reach::Reach;
@@ -190,21 +190,22 @@ pub fn measure(table: &IcebergTable, options: &HealthOptions) -> Result<Metadata
             }
         }
     }
-    let metadata_dir = strip_file_scheme(&table.metadata_location).rsplit_once('/').map(|(d, _)| d.to_string());
+    let local_metadata = crate::store::local_path(&table.metadata_location);
+    let metadata_dir = |location: &str| location.rsplit_once('/').map(|(d, _)| d.to_string());
     let logged: HashSet<PathBuf> = metadata
         .metadata_log()
         .iter()
         .map(|m| location_key(&m.metadata_file))
         .chain([location_key(&table.metadata_location)])
         .collect();
-    if crate::store::is_remote(&table.metadata_location) {
+    if local_metadata.is_none() {
         let logged: HashSet<String> = metadata
             .metadata_log()
             .iter()
             .map(|m| crate::store::canonical(&m.metadata_file))
             .chain([crate::store::canonical(&table.metadata_location)])
             .collect();
-        let listed = metadata_dir.map(|d| crate::runtime::block_on(crate::store::list(&d)));
+        let listed = metadata_dir(&table.metadata_location).map(|d| crate::runtime::block_on(crate::store::list(&d)));
         for o in listed.and_then(|r| r.ok()).and_then(|r| r.ok()).unwrap_or_default() {
             if table::is_metadata_file_name(o.location.rsplit('/').next().unwrap_or_default()) {
                 h.metadata_files += 1;
@@ -214,7 +215,7 @@ pub fn measure(table: &IcebergTable, options: &HealthOptions) -> Result<Metadata
                 }
             }
         }
-    } else if let Some(entries) = metadata_dir.and_then(|d| std::fs::read_dir(d).ok()) {
+    } else if let Some(entries) = local_metadata.and_then(metadata_dir).and_then(|d| std::fs::read_dir(d).ok()) {
         for entry in entries.flatten() {
             if table::is_metadata_file_name(&entry.file_name().to_string_lossy()) {
                 h.metadata_files += 1;

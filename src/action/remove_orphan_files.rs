@@ -64,7 +64,7 @@ pub fn load_all(table: &IcebergTable) -> Result<Reach> {
 /// recognized under the location, and would look like an orphan.
 pub fn referenced_files(table: &IcebergTable, reach: &Reach) -> Result<HashSet<PathBuf>> {
     let names = reach.referenced_names(table, false);
-    if crate::store::is_remote(table.metadata.location()) {
+    if crate::store::local_path(table.metadata.location()).is_none() {
         return Ok(names.into_iter().map(|name| PathBuf::from(crate::store::canonical(name))).collect());
     }
     names
@@ -93,7 +93,7 @@ pub fn find_orphans(table: &IcebergTable, reach: &Reach, older_than_days: f64) -
     if let Some(why) = Boundary::of(table).refusal() {
         return Err(Error::new(ErrorKind::Unsupported, format!("{why}; nothing was listed")));
     }
-    if crate::store::is_remote(table.metadata.location()) {
+    if crate::store::local_path(table.metadata.location()).is_none() {
         return find_orphans_remote(table, reach, older_than_days);
     }
     let root = normalize_location(table.metadata.location()).filter(|p| p.is_absolute()).ok_or_else(|| {

@@ -30,7 +30,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt;
 use crate::interrupt::pause_for_tests;
 use crate::runtime;
-use crate::store::{TableRoot, strip_file_scheme};
+use crate::store::{TableRoot, duckdb_path};
 use crate::table::deleted_rows::DeletedRows;
 use crate::table::iceberg::commit::{commit_table, require_exclusive, settle_attempt};
 use crate::table::iceberg::deletion_vector::{self, NewVector, is_deletion_vector};
@@ -432,7 +432,7 @@ impl State {
             };
             let inputs: Vec<Input<'_>> = data.iter().map(|&i| input(i)).collect();
             let equality_inputs: Vec<Input<'_>> = equality.iter().map(|&d| input(d)).collect();
-            let local: Vec<String> = data.iter().map(|&i| strip_file_scheme(&self.files[i].path).to_string()).collect();
+            let local: Vec<String> = data.iter().map(|&i| duckdb_path(&self.files[i].path).to_string()).collect();
             let schema = table.metadata.current_schema();
             let ids = files_have_field_ids(conn, &local)?;
             let set = DeleteSet::new(conn, schema, &inputs, &equality_inputs, None, ids, false)?;
@@ -454,7 +454,7 @@ impl State {
             .map(|&d| {
                 format!(
                     "({}, {}::BIGINT)",
-                    quote_literal(strip_file_scheme(&self.files[d].path)),
+                    quote_literal(duckdb_path(&self.files[d].path)),
                     self.files[d].data_sequence_number
                 )
             })
@@ -470,7 +470,7 @@ impl State {
         } else {
             format!("(VALUES {})", data_rows.join(", "))
         };
-        let files: Vec<String> = deletes.iter().map(|&d| quote_file(strip_file_scheme(&self.files[d].path))).collect();
+        let files: Vec<String> = deletes.iter().map(|&d| quote_file(duckdb_path(&self.files[d].path))).collect();
         format!(
             "SELECT DISTINCT __r.file_path, __r.pos FROM read_parquet([{}], union_by_name = true, \
              filename = '__lakehouse_delete') AS __r \
@@ -501,7 +501,7 @@ impl State {
         };
         let path = format!("{dir}/{}-deletes.parquet", uuid::Uuid::new_v4());
         scratch.push(path.clone());
-        let local = strip_file_scheme(&path).to_string();
+        let local = duckdb_path(&path).to_string();
         let copied = conn
             .query(&format!(
                 "COPY (SELECT file_path, pos FROM ({positions}) ORDER BY file_path, pos) TO {} (FORMAT parquet, \

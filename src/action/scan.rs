@@ -18,7 +18,7 @@ use crate::action::compact::select_sql;
 use crate::duck::{quote_files, quote_ident};
 use crate::error::{Error, ErrorKind, Result};
 pub use crate::report::ScanResult;
-use crate::store::{TableRoot, strip_file_scheme};
+use crate::store::{TableRoot, duckdb_path};
 use crate::table::Table;
 use crate::table::delta::LiveFile;
 use crate::table::iceberg::IcebergTable;
@@ -26,7 +26,7 @@ use crate::table::iceberg::IcebergTable;
 /// Scans `paths` (data file locations) `runs` times (at least 1); the best time counts (the first
 /// run also warms the file cache, so before and after are compared warm).
 pub fn scan(conn: &crate::duck::Connection, table: &Table, paths: &[String], runs: u32) -> Result<ScanResult> {
-    let local: Vec<String> = paths.iter().map(|p| strip_file_scheme(p).to_string()).collect();
+    let local: Vec<String> = paths.iter().map(|p| duckdb_path(p).to_string()).collect();
     if local.is_empty() {
         return Ok(ScanResult { files: 0, rows: 0, checksum: "0".into(), elapsed: Duration::ZERO });
     }

@@ -387,7 +387,7 @@ fn candidates(table: &DeltaLakeTable, cutoff_ms: i64, conn: &Nested, lite: bool)
         return lite_candidates(table, &valid, &expired, &expired_vectors);
     }
     let hidden = Hidden::of(table);
-    if crate::store::is_remote(&table.root.to_string_lossy()) {
+    if crate::store::local_path(&table.root.to_string_lossy()).is_none() {
         let out = remote_candidates(table, &removes, &valid, &expired, &hidden, cutoff_ms)?;
         return Ok((table.root.clone(), out));
     }
@@ -503,7 +503,7 @@ fn lite_candidates(
 ) -> Result<(PathBuf, Vec<Candidate>)> {
     let mut out = Vec::new();
     let named = expired.iter().chain(expired_vectors.iter());
-    if crate::store::is_remote(&table.root.to_string_lossy()) {
+    if crate::store::local_path(&table.root.to_string_lossy()).is_none() {
         let root = table.root.to_string_lossy().trim_end_matches('/').to_string();
         let valid: HashSet<String> = valid.iter().map(|p| crate::store::decoded(&p.to_string_lossy())).collect();
         for path in named {

@@ -69,29 +69,15 @@ pub struct Kind {
     pub open: fn(&CatalogConfig) -> Result<Arc<dyn Catalog>>,
 }
 
-/// Registers the storage settings among `properties` (`s3.*`/`client.*`, `adls.*`, `gcs.*`) for every
-/// location under `prefix`.
-pub(super) fn register_storage(prefix: &str, properties: &std::collections::BTreeMap<String, String>) {
-    if let Some(s3) = crate::store::S3Settings::from_properties(properties) {
-        crate::store::register(prefix, s3);
-    }
-    if let Some(azure) = crate::store::azure::AzureSettings::from_properties(properties) {
-        crate::store::azure::register(prefix, azure);
-    }
-    if let Some(gcs) = crate::store::gcs::GcsSettings::from_properties(properties) {
-        crate::store::gcs::register(prefix, gcs);
-    }
-}
-
 /// Registers a catalog's storage properties (`s3.*`, `client.*`, `adls.*`, `gcs.*`) for the files of the table whose
 /// metadata is at `metadata_location`, when it is on object storage.
 pub(crate) fn register_table_settings(
     metadata_location: &str,
     properties: &std::collections::BTreeMap<String, String>,
 ) {
-    if crate::store::is_remote(metadata_location)
+    if crate::store::local_path(metadata_location).is_none()
         && let Some((dir, _)) = metadata_location.rsplit_once("/metadata/")
     {
-        register_storage(dir, properties);
+        crate::store::register_properties(dir, properties);
     }
 }

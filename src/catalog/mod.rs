@@ -18,7 +18,6 @@ pub mod rest;
 pub mod sigv4;
 pub mod sql;
 
-use backend::register_storage;
 pub(crate) use backend::register_table_settings;
 pub use backend::{Catalog, Kind};
 pub use config::CatalogOptions;
@@ -111,11 +110,11 @@ impl CatalogTable {
 /// catalog for the table at `location`, when it is on object storage and the catalog has any: the
 /// credentials of a table named by its path.
 pub fn register_configured(location: &str, options: &CatalogOptions) -> Result<()> {
-    if !crate::store::is_remote(location) {
+    if crate::store::local_path(location).is_some() {
         return Ok(());
     }
     let config = PyicebergConfig::from_environment()?;
-    register_storage(location, &config.catalog(options).properties);
+    crate::store::register_properties(location, &config.catalog(options).properties);
     Ok(())
 }
 

@@ -98,7 +98,7 @@ impl LoadedTable {
     /// ([`crate::store::TableRoot`]) — not under the `location` the response claims: they reach
     /// no other table's files, whatever the catalog says.
     pub fn register(&self) -> Result<()> {
-        if crate::store::is_remote(&self.metadata_location) {
+        if crate::store::local_path(&self.metadata_location).is_none() {
             let root = crate::store::TableRoot::of_metadata_file(&self.metadata_location)?;
             crate::store::register(&root.location(), self.s3.clone());
         }

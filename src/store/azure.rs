@@ -8,16 +8,76 @@
 //! (`AZURE_STORAGE_ACCOUNT_NAME`, `AZURE_STORAGE_ACCOUNT_KEY`, `AZURE_STORAGE_SAS_TOKEN`,
 //! `AZURE_CLIENT_ID`/`AZURE_CLIENT_SECRET`/`AZURE_TENANT_ID`, managed identity;
 //! `AZURE_STORAGE_USE_EMULATOR=true` for Azurite). DuckDB reads the data with a secret made from
-//! the same settings ([`super::duckdb`]). Secrets never appear in `Debug` output or errors.
+//! the same settings ([`AzureStore::prepare_duckdb`]). Secrets never appear in `Debug` output or errors.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use object_store::ObjectStore;
 use object_store::azure::MicrosoftAzureBuilder;
 
-use super::location::ObjectLocation;
+use super::backend::{ObjectLocation, StoreBackend};
 use super::redact::scrub;
+use super::secret::{TableAccess, load_extension, outranked, users_secret};
+use crate::duck::secret_lease::SecretLease;
+use crate::duck::{Connection, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
+
+/// The Azure store, in each spelling (kept as written: a table's metadata names its files in one
+/// spelling, and paths are compared as written): `az://container/key` (object_store's, DuckDB's),
+/// `azure://container/key` (DuckDB's), and Hadoop's
+/// `abfs[s]://container@account.dfs.core.windows.net/key` and
+/// `wasb[s]://container@account.blob.core.windows.net/key`.
+pub struct AzureStore;
+
+/// The Azure backend, as [`super::stores::STORES`] lists it.
+pub static AZURE: AzureStore = AzureStore;
+
+impl StoreBackend for AzureStore {
+    fn name(&self) -> &'static str {
+        "Azure"
+    }
+
+    fn schemes(&self) -> &'static [(&'static str, &'static str)] {
+        &[("az", "az"), ("azure", "azure"), ("abfs", "abfs"), ("abfss", "abfss"), ("wasb", "wasb"), ("wasbs", "wasbs")]
+    }
+
+    fn describes(&self) -> &'static str {
+        "Azure (az://, abfss://, wasbs://)"
+    }
+
+    fn register_properties(&self, prefix: &str, properties: &BTreeMap<String, String>) {
+        if let Some(settings) = AzureSettings::from_properties(properties) {
+            register(prefix, settings);
+        }
+    }
+
+    fn client(&self, object: &ObjectLocation) -> Result<Arc<dyn ObjectStore>> {
+        client(object)
+    }
+
+    /// DuckDB's `azure` extension loaded; the table's registered `adls.*` settings as a secret
+    /// scoped to its root, else a secret of the user's that covers it, else one from the
+    /// environment object_store's client reads.
+    fn prepare_duckdb(&self, conn: &Connection, prefix: &str) -> Result<TableAccess> {
+        load_extension(conn, "azure")?;
+        let theirs = users_secret(conn, prefix, "azure");
+        match registered(prefix) {
+            Some((_, settings)) => {
+                let secret = registered_azure_secret(conn, prefix, &settings)?;
+                let notice = theirs.filter(|_| secret.is_some()).map(|name| outranked(&name, prefix));
+                Ok(TableAccess::new(secret, notice))
+            }
+            None if theirs.is_some() => Ok(TableAccess::default()),
+            None => Ok(TableAccess::new(azure_secret(conn)?, None)),
+        }
+    }
+
+    /// The container (`lake` of `lake@acct.dfs.core.windows.net`).
+    fn container<'a>(&self, bucket: &'a str) -> &'a str {
+        bucket.split('@').next().unwrap_or_default()
+    }
+}
 
 /// The `adls.*` settings of a table's storage.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
@@ -95,12 +155,13 @@ impl AzureSettings {
 /// Settings registered for table locations.
 static REGISTRY: super::registry::PrefixRegistry<AzureSettings> = super::registry::PrefixRegistry::new();
 
-/// Records the `adls.*` settings for every location under `prefix` (a table's location).
+/// Records the `adls.*` settings for every location under `prefix` (a table's location,
+/// canonical).
 pub fn register(prefix: &str, settings: AzureSettings) {
     REGISTRY.register(prefix, settings);
 }
 
-/// The longest registered prefix containing `location`, and its settings.
+/// The longest registered prefix containing `location` (canonical), and its settings.
 pub fn registered(location: &str) -> Option<(String, AzureSettings)> {
     REGISTRY.lookup(location)
 }
@@ -110,7 +171,7 @@ static CLIENTS: super::registry::ClientCache<(String, Option<AzureSettings>), dy
     super::registry::ClientCache::new();
 
 /// The client of the container `object` is in.
-pub fn client(object: &ObjectLocation) -> Result<Arc<dyn ObjectStore>> {
+fn client(object: &ObjectLocation) -> Result<Arc<dyn ObjectStore>> {
     let url = object.with_key("").to_uri().trim_end_matches('/').to_string();
     let settings = registered(&object.to_uri()).map(|(_, s)| s);
     CLIENTS.get_or_build((url.clone(), settings.clone()), || build(object, &url, settings.as_ref()))
@@ -144,6 +205,71 @@ fn build(object: &ObjectLocation, url: &str, settings: Option<&AzureSettings>) -
         )
     })?))
 }
+
+/// The Azure secret DuckDB reads the data with, from the environment object_store's client reads:
+/// `AZURE_STORAGE_CONNECTION_STRING`, else account name and key (against Azurite with
+/// `AZURE_STORAGE_USE_EMULATOR=true`, at `AZURITE_BLOB_STORAGE_URL` or its default), else the
+/// credential chain for the account.
+fn azure_secret(conn: &Connection) -> Result<Option<SecretLease>> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let emulator = var("AZURE_STORAGE_USE_EMULATOR").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let account = var("AZURE_STORAGE_ACCOUNT_NAME").or_else(|| emulator.then(|| "devstoreaccount1".to_string()));
+    let key = var("AZURE_STORAGE_ACCOUNT_KEY").or_else(|| emulator.then(|| AZURITE_KEY.to_string()));
+    let options = match (var("AZURE_STORAGE_CONNECTION_STRING"), &account, &key) {
+        (Some(text), _, _) => format!("CONNECTION_STRING {}", quote_literal(&text)),
+        (None, Some(account), Some(key)) => {
+            let endpoint = if emulator {
+                let base = var("AZURITE_BLOB_STORAGE_URL").unwrap_or_else(|| "http://127.0.0.1:10000".to_string());
+                format!("BlobEndpoint={}/{account};", base.trim_end_matches('/'))
+            } else {
+                "EndpointSuffix=core.windows.net;".to_string()
+            };
+            let protocol = if emulator { "http" } else { "https" };
+            let text = format!("DefaultEndpointsProtocol={protocol};AccountName={account};AccountKey={key};{endpoint}");
+            format!("CONNECTION_STRING {}", quote_literal(&text))
+        }
+        (None, Some(account), None) => format!("PROVIDER credential_chain, ACCOUNT_NAME {}", quote_literal(account)),
+        (None, None, _) => return Ok(None),
+    };
+    conn.lease_secret("azure", "Azure secret", &format!("TYPE azure, {options}")).map(Some)
+}
+
+/// The Azure secret DuckDB reads a table's data with when its catalog gave `adls.*` settings
+/// ([`registered`]), scoped to the table's location.
+fn registered_azure_secret(conn: &Connection, prefix: &str, settings: &AzureSettings) -> Result<Option<SecretLease>> {
+    let account = settings.account_name.as_deref();
+    let options = match (&settings.connection_string, account, &settings.account_key, &settings.sas_token) {
+        (Some(text), _, _, _) => format!("CONNECTION_STRING {}", quote_literal(text)),
+        (None, Some(account), Some(key), _) => {
+            let text = format!(
+                "DefaultEndpointsProtocol=https;AccountName={account};AccountKey={key};EndpointSuffix=core.windows.net;"
+            );
+            format!("CONNECTION_STRING {}", quote_literal(&text))
+        }
+        (None, Some(account), None, Some(sas)) => {
+            let text = format!("BlobEndpoint=https://{account}.blob.core.windows.net;SharedAccessSignature={sas};");
+            format!("CONNECTION_STRING {}", quote_literal(&text))
+        }
+        (None, Some(account), None, None) => {
+            match (&settings.tenant_id, &settings.client_id, &settings.client_secret) {
+                (Some(tenant), Some(id), Some(secret)) => format!(
+                    "PROVIDER service_principal, TENANT_ID {}, CLIENT_ID {}, CLIENT_SECRET {}, ACCOUNT_NAME {}",
+                    quote_literal(tenant),
+                    quote_literal(id),
+                    quote_literal(secret),
+                    quote_literal(account)
+                ),
+                _ => format!("PROVIDER credential_chain, ACCOUNT_NAME {}", quote_literal(account)),
+            }
+        }
+        (None, None, _, _) => return azure_secret(conn),
+    };
+    let scoped = format!("TYPE azure, {options}, SCOPE {}", quote_literal(&format!("{prefix}/")));
+    conn.lease_secret("azure", &format!("Azure secret for '{prefix}'"), &scoped).map(Some)
+}
+
+/// Azurite's well-known development account key (public: Azurite's documentation).
+const AZURITE_KEY: &str = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
 #[cfg(test)]
 mod tests {

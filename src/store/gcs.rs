@@ -11,14 +11,54 @@
 //! data through `httpfs`, with the host's own GCS secret (HMAC keys): GCS gives extensions no way
 //! to derive one. Secrets never appear in `Debug` output or errors.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use object_store::ObjectStore;
 use object_store::gcp::{GcpCredential, GoogleCloudStorageBuilder};
 
-use super::location::ObjectLocation;
+use super::backend::{ObjectLocation, StoreBackend};
 use super::redact::scrub;
+use super::secret::{TableAccess, load_extension};
+use crate::duck::Connection;
 use crate::error::{Error, ErrorKind, Result};
+
+/// The Google Cloud Storage store (`gs://bucket/key`).
+pub struct GcsStore;
+
+/// The GCS backend, as [`super::stores::STORES`] lists it.
+pub static GCS: GcsStore = GcsStore;
+
+impl StoreBackend for GcsStore {
+    fn name(&self) -> &'static str {
+        "GCS"
+    }
+
+    fn schemes(&self) -> &'static [(&'static str, &'static str)] {
+        &[("gs", "gs")]
+    }
+
+    fn describes(&self) -> &'static str {
+        "Google Cloud Storage (gs://)"
+    }
+
+    fn register_properties(&self, prefix: &str, properties: &BTreeMap<String, String>) {
+        if let Some(settings) = GcsSettings::from_properties(properties) {
+            register(prefix, settings);
+        }
+    }
+
+    fn client(&self, object: &ObjectLocation) -> Result<Arc<dyn ObjectStore>> {
+        client(object)
+    }
+
+    /// `httpfs` loaded; the data is read with the host's own GCS secret (HMAC keys: see the
+    /// module doc).
+    fn prepare_duckdb(&self, conn: &Connection, _prefix: &str) -> Result<TableAccess> {
+        load_extension(conn, "httpfs")?;
+        Ok(TableAccess::default())
+    }
+}
 
 /// The `gcs.*` settings of a table's storage.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
@@ -59,7 +99,8 @@ impl GcsSettings {
 /// Settings registered for table locations.
 static REGISTRY: super::registry::PrefixRegistry<GcsSettings> = super::registry::PrefixRegistry::new();
 
-/// Records the `gcs.*` settings for every location under `prefix` (a table's location).
+/// Records the `gcs.*` settings for every location under `prefix` (a table's location,
+/// canonical).
 pub fn register(prefix: &str, settings: GcsSettings) {
     REGISTRY.register(prefix, settings);
 }
@@ -69,7 +110,7 @@ type ClientKey = (String, Option<GcsSettings>, Option<String>);
 static CLIENTS: super::registry::ClientCache<ClientKey, dyn ObjectStore> = super::registry::ClientCache::new();
 
 /// The client of the bucket `object` is in.
-pub fn client(object: &ObjectLocation) -> Result<Arc<dyn ObjectStore>> {
+fn client(object: &ObjectLocation) -> Result<Arc<dyn ObjectStore>> {
     let url = object.with_key("").to_uri().trim_end_matches('/').to_string();
     let settings = REGISTRY.lookup(&object.to_uri()).map(|(_, s)| s);
     let base_url = settings

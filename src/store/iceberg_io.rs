@@ -10,7 +10,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 
-use super::is_remote;
+use super::location::is_remote;
 use super::object::{delete_many, exists, head, list, read, read_range, write};
 use crate::error::Error;
 

@@ -1,14 +1,16 @@
 //! Locations: what a table, file or directory name means, parsed in one place. A location is a
 //! local path (plain, or a `file:` URI as Java and Spark write them) or an object-storage URI
 //! (`s3://bucket/key`, with `s3a://` and `s3n://` as Hadoop writes them; Azure's
-//! `az://container/key` and its other spellings; Google Cloud Storage's `gs://bucket/key`). Nothing outside this module looks at a scheme
-//! prefix: callers ask [`Location::parse`] (or the helpers below, which go through it) whether a
-//! location is remote, what its bucket and key are, or which local path it names. Schemes this
-//! version cannot serve (`hdfs://`, `oss://`, …) are refused by name.
+//! `az://container/key` and its other spellings; Google Cloud Storage's `gs://bucket/key`: each
+//! store's schemes are its backend's, [`super::backend`]). Nothing outside `store` looks at a
+//! scheme prefix: callers ask [`Location::parse`] (or [`local_path`], and the helpers below,
+//! which go through it) whether a location is remote, what its bucket and key are, or which local
+//! path it names. Schemes this version cannot serve (`hdfs://`, `oss://`, …) are refused by name.
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, ErrorKind, Result};
+use super::backend::ObjectLocation;
+use crate::error::Result;
 
 /// A parsed location.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -20,8 +22,9 @@ pub enum Location {
 }
 
 impl Location {
-    /// Parses `text`: a path or `file:` URI is local; `s3://`, `s3a://`, `s3n://` are S3; any
-    /// other `scheme://` is refused, naming the scheme.
+    /// Parses `text`: a path or `file:` URI is local; a scheme of one of the stores
+    /// ([`super::stores::STORES`]) is an object; any other `scheme://` is refused, naming the
+    /// scheme.
     pub fn parse(text: &str) -> Result<Location> {
         if !is_remote(text) {
             return Ok(Location::Local(PathBuf::from(strip_file_scheme(text))));
@@ -33,149 +36,29 @@ impl Location {
     pub fn is_remote(&self) -> bool {
         matches!(self, Location::Object(_))
     }
-}
 
-/// The object stores a location can name. A new store is a variant here (and in
-/// [`ObjectScheme::ALL`]), its schemes in [`ObjectScheme::from_scheme`], and its client in
-/// `super::object::store_for`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ObjectScheme {
-    /// Amazon S3 and S3-compatible servers (`s3://`, and `s3a://`, `s3n://` as Hadoop writes them).
-    S3,
-    /// Azure Blob Storage and ADLS Gen2, in the spelling the location uses (kept: a table's
-    /// metadata names its files in one spelling, and paths are compared as written).
-    Azure(AzureSpelling),
-    /// Google Cloud Storage (`gs://bucket/key`).
-    Gcs,
-}
-
-/// How an Azure location is spelled: `az://container/key` (object_store's, DuckDB's),
-/// `azure://container/key` (DuckDB's), or Hadoop's `abfs[s]://container@account.dfs.core.windows.net/key`
-/// and `wasb[s]://container@account.blob.core.windows.net/key`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AzureSpelling {
-    /// `az://`.
-    Az,
-    /// `azure://`.
-    Azure,
-    /// `abfs://`.
-    Abfs,
-    /// `abfss://`.
-    Abfss,
-    /// `wasb://`.
-    Wasb,
-    /// `wasbs://`.
-    Wasbs,
-}
-
-impl ObjectScheme {
-    /// Every store and spelling, each as locations are written back ([`ObjectScheme::as_str`]):
-    /// what a library that keys on a location's scheme must be told about (delta-rs's log stores).
-    pub const ALL: [ObjectScheme; 8] = {
-        use AzureSpelling::*;
-        [
-            ObjectScheme::S3,
-            ObjectScheme::Azure(Az),
-            ObjectScheme::Azure(Azure),
-            ObjectScheme::Azure(Abfs),
-            ObjectScheme::Azure(Abfss),
-            ObjectScheme::Azure(Wasb),
-            ObjectScheme::Azure(Wasbs),
-            ObjectScheme::Gcs,
-        ]
-    };
-
-    /// The store a URI scheme names, if this version serves it.
-    pub fn from_scheme(scheme: &str) -> Option<ObjectScheme> {
-        use AzureSpelling::*;
-        Some(match scheme.to_ascii_lowercase().as_str() {
-            "s3" | "s3a" | "s3n" => ObjectScheme::S3,
-            "az" => ObjectScheme::Azure(Az),
-            "azure" => ObjectScheme::Azure(Azure),
-            "abfs" => ObjectScheme::Azure(Abfs),
-            "abfss" => ObjectScheme::Azure(Abfss),
-            "wasb" => ObjectScheme::Azure(Wasb),
-            "wasbs" => ObjectScheme::Azure(Wasbs),
-            "gs" => ObjectScheme::Gcs,
-            _ => return None,
-        })
-    }
-
-    /// The scheme as locations are written back (`s3` for every S3 spelling; Azure's as given).
-    pub fn as_str(self) -> &'static str {
-        use AzureSpelling::*;
+    /// The local path it names, `None` for an object.
+    pub fn local_path(&self) -> Option<&Path> {
         match self {
-            ObjectScheme::S3 => "s3",
-            ObjectScheme::Azure(Az) => "az",
-            ObjectScheme::Azure(Azure) => "azure",
-            ObjectScheme::Azure(Abfs) => "abfs",
-            ObjectScheme::Azure(Abfss) => "abfss",
-            ObjectScheme::Azure(Wasb) => "wasb",
-            ObjectScheme::Azure(Wasbs) => "wasbs",
-            ObjectScheme::Gcs => "gs",
+            Location::Local(path) => Some(path),
+            Location::Object(_) => None,
         }
     }
 }
 
-/// An object on an object store: which store, which bucket, which key.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ObjectLocation {
-    /// The store.
-    pub scheme: ObjectScheme,
-    /// The bucket.
-    pub bucket: String,
-    /// The key (no leading `/`; empty for the bucket itself).
-    pub key: String,
-}
-
-impl ObjectLocation {
-    /// Parses `scheme://bucket/key`; schemes this version does not serve are refused by name.
-    pub fn parse(location: &str) -> Result<ObjectLocation> {
-        let (scheme, rest) = location
-            .split_once("://")
-            .ok_or_else(|| Error::invalid(format!("'{location}' is not an object storage location")))?;
-        let Some(scheme) = ObjectScheme::from_scheme(scheme) else {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "'{scheme}://' locations are not supported; this version reads local files, S3 (s3://), Azure \
-                     (az://, abfss://, wasbs://) and Google Cloud Storage (gs://)"
-                ),
-            ));
-        };
-        let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
-        if bucket.is_empty() {
-            return Err(Error::invalid(format!("'{location}' names no bucket")));
-        }
-        Ok(ObjectLocation { scheme, bucket: bucket.to_string(), key: key.trim_start_matches('/').to_string() })
-    }
-
-    /// Another object of the same store and bucket.
-    pub fn with_key(&self, key: impl Into<String>) -> ObjectLocation {
-        ObjectLocation { scheme: self.scheme, bucket: self.bucket.clone(), key: key.into() }
-    }
-
-    /// `scheme://bucket/key`, with the canonical scheme.
-    pub fn to_uri(&self) -> String {
-        format!("{}://{}/{}", self.scheme.as_str(), self.bucket, self.key)
-    }
+/// The local path `location` names (a `file:` prefix removed), or `None` when it names an object
+/// on a store — or has a scheme this version does not serve, refused by name when it is read
+/// ([`ObjectLocation::parse`]). What a caller that treats local files and objects apart asks.
+pub fn local_path(location: &str) -> Option<&str> {
+    (!is_remote(location)).then(|| strip_file_scheme(location))
 }
 
 /// Whether `location` is on object storage (`s3://`, `s3a://`, `s3n://`, or another scheme
 /// that is not a local file: refused later by [`ObjectLocation::parse`]).
-pub fn is_remote(location: &str) -> bool {
+pub(super) fn is_remote(location: &str) -> bool {
     match location.split_once("://") {
         Some((scheme, _)) => !scheme.eq_ignore_ascii_case("file"),
         None => false,
-    }
-}
-
-/// `location` with its store's canonical scheme (`s3a://b/k` → `s3://b/k`); anything that is not
-/// an object storage location unchanged.
-pub fn canonical(location: &str) -> String {
-    match ObjectLocation::parse(location) {
-        Ok(object) => object.to_uri(),
-        Err(_) => location.to_string(),
     }
 }
 
@@ -188,7 +71,7 @@ pub fn decoded(location: &str) -> String {
 }
 
 /// `file:///a/b` → `/a/b`; anything else unchanged.
-pub fn strip_file_scheme(location: &str) -> &str {
+pub(super) fn strip_file_scheme(location: &str) -> &str {
     if let Some(rest) = location.strip_prefix("file://") {
         rest
     } else if let Some(rest) = location.strip_prefix("file:") {
@@ -250,15 +133,9 @@ pub fn is_inside(path: &str, location: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_scheme_is_listed_once_and_reads_back_as_itself() {
-        let written: std::collections::HashSet<&str> = ObjectScheme::ALL.iter().map(|s| s.as_str()).collect();
-        assert_eq!(written.len(), ObjectScheme::ALL.len());
-        for scheme in ObjectScheme::ALL {
-            assert_eq!(ObjectScheme::from_scheme(scheme.as_str()), Some(scheme));
-        }
-    }
+    use crate::error::ErrorKind;
+    use crate::store::backend::ObjectScheme;
+    use crate::store::stores::canonical;
 
     #[test]
     fn uris_of_local_files_become_paths_and_plain_paths_stay_none() {
@@ -283,7 +160,7 @@ mod tests {
         ];
         for (text, bucket, key) in cases {
             let parsed = ObjectLocation::parse(text).unwrap();
-            assert!(matches!(parsed.scheme, ObjectScheme::Azure(_)), "{text}");
+            assert_eq!(parsed.scheme.backend().name(), "Azure", "{text}");
             assert_eq!((parsed.bucket.as_str(), parsed.key.as_str()), (bucket, key));
             assert_eq!(parsed.to_uri(), text, "written back as given");
             assert_eq!(canonical(text), text);
@@ -325,11 +202,16 @@ mod tests {
         assert_eq!(Location::parse("file:///t/a").unwrap(), Location::Local("/t/a".into()));
         for s3 in ["s3://b/k/x", "s3a://b/k/x", "S3N://b//k/x"] {
             let parsed = Location::parse(s3).unwrap();
-            let object = ObjectLocation { scheme: ObjectScheme::S3, bucket: "b".into(), key: "k/x".into() };
+            let object = ObjectLocation {
+                scheme: ObjectScheme::from_scheme("s3").unwrap(),
+                bucket: "b".into(),
+                key: "k/x".into(),
+            };
             assert_eq!(parsed, Location::Object(object.clone()), "{s3}");
             assert_eq!(object.to_uri(), "s3://b/k/x");
         }
-        let gcs = ObjectLocation { scheme: ObjectScheme::Gcs, bucket: "b".into(), key: "k".into() };
+        let gcs =
+            ObjectLocation { scheme: ObjectScheme::from_scheme("gs").unwrap(), bucket: "b".into(), key: "k".into() };
         assert_eq!(Location::parse("gs://b/k").unwrap(), Location::Object(gcs));
         for refused in ["oss://b/k", "hdfs://n/k"] {
             let e = Location::parse(refused).unwrap_err();
@@ -350,5 +232,9 @@ mod tests {
         assert_eq!(split_location("hdfs://b/k").unwrap_err().kind(), ErrorKind::Unsupported);
         assert!(split_location("s3:///k").is_err());
         assert!(is_remote("s3://b/k") && !is_remote("/tmp/x") && !is_remote("file:///tmp/x"));
+        assert_eq!(local_path("file:///tmp/x"), Some("/tmp/x"));
+        assert_eq!(local_path("/tmp/x"), Some("/tmp/x"));
+        assert_eq!(local_path("s3://b/k"), None);
+        assert_eq!(local_path("hdfs://n/k"), None, "refused when read, never taken for a path");
     }
 }

@@ -1,7 +1,7 @@
 //! Objects on object storage, whichever store holds them: existence, reads, writes (plain and
 //! conditional), listings and batched deletes, each through object_store's `ObjectStore` trait —
-//! the one trait every store implements ([`store_for`] picks the client a location's store
-//! needs). Every request takes a permit of one process-wide semaphore ([`max_in_flight`]):
+//! the one trait every store implements ([`store_for`] asks the location's store backend for its
+//! client). Every request takes a permit of one process-wide semaphore ([`max_in_flight`]):
 //! a real limit on requests in flight, whoever spawned them. object_store retries 5xx (S3's
 //! `503 SlowDown` among them), 429 and dropped connections with exponential backoff.
 
@@ -16,7 +16,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use tokio::sync::Semaphore;
 
-use super::location::{ObjectLocation, ObjectScheme};
+use super::backend::ObjectLocation;
 use super::redact::scrub;
 use crate::error::{Error, ErrorKind, Result};
 
@@ -38,13 +38,10 @@ pub fn max_in_flight() -> usize {
 
 static PERMITS: LazyLock<Semaphore> = LazyLock::new(|| Semaphore::new(max_in_flight()));
 
-/// The client of the store `object` is on, with the settings registered for its location.
+/// The client of the store `object` is on (its backend's), with the settings registered for its
+/// location.
 pub fn store_for(object: &ObjectLocation) -> Result<Arc<dyn ObjectStore>> {
-    match object.scheme {
-        ObjectScheme::S3 => Ok(super::s3::client(&object.bucket, &super::s3::settings_for(&object.to_uri()))?),
-        ObjectScheme::Azure(_) => super::azure::client(object),
-        ObjectScheme::Gcs => super::gcs::client(object),
-    }
+    object.scheme.backend().client(object)
 }
 
 /// The client of the bucket `location` is in (its root is the bucket's), for delta-rs.

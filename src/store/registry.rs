@@ -1,14 +1,13 @@
 //! Settings registered per table location, looked up by the longest registered prefix that
 //! contains a location: what S3 ([`super::s3`]), Azure ([`super::azure`]) and GCS
 //! ([`super::gcs`]) credentials apply to; and the cache of the clients built from them.
+//! Prefixes and locations are written canonically ([`super::canonical`]) by the callers.
 
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, ErrorKind, Result};
-
-use super::location::canonical;
 
 /// Settings of type `T` by location prefix.
 pub struct PrefixRegistry<T>(Mutex<Vec<(String, T)>>);
@@ -22,7 +21,7 @@ impl<T: Clone> PrefixRegistry<T> {
     /// Records `settings` for every location under `prefix` (a table's location), replacing what
     /// an earlier call registered for the same prefix.
     pub fn register(&self, prefix: &str, settings: T) {
-        let prefix = canonical(prefix).trim_end_matches('/').to_string();
+        let prefix = prefix.trim_end_matches('/').to_string();
         if let Ok(mut entries) = self.0.lock() {
             entries.retain(|(p, _)| *p != prefix);
             entries.push((prefix, settings));
@@ -31,12 +30,11 @@ impl<T: Clone> PrefixRegistry<T> {
 
     /// The longest registered prefix containing `location`, and its settings.
     pub fn lookup(&self, location: &str) -> Option<(String, T)> {
-        let location = canonical(location);
         let entries = self.0.lock().ok()?;
         entries
             .iter()
             .filter(|(prefix, _)| {
-                location == *prefix || location.strip_prefix(prefix.as_str()).is_some_and(|r| r.starts_with('/'))
+                location == prefix || location.strip_prefix(prefix.as_str()).is_some_and(|r| r.starts_with('/'))
             })
             .max_by_key(|(prefix, _)| prefix.len())
             .cloned()

@@ -5,13 +5,92 @@
 //! web identity, ECS, instance metadata), refreshed before they expire. Secrets never
 //! appear in `Debug` output or errors.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use object_store::RetryConfig;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::{ObjectStore, RetryConfig};
 
+use super::backend::{ObjectLocation, StoreBackend};
 use super::redact::scrub;
+use super::secret::{TableAccess, load_extension, outranked, users_secret};
+use crate::duck::{Connection, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
+
+/// The S3 store: `s3://`, and `s3a://`, `s3n://` as Hadoop writes them.
+pub struct S3Store;
+
+/// The S3 backend, as [`super::stores::STORES`] lists it.
+pub static S3: S3Store = S3Store;
+
+impl StoreBackend for S3Store {
+    fn name(&self) -> &'static str {
+        "S3"
+    }
+
+    fn schemes(&self) -> &'static [(&'static str, &'static str)] {
+        &[("s3", "s3"), ("s3a", "s3"), ("s3n", "s3")]
+    }
+
+    fn describes(&self) -> &'static str {
+        "S3 (s3://)"
+    }
+
+    fn register_properties(&self, prefix: &str, properties: &BTreeMap<String, String>) {
+        if let Some(settings) = S3Settings::from_properties(properties) {
+            register(prefix, settings);
+        }
+    }
+
+    fn client(&self, object: &ObjectLocation) -> Result<Arc<dyn ObjectStore>> {
+        Ok(client(&object.bucket, &settings_for(&object.to_uri()))?)
+    }
+
+    /// `httpfs` loaded, and a temporary S3 secret scoped to the root with the credentials the
+    /// metadata is read with, so DuckDB reads and writes the data as they do: the keys this
+    /// extension registered for the table (a catalog's vended credentials or `s3.*` properties,
+    /// [`registered`]), else — for registered settings without keys — the AWS credential chain's
+    /// ([`super::aws_credentials`]: a profile, assume-role, web identity, ECS, EC2), fetched again
+    /// before they expire each time a table is readied. Without registered settings, a secret of
+    /// the user's that covers the root is used; without one either, and without
+    /// `AWS_ACCESS_KEY_ID` (which httpfs reads itself), the credential chain's.
+    fn prepare_duckdb(&self, conn: &Connection, prefix: &str) -> Result<TableAccess> {
+        load_extension(conn, "httpfs")?;
+        let theirs = users_secret(conn, prefix, "s3");
+        let settings = match registered(prefix) {
+            Some((_, settings)) => settings,
+            None if theirs.is_some() => return Ok(TableAccess::default()),
+            None if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() => S3Settings::from_environment(),
+            None => return Ok(TableAccess::default()),
+        };
+        let keys = match (&settings.access_key_id, &settings.secret_access_key) {
+            (Some(key_id), Some(secret)) => {
+                super::aws_credentials::AwsKeys::new(key_id, secret, settings.session_token.as_deref())
+            }
+            _ => match super::aws_credentials::resolve_blocking(settings.profile.as_deref(), &format!("'{prefix}'")) {
+                Ok(keys) => keys,
+                Err(_) => return Ok(TableAccess::default()),
+            },
+        };
+        let mut options = vec![
+            "TYPE s3".to_string(),
+            format!("KEY_ID {}", quote_literal(&keys.key_id)),
+            format!("SECRET {}", quote_literal(&keys.secret)),
+            format!("URL_STYLE {}", quote_literal(if settings.path_style() { "path" } else { "vhost" })),
+            format!("SCOPE {}", quote_literal(&format!("{prefix}/"))),
+        ];
+        if let Some(token) = &keys.token {
+            options.push(format!("SESSION_TOKEN {}", quote_literal(token)));
+        }
+        options.push(format!("REGION {}", quote_literal(settings.region.as_deref().unwrap_or("us-east-1"))));
+        if let Some((host, tls)) = settings.endpoint_host() {
+            options.push(format!("ENDPOINT {}", quote_literal(&host)));
+            options.push(format!("USE_SSL {tls}"));
+        }
+        let secret = conn.lease_secret("s3", &format!("S3 secret for '{prefix}'"), &options.join(", "))?;
+        Ok(TableAccess::new(Some(secret), theirs.map(|name| outranked(&name, prefix))))
+    }
+}
 
 /// The `s3.*` settings of a table's storage (the keys pyiceberg and iceberg-rust read).
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
@@ -131,24 +210,25 @@ static REGISTRY: super::registry::PrefixRegistry<S3Settings> = super::registry::
 /// Clients, one per bucket and settings.
 static CLIENTS: super::registry::ClientCache<(String, S3Settings), AmazonS3> = super::registry::ClientCache::new();
 
-/// Records the settings for every location under `prefix` (a table's location), replacing what
-/// an earlier call registered for the same prefix.
+/// Records the settings for every location under `prefix` (a table's location, canonical:
+/// [`super::canonical`]), replacing what an earlier call registered for the same prefix.
 pub fn register(prefix: &str, settings: S3Settings) {
     REGISTRY.register(prefix, settings);
 }
 
-/// The settings registered for `location` (the longest registered prefix that contains it).
+/// The settings registered for `location` (canonical; the longest registered prefix that
+/// contains it).
 pub fn settings_for(location: &str) -> S3Settings {
     registered(location).map(|(_, s)| s).unwrap_or_default()
 }
 
-/// The longest registered prefix containing `location`, and its settings.
+/// The longest registered prefix containing `location` (canonical), and its settings.
 pub fn registered(location: &str) -> Option<(String, S3Settings)> {
     REGISTRY.lookup(location)
 }
 
 /// The client of `bucket` with `settings` (one per pair, built on first use).
-pub(super) fn client(bucket: &str, settings: &S3Settings) -> Result<Arc<AmazonS3>> {
+fn client(bucket: &str, settings: &S3Settings) -> Result<Arc<AmazonS3>> {
     let settings = &settings.clone().or(&S3Settings::from_environment());
     CLIENTS.get_or_build((bucket.to_string(), settings.clone()), || build(bucket, settings))
 }
@@ -199,7 +279,7 @@ mod tests {
         register("s3://reg-bucket/wh", a.clone());
         register("s3://reg-bucket/wh/t1/", b.clone());
         assert_eq!(settings_for("s3://reg-bucket/wh/t1/metadata/x.json"), b);
-        assert_eq!(settings_for("s3a://reg-bucket/wh/t2/x"), a);
+        assert_eq!(settings_for(&crate::store::canonical("s3a://reg-bucket/wh/t2/x")), a);
         assert_eq!(settings_for("s3://reg-bucket/wh-other/x"), S3Settings::default());
     }
 

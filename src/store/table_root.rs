@@ -19,7 +19,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use super::location::{Location, ObjectLocation, ObjectScheme, normalize_location};
+use super::backend::ObjectLocation;
+use super::location::{Location, normalize_location};
 use crate::error::{Error, ErrorKind, Result};
 
 /// The root of one table (see the module doc), parsed and normalized once.
@@ -201,16 +202,7 @@ pub fn relative_inside(relative: &Path) -> Option<PathBuf> {
 /// Whether two object locations are on one store and bucket (Azure's spellings compared by
 /// container: `lake` and `lake@acct.dfs.core.windows.net` name one).
 fn same_bucket(a: &ObjectLocation, b: &ObjectLocation) -> bool {
-    let family = |s: ObjectScheme| match s {
-        ObjectScheme::S3 => 0,
-        ObjectScheme::Azure(_) => 1,
-        ObjectScheme::Gcs => 2,
-    };
-    let container = |o: &ObjectLocation| match o.scheme {
-        ObjectScheme::Azure(_) => o.bucket.split('@').next().unwrap_or_default().to_string(),
-        _ => o.bucket.clone(),
-    };
-    family(a.scheme) == family(b.scheme) && container(a) == container(b)
+    a.same_bucket(b)
 }
 
 /// An object key's segments with empty and `.` segments dropped and `..` resolved; `None` when

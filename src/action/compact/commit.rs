@@ -13,7 +13,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt;
 use crate::interrupt::pause_for_tests;
 use crate::runtime;
-use crate::store::{location_key, strip_file_scheme};
+use crate::store::location_key;
 use crate::table::iceberg::commit::{CommitOutcome, commit_table, relocate, snapshot_landed};
 use crate::table::iceberg::history::descends_from;
 use crate::table::iceberg::new_snapshot::{
@@ -226,10 +226,7 @@ fn check_rebase(head: &Base, start: &Start, replaced: &HashSet<&str>, applied: &
 /// Flushes the files a commit will name to disk, before the metadata that names them.
 pub(super) fn sync_files<'a>(paths: impl IntoIterator<Item = &'a str>) -> Result<()> {
     // An object store's PUT is durable once it returns; only local files need flushing.
-    for path in paths.into_iter().filter(|p| !crate::store::is_remote(p)) {
-        std::fs::File::open(strip_file_scheme(path))?.sync_all()?;
-    }
-    Ok(())
+    crate::store::sync_local(paths)
 }
 
 fn remove_all(paths: &[String]) {

@@ -8,7 +8,7 @@ use super::deletion_vectors::DeletedPositions;
 use super::sql::{LINEAGE_COLUMNS, duckdb_type, files_have_field_ids, leaves, parquet_source};
 use crate::duck::{Nested, quote_files, quote_ident, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
-use crate::store::strip_file_scheme;
+use crate::store::duckdb_path;
 use crate::table::iceberg::deletion_vector::is_deletion_vector;
 
 /// The query counting a group's deleted rows and their non-null values, with the field ids of
@@ -51,7 +51,7 @@ impl DeleteSet {
                  _last_updated_sequence_number) cannot be read by id; nothing was committed",
             ));
         }
-        let local = |f: &IcebergDataFile| strip_file_scheme(f.file_path()).to_string();
+        let local = |f: &IcebergDataFile| duckdb_path(f.file_path()).to_string();
         let sequence_table = |files: &[&Input<'_>]| {
             let rows: Vec<String> = files
                 .iter()

@@ -329,7 +329,7 @@ impl Rewrite for DeltaRewrite<'_> {
         // On object storage the next _delta_log entry is created by a conditional put; a store
         // that ignored the condition could overwrite a concurrent writer's commit.
         let log_dir = self.table.log_dir().to_string_lossy().into_owned();
-        if crate::store::is_remote(&log_dir) {
+        if crate::store::local_path(&log_dir).is_none() {
             crate::runtime::block_on(crate::store::require_conditional_writes(&log_dir))??;
         }
         interrupt::pause_for_tests();
@@ -388,11 +388,7 @@ fn rewrite_group(
             format!("'{}' is not under the table's root; nothing was written", outside.display()),
         ));
     }
-    if !crate::store::is_remote(&local_paths[0].to_string_lossy())
-        && let Some(parent) = local_paths[0].parent()
-    {
-        std::fs::create_dir_all(parent)?;
-    }
+    crate::store::create_parent_dir(&local_paths[0].to_string_lossy())?;
     let targets: Vec<String> = local_paths.iter().map(|p| p.to_string_lossy().into_owned()).collect();
     if columns.row_tracking.is_some()
         && let Some(f) =

@@ -293,7 +293,7 @@ fn commit_on(
             match crate::table::delta::commit::find_commit(&table.table, table.version, COMMIT_ID_KEY, commit_id) {
                 Ok(Some(version)) => Ok(Ok((version, None))),
                 Ok(None) if is_conflict(&e) => Ok(Err(e.to_string())),
-                Ok(None) if !crate::store::is_remote(&table.root.to_string_lossy()) => {
+                Ok(None) if crate::store::local_path(&table.root.to_string_lossy()).is_some() => {
                     Err(commit_error(&table.root, e))
                 }
                 Ok(None) => Err(unknown("the log does not show it yet".into())),

@@ -30,7 +30,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::plan::compaction::{PartitionPlan, Verdict};
 use crate::plan::layout::{Layout, LayoutOptions, is_recent};
 use crate::profile::{PartitionProfile, Thresholds};
-use crate::store::{TableRoot, location_key, strip_file_scheme};
+use crate::store::{TableRoot, duckdb_path, location_key};
 use crate::table::iceberg::commit::require_exclusive;
 use crate::table::iceberg::deletion_vector::is_deletion_vector;
 use crate::table::iceberg::{CarriedManifest, IcebergTable, LoadedManifest};
@@ -209,7 +209,7 @@ impl<'a> IcebergRewrite<'a> {
         let mut rows = Vec::with_capacity(vectors.len());
         for (&d, deleted) in vectors.iter().zip(read) {
             let Some(&data) = group.iter().find(|&&i| self.files[d].applies_to(&self.files[i])) else { continue };
-            let path = strip_file_scheme(&self.files[data].path).to_string();
+            let path = duckdb_path(&self.files[data].path).to_string();
             deleted.check_within(self.files[data].record_count, &path)?;
             rows.push((path, deleted));
         }
@@ -259,7 +259,7 @@ impl<'a> IcebergRewrite<'a> {
         if wanted.is_empty() {
             return Ok(());
         }
-        let local: Vec<String> = wanted.iter().map(|&d| strip_file_scheme(&self.files[d].path).to_string()).collect();
+        let local: Vec<String> = wanted.iter().map(|&d| duckdb_path(&self.files[d].path).to_string()).collect();
         let list = quote_files(&local);
         let result = conn.query(&format!(
             "SELECT DISTINCT __lakehouse_delete, file_path FROM read_parquet({list}, union_by_name = true, \
@@ -356,8 +356,7 @@ impl Rewrite for IcebergRewrite<'_> {
         if let Some(&i) = group.iter().find(|&&i| !self.files[i].parquet) {
             return Some(format!("'{}' is not Parquet", self.files[i].path));
         }
-        let local: Vec<String> =
-            group.iter().map(|&i| strip_file_scheme(self.source(i).file_path()).to_string()).collect();
+        let local: Vec<String> = group.iter().map(|&i| duckdb_path(self.source(i).file_path()).to_string()).collect();
         self.footers.refusal(&local, &self.stitching)
     }
 
@@ -372,10 +371,10 @@ impl Rewrite for IcebergRewrite<'_> {
         let schema = self.table.metadata.current_schema();
         skip_misread_nested_fields(conn, schema, plans, &sources)?;
         let input_paths = |p: &PartitionPlan| -> Vec<String> {
-            p.groups.iter().flatten().map(|&i| strip_file_scheme(sources[i].file_path()).to_string()).collect()
+            p.groups.iter().flatten().map(|&i| duckdb_path(sources[i].file_path()).to_string()).collect()
         };
         skip_unwritable_defaults(conn, schema, plans, &input_paths)?;
-        let local = |i: usize| strip_file_scheme(sources[i].file_path()).to_string();
+        let local = |i: usize| duckdb_path(sources[i].file_path()).to_string();
         skip_missing_identity_columns(conn, &self.table.metadata, plans, &sources, &local)
     }
 
@@ -474,7 +473,7 @@ pub(crate) fn merge_on_read_select(
         return Ok(None);
     }
     let schema = table.metadata.current_schema();
-    let local: Vec<String> = inputs.iter().map(|i| strip_file_scheme(i.file.file_path()).to_string()).collect();
+    let local: Vec<String> = inputs.iter().map(|i| duckdb_path(i.file.file_path()).to_string()).collect();
     let ids = files_have_field_ids(conn, &local)?;
     let vectors = rewrite.vectors_for(&group)?;
     let sql = DeleteSet::new(conn, schema, &inputs, &deletes, vectors.as_ref(), ids, false)?.select_sql(schema);
@@ -564,7 +563,7 @@ fn rewrite_select(
 ) -> Result<(OrderedRows, Option<DeletedCounts>)> {
     let (inputs, deletes) = (reads.inputs, reads.deletes);
     let schema = table.metadata.current_schema();
-    let local_inputs: Vec<String> = inputs.iter().map(|f| strip_file_scheme(f.file.file_path()).to_string()).collect();
+    let local_inputs: Vec<String> = inputs.iter().map(|f| duckdb_path(f.file.file_path()).to_string()).collect();
     // With the manifests' value/null counts on every input, the non-null check after the rewrite
     // catches any file read the wrong way, so one footer decides; otherwise every footer does.
     let files: Vec<&IcebergDataFile> = inputs.iter().map(|i| i.file).collect();
@@ -616,12 +615,8 @@ fn rewrite_group(
     let Target { dir, files: outputs } = target;
     let file_paths: Vec<String> =
         (0..outputs.max(1)).map(|_| format!("{dir}/{}-compacted.parquet", uuid::Uuid::new_v4())).collect();
-    let local_paths: Vec<String> = file_paths.iter().map(|p| strip_file_scheme(p).to_string()).collect();
-    if !crate::store::is_remote(&local_paths[0])
-        && let Some(parent) = Path::new(&local_paths[0]).parent()
-    {
-        std::fs::create_dir_all(parent)?;
-    }
+    let local_paths: Vec<String> = file_paths.iter().map(|p| duckdb_path(p).to_string()).collect();
+    crate::store::create_parent_dir(&file_paths[0])?;
     if inputs.iter().any(|f| f.file.partition() != first.partition()) {
         return Err(Error::new(
             ErrorKind::CorruptMetadata,
@@ -630,7 +625,7 @@ fn rewrite_group(
     }
     let schema = table.metadata.current_schema();
     let files: Vec<&IcebergDataFile> = inputs.iter().map(|i| i.file).collect();
-    let inputs_local: Vec<String> = files.iter().map(|f| strip_file_scheme(f.file_path()).to_string()).collect();
+    let inputs_local: Vec<String> = files.iter().map(|f| duckdb_path(f.file_path()).to_string()).collect();
     let written = (|| {
         let (copied, deleted) = match stitch {
             Some(footers) => (footers.stitch_into(&inputs_local, &local_paths)?, Deleted::default()),

@@ -9,7 +9,7 @@ use ::iceberg::spec::{DataFile as IcebergDataFile, Schema, Type};
 use crate::duck::{Nested, quote_files};
 use crate::error::Result;
 use crate::plan::compaction::{PartitionPlan, Verdict};
-use crate::store::strip_file_scheme;
+use crate::store::duckdb_path;
 
 /// Skips (with the reason, before anything is written; a dry run shows it too) each partition
 /// whose files [`select_sql`] would read wrongly: nested fields are read by name inside their
@@ -26,7 +26,7 @@ pub(super) fn skip_misread_nested_fields(
     }
     for p in plans.iter_mut().filter(|p| p.verdict == Verdict::Compact) {
         let inputs: Vec<String> =
-            p.groups.iter().flatten().map(|&i| strip_file_scheme(sources[i].file_path()).to_string()).collect();
+            p.groups.iter().flatten().map(|&i| duckdb_path(sources[i].file_path()).to_string()).collect();
         if let Some(why) = misread_nested_field(conn, &inputs, schema)? {
             p.skip(&format!("{why}; nested fields are read by name, so its files are not rewritten"));
         }

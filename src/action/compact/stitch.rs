@@ -107,7 +107,7 @@ impl Footers {
         if inputs.len() < 2 {
             return Some("fewer than two files".into());
         }
-        if let Some(remote) = inputs.iter().find(|p| crate::store::is_remote(p)) {
+        if let Some(remote) = inputs.iter().find(|p| crate::store::local_path(p).is_none()) {
             return Some(format!("'{remote}' is on object storage (stitching reads local files)"));
         }
         let mut schema = None;

@@ -75,7 +75,7 @@ fn stored(root: &Path, dv: &DeletionVectorDescriptor) -> Result<DeletedRows> {
 /// The version byte of the file at `location` and its `len` bytes from `start` (fewer when the
 /// file ends first).
 fn read_ranges(location: &str, start: u64, len: u64) -> Result<(u8, Vec<u8>)> {
-    if crate::store::is_remote(location) {
+    if crate::store::local_path(location).is_none() {
         let (version, block) = crate::runtime::block_on(async {
             let head = crate::store::read_range(location, 0..1).await?;
             let block = crate::store::read_range(location, start..start + len).await?;

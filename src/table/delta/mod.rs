@@ -27,7 +27,7 @@ use serde_json::Value;
 use crate::error::{Error, ErrorKind, Result};
 use crate::runtime;
 use crate::table::{DataFile, FileContent, PartitionKey};
-use log_store::{register_s3_log_store, table_url};
+use log_store::{register_log_stores, table_url};
 
 /// Hive's name for a null partition value.
 pub const HIVE_NULL: &str = "__HIVE_DEFAULT_PARTITION__";
@@ -93,7 +93,7 @@ pub fn is_delta_dir(dir: &Path) -> bool {
 impl DeltaLakeTable {
     /// Loads the latest version of the table at `dir`.
     pub fn load(dir: &Path) -> Result<Self> {
-        let remote = crate::store::is_remote(&dir.to_string_lossy());
+        let remote = crate::store::local_path(&dir.to_string_lossy()).is_none();
         let root = if remote {
             PathBuf::from(crate::store::canonical(dir.to_string_lossy().trim_end_matches('/')))
         } else {
@@ -105,7 +105,7 @@ impl DeltaLakeTable {
             let table = if remote {
                 // Through this crate's S3 client (the credentials resolved for the table), with
                 // delta-rs's default log store: commits are conditional puts (If-None-Match).
-                register_s3_log_store();
+                register_log_stores();
                 let store = crate::store::bucket_store(&root.to_string_lossy())?;
                 deltalake_core::DeltaTableBuilder::from_url(url.clone())
                     .map_err(|e| delta_error(&root, e))?
@@ -264,7 +264,7 @@ impl DeltaLakeTable {
     pub fn log_entries(&self) -> Result<Vec<LogEntry>> {
         let dir = self.log_dir();
         let text = dir.to_string_lossy().into_owned();
-        if crate::store::is_remote(&text) {
+        if crate::store::local_path(&text).is_none() {
             let listed = runtime::block_on(crate::store::list(&text))??;
             return Ok(listed
                 .into_iter()
@@ -432,7 +432,7 @@ impl LogFile {
 /// A log file's text, on disk or on object storage.
 pub fn read_log_file(path: &Path) -> Result<String> {
     let text = path.to_string_lossy();
-    if crate::store::is_remote(&text) {
+    if crate::store::local_path(&text).is_none() {
         let bytes = runtime::block_on(crate::store::read(&text))??;
         return Ok(String::from_utf8_lossy(&bytes).into_owned());
     }
@@ -441,7 +441,7 @@ pub fn read_log_file(path: &Path) -> Result<String> {
 
 /// A path from the log (relative to the root, or an absolute `file:` URI) as a local path.
 pub fn resolve(root: &Path, path: &str) -> PathBuf {
-    if crate::store::is_remote(path) {
+    if crate::store::local_path(path).is_none() {
         return PathBuf::from(crate::store::canonical(path));
     }
     crate::store::uri_to_local_path(path).unwrap_or_else(|| root.join(path))

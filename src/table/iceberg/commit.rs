@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 
 use crate::catalog::{CatalogTable, Published, Swap};
 use crate::error::{Error, ErrorKind, Result};
-use crate::store::strip_file_scheme;
+use crate::store::local_path;
 use crate::table::{Located, hadoop_version, metadata_version};
 
 /// How a commit ended.
@@ -219,7 +219,8 @@ pub fn next_metadata_location(base_location: &str) -> String {
 /// can commit beside us, or a catalog we do not know of may keep pointing at its own file.
 pub fn is_exclusive(located: &Located) -> bool {
     located.catalog_table.is_some()
-        || hadoop_version(Path::new(strip_file_scheme(&located.metadata_location))).is_some()
+        || hadoop_version(Path::new(local_path(&located.metadata_location).unwrap_or(&located.metadata_location)))
+            .is_some()
 }
 
 /// [`is_exclusive`], or an error that says why not and what to do: named by a metadata file
@@ -310,12 +311,12 @@ pub fn replace_file(target: &Path, bytes: &[u8]) -> Result<()> {
 /// error makes callers remove what they wrote, which the committed metadata names.
 pub fn commit(located: &Located, json: &[u8]) -> Result<CommitOutcome> {
     require_exclusive(located)?;
-    if crate::store::is_remote(&located.metadata_location) {
+    if local_path(&located.metadata_location).is_none() {
         return crate::runtime::block_on(commit_remote(located, json))?;
     }
     let base = &located.metadata_location;
     let new_location = next_metadata_location(base);
-    let new_path = PathBuf::from(strip_file_scheme(&new_location));
+    let new_path = PathBuf::from(local_path(&new_location).unwrap_or(&new_location));
     if located.catalog_table.is_none() && hint_is_ahead_of(&new_path)? {
         return Ok(CommitOutcome::Conflict);
     }
@@ -531,7 +532,7 @@ pub fn relocate(located: &Located) -> Result<Located> {
             let fresh = t.reload()?;
             Ok(Located { metadata_location: fresh.metadata_location.clone(), catalog_table: Some(fresh) })
         }
-        None if crate::store::is_remote(&located.metadata_location) => {
+        None if local_path(&located.metadata_location).is_none() => {
             let dir = located
                 .metadata_location
                 .rsplit_once("/metadata/")
@@ -540,7 +541,7 @@ pub fn relocate(located: &Located) -> Result<Located> {
             crate::table::locate(&dir, &crate::table::LocateOptions { latest_metadata: true, ..Default::default() })
         }
         None => {
-            let base = Path::new(strip_file_scheme(&located.metadata_location));
+            let base = Path::new(local_path(&located.metadata_location).unwrap_or(&located.metadata_location));
             let dir = base
                 .parent()
                 .and_then(Path::parent)

@@ -33,7 +33,7 @@ pub(crate) async fn ensure_exists(file_io: &FileIO, path: &str, what: &str) -> R
 
 /// Reads a whole metadata file; `what` names it in errors ("manifest list '…' does not exist").
 pub async fn read_file(file_io: &FileIO, path: &str, what: &str) -> Result<bytes::Bytes> {
-    if crate::store::is_remote(path) {
+    if crate::store::local_path(path).is_none() {
         // One GET (no HEAD first: on object storage every request is a round trip).
         return crate::store::read(path).await.map_err(|e| match e.kind() {
             ErrorKind::NotFound => Error::new(ErrorKind::NotFound, format!("{what} '{path}' does not exist")),
