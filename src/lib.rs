@@ -31,21 +31,25 @@
 //! - [`store`]: where files live. [`store::location`] parses a location once
 //!   ([`store::Location`]: a local path or `file:` URI, or an [`store::ObjectLocation`] —
 //!   `s3://bucket/key`, Azure's `az://container/key` and `abfss://`/`wasbs://` spellings, GCS's
-//!   `gs://bucket/key`; other schemes refused by name) — nothing else looks at a location's scheme
-//!   (a `file:` URI or URL from a Delta log becomes a path through [`store::uri_to_local_path`]
-//!   and [`store::url_to_location`]; the `http(s)://` of an endpoint is the catalogs' and the
-//!   clients' own);
+//!   `gs://bucket/key`; other schemes refused by name) — nothing outside `store` looks at a
+//!   location's scheme: it asks [`store::local_path`] (or [`store::duckdb_path`],
+//!   [`store::sync_local`], [`store::create_parent_dir`], [`store::local_real_path`]); a `file:` URI
+//!   or URL from a Delta log becomes a path through [`store::uri_to_local_path`] and
+//!   [`store::url_to_location`]; the `http(s)://` of an endpoint is the catalogs' and the clients'
+//!   own. Each object store is a [`store::StoreBackend`] ([`store::backend`]: its schemes, its
+//!   settings from a catalog's properties, its object_store client, its DuckDB secret, its Delta
+//!   log store) in its own file — [`store::s3`], [`store::azure`], [`store::gcs`] — listed once
+//!   in [`store::stores::STORES`], which everything dispatches through by scheme;
 //!   [`store::object`] reads, writes (conditional ones too), lists and batch-deletes objects on
-//!   any object store through object_store's `ObjectStore` trait, [`store::object::store_for`]
-//!   choosing the client; [`store::s3`] S3's settings and clients, [`store::azure`] Azure's,
-//!   [`store::gcs`] GCS's, [`store::registry`] which settings apply to which table location,
-//!   [`store::aws_credentials`] the AWS credential chain (profiles, assume-role, web identity,
-//!   ECS, EC2; refreshed before expiry); [`store::iceberg_io`] iceberg-rust's `FileIO` over it;
-//!   [`store::duckdb`] readies DuckDB for a table's data there; [`store::table_root`] a table's
-//!   root (what was named or registered, not what its metadata says): which store its files are
-//!   read from, which directory its outputs stay under. A new store is an
-//!   [`store::ObjectScheme`] (listed in its `ALL`, which delta-rs's log stores follow), a client
-//!   in `store_for`, and its settings in a file beside [`store::s3`].
+//!   any object store through object_store's `ObjectStore` trait; [`store::registry`] which
+//!   settings apply to which table location, [`store::aws_credentials`] the AWS credential chain
+//!   (profiles, assume-role, web identity, ECS, EC2; refreshed before expiry);
+//!   [`store::iceberg_io`] iceberg-rust's `FileIO` over it; [`store::duckdb`] readies DuckDB for a
+//!   table's data there (with [`store::secret`]); [`store::local`] what only a local file needs;
+//!   [`store::table_root`] a table's root (what was named or registered, not what its metadata
+//!   says): which store its files are read from, which directory its outputs stay under. A new
+//!   store is one file here implementing [`store::StoreBackend`], plus its `pub mod` line and its
+//!   entry in [`store::stores::STORES`] (`docs/layout.md`, "A new store").
 //! - [`catalog`]: where a table's pointer lives: the [`catalog::Catalog`] trait (load, reload,
 //!   swap the pointer or publish changes; in [`catalog::backend`], apart from the registry) and its registry [`catalog::KINDS`], keyed by the
 //!   configured `type` ([`catalog::open`]); [`catalog::config`] reads pyiceberg's
