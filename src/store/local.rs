@@ -29,3 +29,23 @@ pub fn create_parent_dir(location: &str) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_files_get_directories_flushes_and_real_paths_objects_nothing() {
+        let base = std::env::temp_dir().join(format!("lakehouse-local-{}", uuid::Uuid::new_v4()));
+        let file = base.join("data/p=1/a.parquet");
+        create_parent_dir(&format!("file://{}", file.display())).unwrap();
+        assert!(base.join("data/p=1").is_dir());
+        std::fs::write(&file, b"x").unwrap();
+        sync_local([file.to_str().unwrap(), "s3://b/t/a.parquet"]).unwrap();
+        assert_eq!(local_real_path(&format!("file://{}", file.display())), std::fs::canonicalize(&file).ok());
+        create_parent_dir("s3://b/t/data/a.parquet").unwrap();
+        assert_eq!(local_real_path("s3://b/t"), None);
+        assert_eq!(local_real_path(&base.join("missing").to_string_lossy()), None);
+        let _ = std::fs::remove_dir_all(&base);
+    }
+}

@@ -106,6 +106,37 @@ mod tests {
     }
 
     #[test]
+    fn each_store_takes_its_own_settings_under_the_canonical_prefix() {
+        let properties: BTreeMap<String, String> = [
+            ("s3.endpoint", "http://127.0.0.1:1"),
+            ("adls.account-name", "acct"),
+            ("gcs.service.host", "http://127.0.0.1:2"),
+            ("unrelated", "x"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        register_properties("s3a://stores-unit/wh/t/", &properties);
+        let (prefix, s3) = super::super::s3::registered("s3://stores-unit/wh/t/data/a.parquet").unwrap();
+        assert_eq!((prefix.as_str(), s3.endpoint.as_deref()), ("s3://stores-unit/wh/t", Some("http://127.0.0.1:1")));
+        register_properties("az://stores-unit/t", &properties);
+        let (_, azure) = super::super::azure::registered("az://stores-unit/t/x").unwrap();
+        assert_eq!(azure.account_name.as_deref(), Some("acct"));
+        assert!(super::super::azure::registered("abfss://stores-unit/t/x").is_none(), "as spelled");
+    }
+
+    #[test]
+    fn azure_spellings_of_one_container_are_one_bucket() {
+        let az = ObjectLocation::parse("az://lake/t").unwrap();
+        let abfss = ObjectLocation::parse("abfss://lake@acct.dfs.core.windows.net/t").unwrap();
+        assert!(az.same_bucket(&abfss) && abfss.same_bucket(&az));
+        assert!(az.scheme.same_store(abfss.scheme) && az.scheme != abfss.scheme);
+        let s3 = ObjectLocation::parse("s3://lake/t").unwrap();
+        assert!(!az.same_bucket(&s3) && !s3.same_bucket(&ObjectLocation::parse("gs://lake/t").unwrap()));
+        assert!(s3.same_bucket(&ObjectLocation::parse("s3n://lake/u").unwrap()));
+    }
+
+    #[test]
     fn unsupported_schemes_name_every_store() {
         let e = ObjectLocation::parse("hdfs://n/k").unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Unsupported);
