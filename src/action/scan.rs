@@ -18,7 +18,7 @@ use crate::action::compact::select_sql;
 use crate::duck::{quote_files, quote_ident};
 use crate::error::{Error, ErrorKind, Result};
 pub use crate::report::ScanResult;
-use crate::store::{TableRoot, duckdb_path};
+use crate::store::duckdb_path;
 use crate::table::Table;
 use crate::table::delta::LiveFile;
 use crate::table::iceberg::IcebergTable;
@@ -31,10 +31,7 @@ pub fn scan(conn: &crate::duck::Connection, table: &Table, paths: &[String], run
         return Ok(ScanResult { files: 0, rows: 0, checksum: "0".into(), elapsed: Duration::ZERO });
     }
     // Every file is on the table's store before any is read.
-    let root = match table {
-        Table::Iceberg { located, .. } => TableRoot::of_metadata_file(&located.metadata_location)?,
-        Table::Delta(table) => TableRoot::of_directory(&table.root.to_string_lossy())?,
-    };
+    let root = table.root()?;
     root.check_reads(paths.iter().map(String::as_str))?;
     // Held while DuckDB reads the files.
     let access = crate::store::prepare_remote(conn, &root)?;

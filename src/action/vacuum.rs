@@ -248,10 +248,7 @@ pub fn vacuum(table: &DeltaLakeTable, options: &VacuumOptions, host: &HostDb) ->
     let cutoff_ms = chrono::Utc::now().timestamp_millis() - (retention_hours * 3_600_000.0) as i64;
     let (root, candidates) = {
         let conn = host.connect()?;
-        let access = crate::store::prepare_remote(
-            &conn,
-            &crate::store::TableRoot::of_directory(&table.root.to_string_lossy())?,
-        )?;
+        let access = crate::store::prepare_remote(&conn, &table.table_root()?)?;
         if let Some(notice) = &access.notice {
             crate::progress_lines::line(|| notice.clone());
         }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::{delta, not_a_table};
 use crate::error::{Error, ErrorKind, Result};
-use crate::store::Location;
+use crate::store::{Location, TableRoot};
 
 /// Options that change how a `table` argument is resolved.
 #[derive(Debug, Clone, Default)]
@@ -25,6 +25,13 @@ pub struct Located {
     pub metadata_location: String,
     /// The catalog entry when the table was named by identifier.
     pub catalog_table: Option<crate::catalog::CatalogTable>,
+}
+
+impl Located {
+    /// The table's root: the directory of its metadata file ([`TableRoot::of_metadata_file`]).
+    pub fn root(&self) -> Result<TableRoot> {
+        TableRoot::of_metadata_file(&self.metadata_location)
+    }
 }
 
 /// Resolves `table` to the location of its current Iceberg metadata file.

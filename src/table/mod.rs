@@ -23,7 +23,7 @@ pub use locate::{LocateOptions, Located, hadoop_version, is_metadata_file_name, 
 pub use model::{DataFile, FileContent, PartitionKey, TableFormat, UNPARTITIONED};
 
 use crate::error::Result;
-use crate::store::Location;
+use crate::store::{Location, TableRoot};
 use locate::locate_at;
 
 /// A table opened for one call: the format's state, read once.
@@ -41,6 +41,15 @@ pub enum Table {
 }
 
 impl Table {
+    /// The table's root: where its files may be read from and its outputs go
+    /// ([`Located::root`], [`delta::DeltaLakeTable::table_root`]).
+    pub fn root(&self) -> Result<TableRoot> {
+        match self {
+            Table::Iceberg { located, .. } => located.root(),
+            Table::Delta(table) => table.table_root(),
+        }
+    }
+
     /// Opens `name`: a Delta table directory, else an Iceberg table ([`locate()`]).
     pub fn open(name: &str, options: &LocateOptions) -> Result<Table> {
         let location = Location::parse(name.trim())?;

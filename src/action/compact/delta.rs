@@ -200,7 +200,7 @@ impl<'a> DeltaRewrite<'a> {
         check_protocol(table)?;
         let files = table.model_files();
         // Every file this rewrite may read is on the table's store, before any is read.
-        let root = TableRoot::of_directory(&table.root.to_string_lossy())?;
+        let root = table.table_root()?;
         root.check_reads(files.iter().map(|f| f.path.as_str()))?;
         let index: HashMap<&std::ffi::OsStr, usize> =
             table.files.iter().enumerate().map(|(i, f)| (f.local_path.as_os_str(), i)).collect();
@@ -381,7 +381,7 @@ fn rewrite_group(
         .map(|_| relative_dir.join(format!("part-00000-{}-c000.{codec}.parquet", uuid::Uuid::new_v4())))
         .collect();
     let local_paths: Vec<PathBuf> = relatives.iter().map(|r| table.root.join(r)).collect();
-    let root = TableRoot::of_directory(&table.root.to_string_lossy())?;
+    let root = table.table_root()?;
     if let Some(outside) = local_paths.iter().find(|p| !root.contains(&p.to_string_lossy())) {
         return Err(Error::new(
             ErrorKind::CorruptMetadata,

@@ -100,7 +100,7 @@ impl<'a> IcebergRewrite<'a> {
             }
         }
         // Every file this rewrite may read is on the table's store, before any is read.
-        let root = TableRoot::of_metadata_file(&located.metadata_location)?;
+        let root = located.root()?;
         root.check_reads(files.iter().map(|f| f.path.as_str()))?;
         let outputs = Outputs::of(table, root);
         let starting_sequence_number = table.metadata.current_snapshot().map_or(0, |s| s.sequence_number());

@@ -91,6 +91,11 @@ pub fn is_delta_dir(dir: &Path) -> bool {
 }
 
 impl DeltaLakeTable {
+    /// The table's root ([`crate::store::TableRoot::of_directory`] of [`DeltaLakeTable::root`]).
+    pub fn table_root(&self) -> Result<crate::store::TableRoot> {
+        crate::store::TableRoot::of_directory(&self.root.to_string_lossy())
+    }
+
     /// Loads the latest version of the table at `dir`.
     pub fn load(dir: &Path) -> Result<Self> {
         let remote = crate::store::local_path(&dir.to_string_lossy()).is_none();
