@@ -14,8 +14,8 @@ use std::path::PathBuf;
 
 use duckdb::core::LogicalTypeId;
 
-use super::Cell;
-use super::args::Args;
+use crate::functions::row_function::Cell;
+use crate::functions::args::Args;
 use super::scorecard_rows::COLUMNS;
 use crate::duck::{HostDb, quote_ident, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
