@@ -122,9 +122,7 @@ pub fn compaction_options(source: &impl OptionSource, partial_by_default: bool) 
         recent_window: recent_window(source.opt_string("skip_recent_partitions", false)?.as_deref())?,
         recent: Vec::new(),
         delete_ratio_threshold: source.opt_f64("delete_ratio_threshold")?,
-        delete_file_threshold: source
-            .opt_i64_in("delete_file_threshold", 1, i64::from(u32::MAX))?
-            .map(|n| n as u64),
+        delete_file_threshold: source.opt_i64_in("delete_file_threshold", 1, i64::from(u32::MAX))?.map(|n| n as u64),
         stitch: source.bool("stitch", true)?,
         partial_progress: source.bool("partial_progress", partial_by_default)?,
         max_commits: source.i64_in("max_commits", DEFAULT_MAX_COMMITS as i64, 1, MAX_MAX_COMMITS)? as u64,

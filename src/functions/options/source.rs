@@ -132,9 +132,12 @@ impl OptionSource for JsonOptions {
         let wrong = || Error::invalid(format!("{key} must be a list of strings"));
         match self.get(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::Array(items)) => {
-                items.iter().map(|i| i.as_str().map(str::to_string)).collect::<Option<Vec<_>>>().map(Some).ok_or_else(wrong)
-            }
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|i| i.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .map(Some)
+                .ok_or_else(wrong),
             Some(_) => Err(wrong()),
         }
     }
