@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 /// The named parameters every function that takes a `table` accepts.
 pub const TABLE_PARAMETERS: [&str; 4] = ["latest_metadata", "catalog", "catalog_uri", "warehouse"];
 
-/// The verdict's named parameters (see [`super::options::OptionSource::thresholds`]).
+/// The verdict's named parameters (see [`super::options::source::OptionSource::thresholds`]).
 pub const THRESHOLD_PARAMETERS: [&str; 2] = ["small_file_threshold_mb", "fragmentation_ratio_threshold"];
 
 /// `ANY`, the declared type of every named parameter.

@@ -1,6 +1,6 @@
 //! Options of the scalar functions: a JSON object of the table function's named parameters,
 //! refused whole when it names an unknown one, then read key by key through
-//! [`super::options::OptionSource`] with messages that name the option; and the per-row body
+//! [`super::options::source::OptionSource`] with messages that name the option; and the per-row body
 //! and signatures every `(table [, options_json])` scalar shares.
 
 use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
@@ -41,7 +41,7 @@ impl JsonOptions {
         Ok(Self { map })
     }
 
-    /// The raw value of `key` (read typed through [`super::options::OptionSource`]).
+    /// The raw value of `key` (read typed through [`super::options::source::OptionSource`]).
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.map.get(key)
     }
