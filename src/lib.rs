@@ -104,17 +104,26 @@
 //!   [`action::rewrite_position_deletes`] (position deletes merged, or made deletion vectors), [`action::metadata_health`]
 //!   (metadata-bloat figures from the other actions' dry plans), [`action::executor`] (the Spark
 //!   hand-off; what it needs of a format is [`action::spark_rewrite`], Delta's OPTIMIZE
-//!   [`action::executor_delta`]), [`action::gate`] (the whole gate). A file that carries out an SQL
-//!   function is named after it. [`demo`] writes the demo table.
+//!   [`action::executor_delta`]), [`action::gate`] (the whole gate: it opens the table once and
+//!   reloads it after each step that committed; its steps' outcomes and the scorecard built from
+//!   them in `gate/outcome.rs`). A file that carries out an SQL function is named after it.
+//!   [`demo`] writes the demo table.
 //! - [`functions`]: one file per SQL function, named after it (`compact_scalar.rs` and
 //!   `expire_scalar.rs` are the scalar forms of `lakehouse_compact` and
-//!   `lakehouse_expire_snapshots`), registered in [`functions::register`], on a shared
-//!   row-function adapter ([`functions::row_function`]) that parses arguments at bind and
-//!   prefixes every error with the function's name. A new function is a file here, a line in
-//!   `register`, and its work in [`action`] (or lower); `scorecard_rows.rs`
-//!   (the gate's rows) and `history.rs` (the run history: Parquet files or a table, failed
-//!   runs too) serve the gate and the server; `functions/serve/` holds `lakehouse_serve` and its
-//!   webhook server (`state`, `auth`, `runs`, `http`, `signals`, `server`).
+//!   `lakehouse_expire_snapshots`), each an entry of [`functions::FUNCTIONS`], the one list
+//!   [`functions::register`] registers; no function's file imports another's. They stand on
+//!   a shared row-function adapter ([`functions::row_function`]) that parses arguments at bind
+//!   and prefixes every error with the function's name, on [`functions::args`] (named
+//!   arguments) and [`functions::json_options`] (a scalar's options JSON, its per-row body),
+//!   and on [`functions::options`]: each verb's parameters and the one parser both its forms
+//!   (and the gate and the server) read them with, through
+//!   [`functions::options::source::OptionSource`]. [`functions::gate_runs`] holds the gate's rows
+//!   (`scorecard_rows.rs`) and its run history (`history.rs`: Parquet files or a table, failed
+//!   runs too), which the gate and the server share; `functions/serve/` holds `lakehouse_serve`
+//!   and its webhook server (`state`, `auth`, `runs`, `http`, `signals`, `server`). A new
+//!   function is its file here, its `pub mod` line and its entry in `FUNCTIONS`, its work in
+//!   [`action`] (or lower), and its options in [`functions::options`] when another function
+//!   shares them.
 //! - `fuzz.rs` (test builds only): the fuzzer of every reader of bytes other programs wrote,
 //!   seeded from `test/fuzz/corpus/` (`make fuzz`). The chaos harness, writers we did not write
 //!   against our actions with kills, lives in `test/chaos/` (`make chaos`).

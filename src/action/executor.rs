@@ -219,21 +219,7 @@ pub fn compact_with_executor(
         )
     })?;
     // The table as Spark will name it (an Iceberg table's name checked before anything is planned).
-    let on_spark = match table {
-        Table::Iceberg { located, table: iceberg } => {
-            let entry = located.catalog_table.as_ref().ok_or_else(|| {
-                Error::invalid(
-                    "executor := 'spark' or 'auto' needs the table named through its catalog (namespace.table or \
-                     catalog.namespace.table), so that Spark rewrites the same table; this one was named by path",
-                )
-            })?;
-            let mut namespace: Vec<&str> = entry.namespace.split('.').collect();
-            namespace.push(&entry.table);
-            let catalog = spark.catalog.clone().unwrap_or_else(|| entry.catalog.clone());
-            OnSpark::Iceberg(iceberg, catalog, multipart(&namespace))
-        }
-        Table::Delta(delta) => OnSpark::Delta(delta),
-    };
+    let on_spark = on_spark(table, spark)?;
     let planned = compact(table, options, true, host, known_ratio)?;
     let wanted = wanted(&planned.plans, executor);
     let target: Box<dyn SparkRewrite> = match on_spark {
@@ -264,16 +250,50 @@ pub fn compact_with_executor(
         };
         return Ok(Executed { report, routes: routed, spark: HashMap::new() });
     }
+    let report = compact_local_first(table, options, host, &planned, &spark_keys)?;
+    let sent: Vec<&PartitionPlan> = planned.plans.iter().filter(|p| spark_keys.contains(&p.key)).collect();
+    let outcomes = send_to_spark(target.as_ref(), &spark.remote, &sent, &routes)?;
+    explain_outcomes(&mut routed, &outcomes);
+    Ok(Executed { report, routes: routed, spark: outcomes })
+}
 
-    // The local partitions first, in one commit of ours.
-    let local_options = CompactionOptions { excluded: spark_keys.clone(), ..options.clone() };
+/// The table as Spark will name it: an Iceberg table by its catalog entry (refused when it was
+/// named by path), a Delta table by its location.
+fn on_spark<'a>(table: &'a Table, spark: &SparkTarget) -> Result<OnSpark<'a>> {
+    Ok(match table {
+        Table::Iceberg { located, table: iceberg } => {
+            let entry = located.catalog_table.as_ref().ok_or_else(|| {
+                Error::invalid(
+                    "executor := 'spark' or 'auto' needs the table named through its catalog (namespace.table or \
+                     catalog.namespace.table), so that Spark rewrites the same table; this one was named by path",
+                )
+            })?;
+            let mut namespace: Vec<&str> = entry.namespace.split('.').collect();
+            namespace.push(&entry.table);
+            let catalog = spark.catalog.clone().unwrap_or_else(|| entry.catalog.clone());
+            OnSpark::Iceberg(iceberg, catalog, multipart(&namespace))
+        }
+        Table::Delta(delta) => OnSpark::Delta(delta),
+    })
+}
+
+/// The local partitions of `planned` rewritten first, in one commit of ours (none when every
+/// partition it compacts goes to Spark, `spark_keys`); the Spark partitions keep the plan they
+/// are sent with.
+fn compact_local_first(
+    table: &Table,
+    options: &CompactionOptions,
+    host: &HostDb,
+    planned: &CompactionReport,
+    spark_keys: &[PartitionKey],
+) -> Result<CompactionReport> {
+    let local_options = CompactionOptions { excluded: spark_keys.to_vec(), ..options.clone() };
     let any_local = planned.plans.iter().any(|p| p.verdict == Verdict::Compact && !spark_keys.contains(&p.key));
     let mut report = if any_local {
         compact(table, &local_options, false, host, planned.output_ratio)?
     } else {
         CompactionReport { dry_run: false, ..planned.clone() }
     };
-    // The Spark partitions keep the plan they were sent with.
     for p in &mut report.plans {
         if let Some(sent) = planned.plans.iter().find(|s| s.key == p.key && spark_keys.contains(&s.key)) {
             *p = sent.clone();
@@ -282,15 +302,28 @@ pub fn compact_with_executor(
     if !any_local {
         report.groups.clear();
     }
+    Ok(report)
+}
 
-    let mut session = Session::new(&spark.remote);
+/// Sends `sent` to Spark, [`PARTITIONS_PER_CALL`] partitions per call (each partition's predicate
+/// from `routes`), and reads back from the table what each call committed, per partition. After
+/// a call that could not reach Spark or whose outcome is unknown, and after Ctrl-C, the rest are
+/// not sent (their outcome says why).
+fn send_to_spark(
+    target: &dyn SparkRewrite,
+    remote: &Remote,
+    sent: &[&PartitionPlan],
+    routes: &HashMap<PartitionKey, (Route, String)>,
+) -> Result<HashMap<PartitionKey, SparkOutcome>> {
+    let mut session = Session::new(remote);
     let mut outcomes: HashMap<PartitionKey, SparkOutcome> = HashMap::new();
     let mut stop: Option<String> = None;
-    let sent: Vec<&PartitionPlan> = planned.plans.iter().filter(|p| spark_keys.contains(&p.key)).collect();
     for batch in sent.chunks(PARTITIONS_PER_CALL) {
-        let keys: HashSet<&PartitionKey> = batch.iter().map(|p| &p.key).collect();
         let operation_id = uuid::Uuid::new_v4().to_string();
-        let not_sent = |why: &str, outcomes: &mut HashMap<PartitionKey, SparkOutcome>| {
+        if stop.is_none() && crate::interrupt::check("").is_err() {
+            stop = Some("interrupted".into());
+        }
+        if let Some(why) = &stop {
             for p in batch {
                 let failure = Some(format!("not sent: {why}"));
                 outcomes.insert(
@@ -298,14 +331,6 @@ pub fn compact_with_executor(
                     SparkOutcome { failure, operation_id: operation_id.clone(), ..Default::default() },
                 );
             }
-        };
-        if let Some(why) = &stop {
-            not_sent(why, &mut outcomes);
-            continue;
-        }
-        if crate::interrupt::check("").is_err() {
-            stop = Some("interrupted".into());
-            not_sent("interrupted", &mut outcomes);
             continue;
         }
         #[allow(unused_mut)]
@@ -315,43 +340,9 @@ pub fn compact_with_executor(
         if let Ok(forced) = std::env::var("LAKEHOUSE_TEST_SPARK_WHERE") {
             predicate = forced;
         }
-        let before = target.head()?;
-        let mut result = Ok(Vec::new());
-        for statement in target.statements(&predicate) {
-            result = session.sql(&statement, &operation_id);
-            if result.is_err() {
-                break;
-            }
-        }
-        let mut failure = match &result {
-            Ok(_) => None,
-            Err(Failure::Unreachable(m)) => {
-                stop = Some(m.clone());
-                Some(m.clone())
-            }
-            Err(Failure::Failed(m)) => Some(format!("{m} (operation {operation_id})")),
-            Err(Failure::Unknown(m)) => {
-                stop = Some(format!("an earlier call's outcome is unknown ({m})"));
-                Some(format!("{m} (operation {operation_id})"))
-            }
-        };
-        // Whatever Spark answered, what it committed is read from the table: per partition, the
-        // files its snapshots added and removed.
-        let commits =
-            if matches!(result, Err(Failure::Unreachable(_))) { Vec::new() } else { target.commits(before)? };
-        for commit in &commits {
-            let others: Vec<&String> =
-                commit.touched.iter().filter(|(k, _)| !keys.contains(k)).map(|(_, t)| &t.label).collect();
-            if !others.is_empty() && failure.is_none() {
-                failure = Some(format!(
-                    "Spark's snapshot {} also rewrote {} other partition{} ({}), which the gate did not plan",
-                    commit.snapshot_id,
-                    others.len(),
-                    if others.len() == 1 { "" } else { "s" },
-                    others.iter().take(5).map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
-                ));
-            }
-        }
+        let (failure, commits) = call(&mut session, target, &predicate, &operation_id, &mut stop)?;
+        let keys: HashSet<&PartitionKey> = batch.iter().map(|p| &p.key).collect();
+        let failure = failure.or_else(|| commits.iter().find_map(|commit| overstepped(commit, &keys)));
         for p in batch {
             let mut outcome =
                 SparkOutcome { operation_id: operation_id.clone(), failure: failure.clone(), ..Default::default() };
@@ -366,7 +357,61 @@ pub fn compact_with_executor(
             outcomes.insert(p.key.clone(), outcome);
         }
     }
-    for (key, outcome) in &outcomes {
+    Ok(outcomes)
+}
+
+/// One call of `predicate`'s partitions: its failure, and what Spark committed, read from the
+/// table whatever Spark answered (nothing when Spark could not be reached). A call that could
+/// not reach Spark, or whose outcome is unknown, sets `stop`: why the rest are not sent.
+fn call(
+    session: &mut Session,
+    target: &dyn SparkRewrite,
+    predicate: &str,
+    operation_id: &str,
+    stop: &mut Option<String>,
+) -> Result<(Option<String>, Vec<Commit>)> {
+    let before = target.head()?;
+    let mut result = Ok(Vec::new());
+    for statement in target.statements(predicate) {
+        result = session.sql(&statement, operation_id);
+        if result.is_err() {
+            break;
+        }
+    }
+    let failure = match &result {
+        Ok(_) => None,
+        Err(Failure::Unreachable(m)) => {
+            *stop = Some(m.clone());
+            Some(m.clone())
+        }
+        Err(Failure::Failed(m)) => Some(format!("{m} (operation {operation_id})")),
+        Err(Failure::Unknown(m)) => {
+            *stop = Some(format!("an earlier call's outcome is unknown ({m})"));
+            Some(format!("{m} (operation {operation_id})"))
+        }
+    };
+    let commits = if matches!(result, Err(Failure::Unreachable(_))) { Vec::new() } else { target.commits(before)? };
+    Ok((failure, commits))
+}
+
+/// The failure of a Spark commit that also rewrote partitions outside the call's, `keys`.
+fn overstepped(commit: &Commit, keys: &HashSet<&PartitionKey>) -> Option<String> {
+    let others: Vec<&String> =
+        commit.touched.iter().filter(|(k, _)| !keys.contains(k)).map(|(_, t)| &t.label).collect();
+    (!others.is_empty()).then(|| {
+        format!(
+            "Spark's snapshot {} also rewrote {} other partition{} ({}), which the gate did not plan",
+            commit.snapshot_id,
+            others.len(),
+            if others.len() == 1 { "" } else { "s" },
+            others.iter().take(5).map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+        )
+    })
+}
+
+/// Each Spark partition's route says what Spark did (or why it failed), with the operation id.
+fn explain_outcomes(routed: &mut HashMap<PartitionKey, Route>, outcomes: &HashMap<PartitionKey, SparkOutcome>) {
+    for (key, outcome) in outcomes {
         if let Some(route) = routed.get_mut(key) {
             let done = match (&outcome.failure, outcome.snapshot_id) {
                 (Some(failure), _) => format!("failed: {failure}"),
@@ -381,7 +426,6 @@ pub fn compact_with_executor(
             route.why = format!("{}; {done} (operation {})", route.why, outcome.operation_id);
         }
     }
-    Ok(Executed { report, routes: routed, spark: outcomes })
 }
 
 /// Every planned partition on the local executor.

@@ -10,7 +10,12 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use crate::action::compact::{CompactionReport, GroupFiles};
+mod outcome;
+
+use outcome::{Compacted, Later, Outcome, Retired, SCAN_RUNS, ScanSample, partition_lines};
+pub use outcome::{SCAN_SAMPLE_BYTES, SCAN_SAMPLE_SHARE};
+
+use crate::action::compact::CompactionReport;
 use crate::action::executor::{Executed, ExecutorOptions, Opened, compact_with_executor};
 use crate::action::expire_snapshots::{ExpiryOptions, ExpiryReport, expire, retention_days_in_force};
 use crate::action::rewrite_manifests::{
@@ -19,7 +24,7 @@ use crate::action::rewrite_manifests::{
 use crate::action::rewrite_position_deletes::{
     RewritePositionDeletesOptions, RewritePositionDeletesReport, rewrite_position_deletes,
 };
-use crate::action::scan::scan;
+use crate::action::scan::{ScanResult, scan};
 use crate::action::vacuum::{VacuumOptions, vacuum};
 use crate::duck::HostDb;
 use crate::error::{Error, ErrorKind, Result};
@@ -28,9 +33,9 @@ use crate::notify::slack::{Delivery, RetryPolicy, Webhook, post};
 use crate::plan::compaction::{CompactionOptions, Verdict};
 use crate::plan::format_options::FormatOnly;
 use crate::plan::partition_selection::check_selected;
-use crate::plan::projection;
-use crate::profile::{summarize, table_profile, table_profile_for_planning};
-use crate::report::{LineVerdict, PartitionLine, RunStatus, Scorecard};
+use crate::plan::projection::{self, SpeedupRange};
+use crate::profile::{PartitionProfile, summarize, table_profile, table_profile_for_planning};
+use crate::report::{RunStatus, Scorecard};
 use crate::table::{LocateOptions, PartitionKey, Table, TableFormat};
 
 /// Everything a gate run takes.
@@ -141,42 +146,6 @@ fn deliver(options: &GateOptions, scorecard: &mut Scorecard) -> Result<()> {
     Ok(())
 }
 
-/// What retiring history did: Iceberg's snapshot expiry, Delta's VACUUM.
-struct Retired {
-    /// The retention in force, days.
-    retention_days: f64,
-    /// Snapshots expired (Iceberg; Delta's VACUUM expires no versions).
-    snapshots_expired: u64,
-    /// Files deleted (or, dry, that would be) and their bytes.
-    files_deleted: u64,
-    /// See `files_deleted`.
-    bytes_reclaimed: u64,
-    /// Whether the table changed (a commit, or files deleted).
-    changed: bool,
-    /// See [`crate::report::Scorecard::warnings`].
-    warning: Option<String>,
-}
-
-impl Retired {
-    /// Nothing retired (the step was left for the next run): the retention in force, no change.
-    fn nothing(table: &Table, options: &GateOptions) -> Retired {
-        let retention_days = match table {
-            Table::Iceberg { table, .. } => retention_days_in_force(&table.metadata, &options.expiry),
-            Table::Delta(table) => options.expiry.retention_days.unwrap_or_else(|| {
-                crate::action::vacuum::table_retention_hours(table).map_or(7.0, |hours| hours / 24.0)
-            }),
-        };
-        Retired {
-            retention_days,
-            snapshots_expired: 0,
-            files_deleted: 0,
-            bytes_reclaimed: 0,
-            changed: false,
-            warning: None,
-        }
-    }
-}
-
 /// The outcome of a maintenance `step` run after the compaction (which committed `compaction`, a
 /// `commit` — `snapshot` or `version` — when it did). With partial progress, a
 /// [`ErrorKind::CommitConflict`] (another writer's commits kept winning) becomes `None` and a
@@ -278,40 +247,9 @@ fn rewrite_deletes(
     Ok(Some(rewrite_position_deletes(located, &rewrite_options, host)?))
 }
 
-/// Scans per measured speedup: one to warm the cache, one timed (the best counts).
-const SCAN_RUNS: u32 = 2;
-
-/// The measured scans cover rewrite groups making up at most this share of the bytes the
-/// compaction rewrites, and at most [`SCAN_SAMPLE_BYTES`] (but always at least one group), so
-/// that they cost the gate a bounded amount whatever the table's size.
-pub const SCAN_SAMPLE_SHARE: f64 = 0.1;
-/// See [`SCAN_SAMPLE_SHARE`].
-pub const SCAN_SAMPLE_BYTES: u64 = 256 * 1024 * 1024;
-
-/// The planned rewrite groups the measured scans cover (indexes into `groups`): in plan order,
-/// each that still fits the budget ([`SCAN_SAMPLE_SHARE`] of all their bytes, at most `cap`),
-/// else the smallest one. A group is the unit that reads the same rows before (its inputs, with
-/// the deletes that apply to them) and after (its one output). Groups outside the sample are
-/// verified by the compaction's own checks (rows and non-null counts per output file).
-fn scan_sample(groups: &[GroupFiles], cap: u64) -> Vec<usize> {
-    let total: u64 = groups.iter().map(|g| g.input_bytes).sum();
-    let budget = ((total as f64 * SCAN_SAMPLE_SHARE) as u64).min(cap);
-    let mut used = 0u64;
-    let mut sample = Vec::new();
-    for (i, g) in groups.iter().enumerate() {
-        if used + g.input_bytes <= budget {
-            used += g.input_bytes;
-            sample.push(i);
-        }
-    }
-    if sample.is_empty()
-        && let Some((i, _)) = groups.iter().enumerate().min_by_key(|(_, g)| g.input_bytes)
-    {
-        sample.push(i);
-    }
-    sample
-}
-
+/// Runs the gate's steps on the table, which is opened once here and reloaded (through the same
+/// catalog or location, the name not resolved again) after each step that committed: profile,
+/// [`plan`], [`compact_measured`], [`later_steps`], then the [`Outcome`]'s scorecard.
 fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Instant) -> Result<Scorecard> {
     options.compaction.validate()?;
     options.expiry.validate()?;
@@ -319,33 +257,58 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
     let thresholds = options.compaction.verdict_thresholds();
     // Opened once: the profile, the plan, the rewrite and the scans all read this state.
     let table = Table::open(&options.table, &options.locate)?;
+    let format = table.format();
     // Streamed by the lean reader, as the profile is: a million-file table is not held whole.
     let before = table_profile_for_planning(&table, &thresholds)?;
     let summary_before = summarize(&before);
     crate::progress_lines::line(|| {
         format!("profiled {} partitions, {} degraded", before.len(), summary_before.fragmented_partition_count)
     });
+    let planned = plan(&table, options, host)?;
+    let projected = projected_speedup(&planned.report, &before);
+    let sample = ScanSample::of(&planned, options.measure_speedup && !options.dry_run);
+    let compacted = compact_measured(table, options, host, planned, &before, &sample)?;
+    let report = &compacted.executed.report;
+    let compaction_snapshot_id = report.snapshot_id.or_else(|| compacted.executed.spark_snapshots().last().copied());
+    crate::interrupt::check(&match compaction_snapshot_id {
+        Some(id) => format!("the compaction committed snapshot {id} (which stands); nothing was expired"),
+        None => "nothing was committed".to_string(),
+    })?;
+    let later = later_steps(&compacted.table, options, host, compaction_snapshot_id)?;
+    let outcome = Outcome {
+        started_ms,
+        duration_ms: started.elapsed().as_millis() as u64,
+        thresholds,
+        format,
+        lines: partition_lines(options.dry_run, &compacted.executed, &before, &compacted.after),
+        summary_before,
+        projected,
+        sample,
+        compacted,
+        compaction_snapshot_id,
+        later,
+    };
+    Ok(outcome.scorecard(execution_id, &options.table, options.dry_run, &options.format_only))
+}
 
-    // Plan (metadata only), then act on exactly the partitions the plan compacts. A table this
-    // version does not rewrite (Iceberg columns of a type it cannot write back, a Delta feature a
-    // rewrite could break) keeps every partition, with the reason, and the rest of the gate runs
-    // as usual.
-    let rewritable = match &table {
+/// Plans the compaction (metadata only; the executor routes each partition). A table this
+/// version does not rewrite (Iceberg columns of a type it cannot write back, a Delta feature a
+/// rewrite could break) keeps every partition, with the reason, and the rest of the gate runs
+/// as usual.
+fn plan(table: &Table, options: &GateOptions, host: &HostDb) -> Result<Executed> {
+    let rewritable = match table {
         Table::Iceberg { table, .. } => table.require_rewritable(),
         Table::Delta(table) => crate::action::compact::delta::check_protocol(table),
     };
-    let compact_with = |dry_run: bool, ratio: Option<f64>| {
-        compact_with_executor(
-            Opened { table: &table, name: &options.table, locate: &options.locate },
+    let planned = match rewritable {
+        Ok(()) => compact_with_executor(
+            Opened { table, name: &options.table, locate: &options.locate },
             &options.compaction,
             &options.executor,
-            dry_run,
+            true,
             host,
-            ratio,
-        )
-    };
-    let planned = match rewritable {
-        Ok(()) => compact_with(true, None)?,
+            None,
+        )?,
         Err(why) => {
             let mut plans = crate::plan::compaction::plan(&table.live_files()?, &options.compaction, 1.0);
             check_selected(&plans, options.compaction.partitions.as_deref())?;
@@ -370,68 +333,91 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         }
     };
     let plan = &planned.report;
-    // The projected speedup of the partitions the plan compacts, on the files it leaves.
-    let projected = {
-        let compacted = plan.plans.iter().filter(|p| p.verdict == Verdict::Compact);
-        let (files_before, files_after, bytes) = compacted.fold((0, 0, 0), |(b, a, s), p| {
-            let size = before.iter().find(|x| x.key == p.key).map_or(0, |x| x.total_size_bytes);
-            (b + p.files_before, a + p.files_after(), s + size)
-        });
-        projection::speedup(files_before, files_after, bytes)
-    };
-    let compacting: HashSet<PartitionKey> =
-        plan.plans.iter().filter(|p| p.verdict == Verdict::Compact).map(|p| p.key.clone()).collect();
     crate::progress_lines::line(|| {
+        let compacting: HashSet<&PartitionKey> =
+            plan.plans.iter().filter(|p| p.verdict == Verdict::Compact).map(|p| &p.key).collect();
         format!("planned: {} partitions to compact in {} groups", compacting.len(), plan.groups.len())
     });
-    // The measured scans cover a bounded sample of the rewrite groups ([`scan_sample`]) this
-    // session rewrites (groups are in plan order; Spark's partitions are not sampled).
-    let local_groups: Vec<GroupFiles> =
-        plan.groups.iter().filter(|g| planned.routes.get(&g.key).is_none_or(|r| !r.spark)).cloned().collect();
-    let sampled: Vec<GroupFiles> =
-        scan_sample(&local_groups, SCAN_SAMPLE_BYTES).into_iter().map(|g| local_groups[g].clone()).collect();
-    let measure = options.measure_speedup && !options.dry_run && !sampled.is_empty();
-    let before_paths: Vec<String> =
-        if measure { sampled.iter().flat_map(|g| g.inputs.clone()).collect() } else { Vec::new() };
-    let sampled_bytes: u64 = sampled.iter().map(|g| g.input_bytes).sum();
-    let planned_bytes: u64 = local_groups.iter().map(|g| g.input_bytes).sum();
-    let scan_before = if measure {
+    Ok(planned)
+}
+
+/// The projected speedup of the partitions the plan compacts, on the files it leaves.
+fn projected_speedup(plan: &CompactionReport, before: &[PartitionProfile]) -> SpeedupRange {
+    let compacted = plan.plans.iter().filter(|p| p.verdict == Verdict::Compact);
+    let (files_before, files_after, bytes) = compacted.fold((0, 0, 0), |(b, a, s), p| {
+        let size = before.iter().find(|x| x.key == p.key).map_or(0, |x| x.total_size_bytes);
+        (b + p.files_before, a + p.files_after(), s + size)
+    });
+    projection::speedup(files_before, files_after, bytes)
+}
+
+/// Compacts the partitions `planned` compacts (nothing on a dry run), the sampled groups scanned
+/// before and after and compared ([`verify`]). A Spark rewrite that failed, broke off or
+/// overstepped is raised (the caller posts the alert) before any expiry or manifest merge of
+/// ours runs. After a commit the table is reloaded: the state it committed, and what history to
+/// retire.
+fn compact_measured(
+    table: Table,
+    options: &GateOptions,
+    host: &HostDb,
+    planned: Executed,
+    before: &[PartitionProfile],
+    sample: &ScanSample,
+) -> Result<Compacted> {
+    let scan_before = if sample.measure {
         let conn = host.connect()?;
-        Some(scan(&conn, &table, &before_paths, SCAN_RUNS)?)
+        let paths: Vec<String> = sample.groups.iter().flat_map(|g| g.inputs.clone()).collect();
+        Some(scan(&conn, &table, &paths, SCAN_RUNS)?)
     } else {
         None
     };
-    let executed = if options.dry_run || compacting.is_empty() {
+    let compacting = planned.report.plans.iter().any(|p| p.verdict == Verdict::Compact);
+    let executed = if options.dry_run || !compacting {
         planned
     } else {
         // The plan's measured ratio, so the run compacts what the plan (and the scan) covered.
-        compact_with(false, plan.output_ratio)?
+        compact_with_executor(
+            Opened { table: &table, name: &options.table, locate: &options.locate },
+            &options.compaction,
+            &options.executor,
+            false,
+            host,
+            planned.report.output_ratio,
+        )?
     };
-    // A Spark rewrite that failed, broke off or overstepped: raised (the caller posts the alert)
-    // before any expiry or manifest merge of ours runs.
     if let Some(error) = executed.failure_error() {
         return Err(Error::new(error.kind(), format!("{}; nothing was expired", error.message())));
     }
-    let report = &executed.report;
-    crate::progress_lines::line(|| match report.snapshot_id {
+    crate::progress_lines::line(|| match executed.report.snapshot_id {
         Some(id) => format!("compaction committed (last commit {id}); verifying, then the other steps"),
         None => "nothing compacted; the other steps".into(),
     });
-    // After a commit the table is read again: the state it committed, and what history to retire.
-    let reopened = match executed.committed() {
-        true => Some(Table::open(&options.table, &options.locate)?),
-        false => None,
+    let (table, after) = match executed.committed() {
+        true => {
+            let table = table.reload()?;
+            let after = table_profile(&table, &options.compaction.verdict_thresholds())?;
+            (table, after)
+        }
+        false => (table, before.to_vec()),
     };
-    let after_table = reopened.as_ref().unwrap_or(&table);
-    let after = match &reopened {
-        Some(t) => table_profile(t, &thresholds)?,
-        None => before.clone(),
-    };
-    // The same rows after: the file each sampled group became (none for a group whose every row
-    // was deleted). A sampled group the real run did not rewrite and commit as planned (a
-    // partition planned again after a conflict, or given up) leaves the speedup unmeasured
-    // rather than compared on different rows.
-    let after_paths: Option<Vec<String>> = sampled
+    let (scan_before, scan_after) = verify(&table, host, &executed.report, sample, scan_before)?;
+    Ok(Compacted { executed, table, after, scan_before, scan_after })
+}
+
+/// The scans after, compared with `scan_before`: the same rows read from the file each sampled
+/// group became (none for a group whose every row was deleted). A sampled group the real run did
+/// not rewrite and commit as planned (a partition planned again after a conflict, or given up)
+/// leaves the speedup unmeasured rather than compared on different rows. Different rows or
+/// checksums fail the run.
+fn verify(
+    table: &Table,
+    host: &HostDb,
+    report: &CompactionReport,
+    sample: &ScanSample,
+    scan_before: Option<ScanResult>,
+) -> Result<(Option<ScanResult>, Option<ScanResult>)> {
+    let after_paths: Option<Vec<String>> = sample
+        .groups
         .iter()
         .map(|g| {
             let wanted: HashSet<&String> = g.inputs.iter().collect();
@@ -444,265 +430,85 @@ fn gate(options: &GateOptions, host: &HostDb, execution_id: &str, started: Insta
         })
         .collect::<Option<Vec<Vec<String>>>>()
         .map(|outputs| outputs.into_iter().flatten().collect());
-    let (scan_before, scan_after) = match (scan_before, after_paths) {
-        (Some(before_scan), Some(after_paths)) if report.snapshot_id.is_some() => {
-            let conn = host.connect()?;
-            let after_scan = scan(&conn, after_table, &after_paths, SCAN_RUNS)?;
-            if (after_scan.rows, &after_scan.checksum) != (before_scan.rows, &before_scan.checksum) {
-                return Err(Error::new(
-                    ErrorKind::CorruptMetadata,
-                    format!(
-                        "verification failed: the sampled rewrite groups read {} rows (checksum {}) before and {} \
-                         (checksum {}) after; the compaction snapshot is {:?}",
-                        before_scan.rows,
-                        before_scan.checksum,
-                        after_scan.rows,
-                        after_scan.checksum,
-                        report.snapshot_id
-                    ),
-                ));
-            }
-            (Some(before_scan), Some(after_scan))
-        }
-        _ => (None, None),
+    let (Some(before_scan), Some(after_paths), Some(snapshot_id)) = (scan_before, after_paths, report.snapshot_id)
+    else {
+        return Ok((None, None));
     };
+    let conn = host.connect()?;
+    let after_scan = scan(&conn, table, &after_paths, SCAN_RUNS)?;
+    if (after_scan.rows, &after_scan.checksum) != (before_scan.rows, &before_scan.checksum) {
+        return Err(Error::new(
+            ErrorKind::CorruptMetadata,
+            format!(
+                "verification failed: the sampled rewrite groups read {} rows (checksum {}) before and {} \
+                 (checksum {}) after; the compaction snapshot is {:?}",
+                before_scan.rows,
+                before_scan.checksum,
+                after_scan.rows,
+                after_scan.checksum,
+                Some(snapshot_id)
+            ),
+        ));
+    }
+    Ok((Some(before_scan), Some(after_scan)))
+}
 
-    let compaction_snapshot_id = report.snapshot_id.or_else(|| executed.spark_snapshots().last().copied());
-    crate::interrupt::check(&match compaction_snapshot_id {
-        Some(id) => format!("the compaction committed snapshot {id} (which stands); nothing was expired"),
-        None => "nothing was committed".to_string(),
-    })?;
-    // Position deletes merged (or made vectors) where they are bloated (Iceberg).
-    // On a busy table (partial progress, the gate's default) a later step another writer's
-    // commits keep conflicting with is left for the next run, like a lost partition.
+/// The steps after the compaction (which committed `compaction_snapshot_id`, when it did), each
+/// on the table as the one before left it (reloaded after a commit): position deletes merged (or
+/// made vectors) where they are bloated (Iceberg); small manifests merged when they are bloated
+/// as data files are degraded (Iceberg; Delta's log is compacted by its checkpoints); history
+/// retired. On a busy table (partial progress, the gate's default) a step another writer's
+/// commits keep conflicting with is left for the next run, like a lost partition.
+fn later_steps(
+    table: &Table,
+    options: &GateOptions,
+    host: &HostDb,
+    compaction_snapshot_id: Option<i64>,
+) -> Result<Later> {
     let mut lost_steps: Vec<String> = Vec::new();
     let deletes = after_compaction(
-        rewrite_deletes(after_table, options, host),
+        rewrite_deletes(table, options, host),
         options,
         ("the position delete rewrite", "snapshot"),
         compaction_snapshot_id,
         &mut lost_steps,
     )?;
     let rewritten = match deletes.as_ref().and_then(|d| d.metadata_location.as_ref()) {
-        Some(_) => Some(Table::open(&options.table, &options.locate)?),
+        Some(_) => Some(table.reload()?),
         None => None,
     };
-    let after_table = rewritten.as_ref().unwrap_or(after_table);
+    let table = rewritten.as_ref().unwrap_or(table);
     crate::interrupt::check("the maintenance committed so far stands; nothing was expired")?;
-    // Small manifests merged when they are bloated as data files are degraded (Iceberg; Delta's
-    // log is compacted by its checkpoints).
     let manifests = after_compaction(
-        merge_manifests(after_table, options),
+        merge_manifests(table, options),
         options,
         ("the manifest rewrite", "snapshot"),
         compaction_snapshot_id,
         &mut lost_steps,
     )?;
     let remerged = match manifests.as_ref().and_then(|m| m.metadata_location.as_ref()) {
-        Some(_) => Some(Table::open(&options.table, &options.locate)?),
+        Some(_) => Some(table.reload()?),
         None => None,
     };
-    let after_table = remerged.as_ref().unwrap_or(after_table);
+    let table = remerged.as_ref().unwrap_or(table);
     crate::interrupt::check("the maintenance committed so far stands; nothing was expired")?;
-    let retire_step = match after_table.format() {
+    let retire_step = match table.format() {
         TableFormat::Iceberg => ("snapshot expiry", "snapshot"),
         TableFormat::Delta => ("VACUUM", "version"),
     };
     let retired = after_compaction(
-        retire_history(after_table, options, host).map(Some),
+        retire_history(table, options, host).map(Some),
         options,
         retire_step,
         compaction_snapshot_id,
         &mut lost_steps,
     )?
-    .unwrap_or_else(|| Retired::nothing(after_table, options));
-    let summary_after = summarize(&after);
+    .unwrap_or_else(|| Retired::nothing(table, &options.expiry));
     crate::progress_lines::line(|| {
         format!(
             "retired history: {} snapshots expired, {} files deleted",
             retired.snapshots_expired, retired.files_deleted
         )
     });
-
-    let mut lines = Vec::new();
-    for p in &report.plans {
-        let b = before.iter().find(|x| x.key == p.key);
-        let a = after.iter().find(|x| x.key == p.key);
-        let compacted = p.verdict == Verdict::Compact;
-        let (files_after, small_after, ratio_after) = match (options.dry_run, compacted, a) {
-            // A dry run reports what the plan would leave (outputs assumed not small).
-            (true, true, _) => {
-                let small = p.small_files_before.saturating_sub(p.small_inputs);
-                (p.files_after(), small, small as f64 / p.files_after().max(1) as f64)
-            }
-            (_, _, Some(a)) => (a.total_files, a.small_files, a.fragmentation_ratio),
-            (_, _, None) => (0, 0, 0.0),
-        };
-        let verdict = match (p.verdict, options.dry_run) {
-            (Verdict::Compact, true) => LineVerdict::WouldCompact,
-            (Verdict::Compact, false) => LineVerdict::Compacted,
-            (Verdict::Healthy, _) => LineVerdict::Healthy,
-            (Verdict::Skipped, _) => LineVerdict::Skipped,
-        };
-        let route = executed.routes.get(&p.key).filter(|_| compacted);
-        let spark = executed.spark.get(&p.key);
-        let outcome = report.outcomes.get(&p.key);
-        let action = match (compacted, spark) {
-            (true, Some(o)) => match o.snapshot_id {
-                Some(id) => format!(
-                    "Spark rewrote {} small files into {} file{} (snapshot {id})",
-                    o.files_rewritten,
-                    o.files_added,
-                    if o.files_added == 1 { "" } else { "s" }
-                ),
-                None => "Spark found nothing to rewrite".into(),
-            },
-            (true, None) => format!(
-                "{} {} small files into {} file{}{}",
-                if options.dry_run { "would rewrite" } else { "rewrote" },
-                p.input_files(),
-                p.groups.len(),
-                if p.groups.len() == 1 { "" } else { "s" },
-                if route.is_some_and(|r| r.spark) { " on Spark" } else { "" }
-            ),
-            (false, _) => "none".into(),
-        };
-        lines.push(PartitionLine {
-            partition: p.partition.clone(),
-            spec_id: p.spec_id,
-            verdict,
-            reason: p.reason.clone(),
-            files_before: p.files_before,
-            files_after,
-            small_files_before: p.small_files_before,
-            small_files_after: small_after,
-            ratio_before: b.map_or(0.0, |b| b.fragmentation_ratio),
-            ratio_after,
-            bytes_consolidated: spark.map_or(p.bytes_to_rewrite, |o| o.bytes_rewritten),
-            rows_purged: p.rows_purged,
-            action,
-            executor: route.map(|r| if r.spark { "spark" } else { "local" }.to_string()),
-            executor_reason: route.map(|r| r.why.clone()),
-            strategy: (p.verdict == Verdict::Compact).then(|| report.layout.label()),
-            commit: outcome.map(|o| o.describe()),
-            sizes_before: b.map_or_else(String::new, |b| b.size_histogram()),
-            sizes_after: a.map_or_else(String::new, |a| a.size_histogram()),
-        });
-    }
-    let compacted_lines: Vec<&PartitionLine> = lines.iter().filter(|l| l.bytes_consolidated > 0).collect();
-    let manifest_snapshot_id = manifests.as_ref().and_then(|m| m.snapshot_id);
-    let delete_rewrite_snapshot_id = deletes.as_ref().and_then(|d| d.snapshot_id);
-    let changed = executed.committed()
-        || manifest_snapshot_id.is_some()
-        || delete_rewrite_snapshot_id.is_some()
-        || retired.changed;
-    let delete_partitions = deletes.iter().flat_map(|d| &d.partitions).filter(|p| p.rewrites);
-    let merged_groups = manifests.iter().flat_map(|m| &m.groups).filter(|g| g.merges());
-    let gave_up: Vec<&str> = report
-        .plans
-        .iter()
-        .filter(|p| report.outcomes.get(&p.key).is_some_and(|o| o.gave_up()))
-        .map(|p| p.partition.as_str())
-        .collect();
-    let status = if options.dry_run {
-        RunStatus::DryRun
-    } else if !gave_up.is_empty() || !lost_steps.is_empty() {
-        RunStatus::Incomplete
-    } else if changed {
-        RunStatus::Maintained
-    } else {
-        RunStatus::Optimal
-    };
-    Ok(Scorecard {
-        execution_id: execution_id.to_string(),
-        table: options.table.clone(),
-        format: table.format(),
-        status,
-        dry_run: options.dry_run,
-        started_ms,
-        duration_ms: started.elapsed().as_millis() as u64,
-        small_file_threshold_mb: thresholds.small_file_threshold_mb,
-        fragmentation_ratio_threshold: thresholds.fragmentation_ratio_threshold,
-        retention_days: retired.retention_days,
-        partitions_degraded: summary_before.fragmented_partition_count,
-        partitions_compacted: compacted_lines.len() as u64,
-        small_files_eliminated: compacted_lines
-            .iter()
-            .map(|l| l.small_files_before.saturating_sub(l.small_files_after))
-            .sum(),
-        bytes_consolidated: compacted_lines.iter().map(|l| l.bytes_consolidated).sum(),
-        avg_ratio_before: summary_before.avg_fragmentation_ratio,
-        // A dry run projects from its lines (what the plan would leave), like each line does.
-        avg_ratio_after: if options.dry_run {
-            lines.iter().map(|l| l.ratio_after).sum::<f64>() / lines.len().max(1) as f64
-        } else {
-            summary_after.avg_fragmentation_ratio
-        },
-        projected_speedup_low: projected.low,
-        projected_speedup_high: projected.high,
-        scan_share: if scan_after.is_some() { sampled_bytes as f64 / planned_bytes.max(1) as f64 } else { 0.0 },
-        scan_before,
-        scan_after,
-        compaction_snapshot_id,
-        manifests_merged: merged_groups.clone().map(|g| g.small_manifests).sum(),
-        manifests_written: merged_groups.map(|g| g.outputs()).sum(),
-        manifest_snapshot_id,
-        delete_files_rewritten: delete_partitions.clone().map(|p| p.delete_files_before).sum(),
-        delete_files_written: delete_partitions.filter_map(|p| p.delete_files_after).sum(),
-        delete_rewrite_snapshot_id,
-        snapshots_expired: retired.snapshots_expired,
-        files_deleted: retired.files_deleted,
-        bytes_reclaimed: retired.bytes_reclaimed,
-        notification: String::new(),
-        partitions: lines,
-        warnings: [
-            options.format_only.warning(table.format()),
-            (!gave_up.is_empty()).then(|| {
-                format!(
-                    "{} degraded partition{} not compacted: another writer's commits kept conflicting ({}); the next \
-                     run compacts {}",
-                    gave_up.len(),
-                    if gave_up.len() == 1 { "" } else { "s" },
-                    gave_up.join(", "),
-                    if gave_up.len() == 1 { "it" } else { "them" }
-                )
-            }),
-            report.warning.clone(),
-            (!lost_steps.is_empty()).then(|| lost_steps.join("; ")),
-            deletes.and_then(|d| d.warning),
-            manifests.and_then(|m| m.warning),
-            retired.warning,
-        ]
-        .into_iter()
-        .flatten()
-        .collect(),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_scan_sample_is_a_tenth_of_the_groups_bytes_within_the_cap_and_at_least_one_group() {
-        let groups = |mib: &[u64]| -> Vec<GroupFiles> {
-            mib.iter()
-                .map(|m| GroupFiles {
-                    key: PartitionKey { spec_id: 0, values: String::new() },
-                    inputs: vec![format!("{m}")],
-                    input_bytes: m << 20,
-                    outputs: Vec::new(),
-                    stitched: false,
-                    snapshot_id: None,
-                })
-                .collect()
-        };
-        // 1,000 MiB in ten groups of 100: the budget (100 MiB) takes the first group.
-        assert_eq!(scan_sample(&groups(&[100; 10]), 256 << 20), vec![0]);
-        // 2,000 MiB: budget 200 MiB, but the cap of 150 MiB holds: the first group, then the 50.
-        assert_eq!(scan_sample(&groups(&[100, 900, 50, 950]), 150 << 20), vec![0, 2]);
-        // Nothing fits the budget: the smallest group.
-        assert_eq!(scan_sample(&groups(&[300, 200, 400]), 256 << 20), vec![1]);
-        assert!(scan_sample(&[], 256 << 20).is_empty());
-    }
+    Ok(Later { deletes, manifests, retired, lost_steps })
 }

@@ -167,6 +167,28 @@ pub fn measure(table: &IcebergTable, options: &HealthOptions) -> Result<Metadata
     let ids: Vec<i64> = metadata.snapshots().map(|s| s.snapshot_id()).collect();
     let reach = Reach::load(table, &ids, true)?;
     h.missing_metadata_files = reach.missing.len() as u64;
+    count_manifests(&mut h, metadata, &reach);
+    count_metadata_files(&mut h, table);
+    let mut orphans_unknown = None;
+    if reach.missing.is_empty() {
+        match find_orphans(table, &reach, options.older_than_days) {
+            Ok(orphans) => {
+                h.orphan_files = Some(orphans.len() as u64);
+                h.orphan_bytes = Some(orphans.iter().map(|o| o.size_bytes).sum());
+            }
+            // Orphans that cannot be told apart are not counted; the figures stay NULL.
+            Err(e) if e.kind() == crate::error::ErrorKind::Unsupported => orphans_unknown = Some(e.to_string()),
+            Err(e) => return Err(e),
+        }
+    }
+
+    explain(&mut h, options.older_than_days, orphans_unknown);
+    Ok(h)
+}
+
+/// The manifests of the current snapshot (how many, their bytes, the small ones) and the live
+/// files they list, by content.
+fn count_manifests(h: &mut MetadataHealth, metadata: &iceberg::spec::TableMetadata, reach: &Reach) {
     let target = metadata
         .properties()
         .get("commit.manifest.target-size-bytes")
@@ -190,6 +212,12 @@ pub fn measure(table: &IcebergTable, options: &HealthOptions) -> Result<Metadata
             }
         }
     }
+}
+
+/// The metadata files in the metadata directory (listed on object storage, read locally), their
+/// bytes, and those no longer in the metadata log.
+fn count_metadata_files(h: &mut MetadataHealth, table: &IcebergTable) {
+    let metadata = table.metadata.as_ref();
     let local_metadata = crate::store::local_path(&table.metadata_location);
     let metadata_dir = |location: &str| location.rsplit_once('/').map(|(d, _)| d.to_string());
     let logged: HashSet<PathBuf> = metadata
@@ -226,19 +254,11 @@ pub fn measure(table: &IcebergTable, options: &HealthOptions) -> Result<Metadata
             }
         }
     }
-    let mut orphans_unknown = None;
-    if reach.missing.is_empty() {
-        match find_orphans(table, &reach, options.older_than_days) {
-            Ok(orphans) => {
-                h.orphan_files = Some(orphans.len() as u64);
-                h.orphan_bytes = Some(orphans.iter().map(|o| o.size_bytes).sum());
-            }
-            // Orphans that cannot be told apart are not counted; the figures stay NULL.
-            Err(e) if e.kind() == crate::error::ErrorKind::Unsupported => orphans_unknown = Some(e.to_string()),
-            Err(e) => return Err(e),
-        }
-    }
+}
 
+/// Why an Iceberg table's metadata is bloated (or not measured whole), in `h.reasons`; also its
+/// format.
+fn explain(h: &mut MetadataHealth, older_than_days: f64, orphans_unknown: Option<String>) {
     if h.requires_expiry() {
         h.reasons.push(format!(
             "{} of {} snapshots past the {}-day retention can be expired",
@@ -252,7 +272,7 @@ pub fn measure(table: &IcebergTable, options: &HealthOptions) -> Result<Metadata
             "{} orphan files ({:.2} MiB) older than {} days",
             h.orphan_files.unwrap_or(0),
             h.orphan_bytes.unwrap_or(0) as f64 / MIB,
-            trim_number(options.older_than_days)
+            trim_number(older_than_days)
         ));
     }
     if h.unlogged_metadata_files > 0 {
@@ -272,7 +292,6 @@ pub fn measure(table: &IcebergTable, options: &HealthOptions) -> Result<Metadata
             h.missing_metadata_files
         ));
     }
-    Ok(h)
 }
 
 /// Measures a Delta table: its log (commits, checkpoints, retention) and what VACUUM would do.

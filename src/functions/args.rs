@@ -7,15 +7,12 @@
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 use duckdb::vtab::{BindInfo, Value};
 
-use crate::catalog::CatalogOptions;
 use crate::error::{Error, Result};
-use crate::profile::Thresholds;
-use crate::table::LocateOptions;
 
 /// The named parameters every function that takes a `table` accepts.
 pub const TABLE_PARAMETERS: [&str; 4] = ["latest_metadata", "catalog", "catalog_uri", "warehouse"];
 
-/// The verdict's named parameters (see [`Args::thresholds`]).
+/// The verdict's named parameters (see [`super::options::source::OptionSource::thresholds`]).
 pub const THRESHOLD_PARAMETERS: [&str; 2] = ["small_file_threshold_mb", "fragmentation_ratio_threshold"];
 
 /// `ANY`, the declared type of every named parameter.
@@ -184,23 +181,6 @@ impl<'a> Args<'a> {
             })
             .collect::<Result<Vec<_>>>()
             .map(Some)
-    }
-
-    /// The verdict thresholds of [`THRESHOLD_PARAMETERS`] (defaults 64 MiB and 0.35), validated.
-    pub fn thresholds(&self) -> Result<Thresholds> {
-        Thresholds::new(self.f64("small_file_threshold_mb", 64.0)?, self.f64("fragmentation_ratio_threshold", 0.35)?)
-    }
-
-    /// The options of [`TABLE_PARAMETERS`].
-    pub fn locate_options(&self) -> Result<LocateOptions> {
-        Ok(LocateOptions {
-            latest_metadata: self.bool("latest_metadata", false)?,
-            catalog: CatalogOptions {
-                name: self.opt_string("catalog", false)?,
-                uri: self.opt_string("catalog_uri", true)?,
-                warehouse: self.opt_string("warehouse", false)?,
-            },
-        })
     }
 }
 

@@ -8,110 +8,23 @@
 
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
-use super::args::{Args, TABLE_PARAMETERS, THRESHOLD_PARAMETERS, named};
+use super::args::{Args, named};
+use super::options::compact::{CompactOptions, compact_options, compact_parameters, executor_options};
 use super::{Cell, RowFunction};
-use crate::action::executor::{
-    DEFAULT_LOCAL_MAX_PARTITION_MB, ExecutorKind, ExecutorOptions, Opened, SparkTarget, compact_with_executor,
-};
+use crate::action::executor::{ExecutorOptions, Opened, compact_with_executor};
 use crate::duck::HostDb;
-use crate::error::{Error, Result};
-use crate::plan::compaction::{CompactionOptions, DEFAULT_MAX_COMMITS, Verdict};
-use crate::plan::format_options::FormatOnly;
-use crate::plan::layout::{LayoutOptions, recent_window};
-use crate::spark::Remote;
-use crate::table::LocateOptions;
+use crate::error::Result;
+use crate::plan::compaction::Verdict;
 
 /// Parsed arguments.
 pub struct CompactInput {
     table: String,
-    locate: LocateOptions,
-    options: CompactionOptions,
+    options: CompactOptions,
     executor: ExecutorOptions,
-    dry_run: bool,
-    /// Options of one format only: refused on a table of the other.
-    format_only: FormatOnly,
 }
 
 /// The compaction table function.
 pub struct Compact;
-
-/// The compaction's named parameters besides the thresholds, `dry_run` and the table ones.
-pub const COMPACTION_PARAMETERS: [&str; 12] = [
-    "target_file_size_mb",
-    "min_input_files",
-    "partitions",
-    "apply_deletes",
-    "strategy",
-    "sort_order",
-    "skip_recent_partitions",
-    "delete_ratio_threshold",
-    "delete_file_threshold",
-    "stitch",
-    "partial_progress",
-    "max_commits",
-];
-
-/// Who rewrites ([`crate::action::executor`]).
-pub const EXECUTOR_PARAMETERS: [&str; 4] = ["executor", "spark_remote", "spark_catalog", "local_max_partition_mb"];
-
-/// Reads [`EXECUTOR_PARAMETERS`], validated. `spark_remote` defaults to `SPARK_REMOTE` (as in
-/// Spark's own clients); it may hold credentials, so it is never shown.
-pub fn executor_options(args: &Args) -> Result<ExecutorOptions> {
-    let kind = match args.opt_string("executor", false)? {
-        Some(text) => ExecutorKind::parse(&text)?,
-        None => ExecutorKind::Local,
-    };
-    let local_max_partition_mb = args.f64("local_max_partition_mb", DEFAULT_LOCAL_MAX_PARTITION_MB)?;
-    if !(local_max_partition_mb.is_finite() && local_max_partition_mb > 0.0) {
-        return Err(Error::invalid(format!(
-            "local_max_partition_mb must be a positive number of MiB, got {local_max_partition_mb}"
-        )));
-    }
-    let remote = args
-        .opt_string("spark_remote", true)?
-        .or_else(|| std::env::var("SPARK_REMOTE").ok().filter(|v| !v.trim().is_empty()));
-    let catalog = args.opt_string("spark_catalog", false)?;
-    if catalog.as_deref().is_some_and(|c| c.trim().is_empty()) {
-        return Err(Error::invalid("spark_catalog must not be empty"));
-    }
-    let spark = match (kind, remote) {
-        (ExecutorKind::Local, _) => None,
-        (_, None) => {
-            return Err(Error::invalid(
-                "executor := 'spark' or 'auto' needs spark_remote (or the SPARK_REMOTE variable), e.g. 'sc://localhost:15002'",
-            ));
-        }
-        (_, Some(remote)) => Some(SparkTarget { remote: Remote::parse(&remote)?, catalog }),
-    };
-    Ok(ExecutorOptions { kind, spark, local_max_partition_mb })
-}
-
-/// Reads the thresholds and [`COMPACTION_PARAMETERS`], validated; `partial_progress` defaults
-/// to `partial_by_default` (on for the gate, off for `lakehouse_compact`).
-pub fn compaction_options(args: &Args, partial_by_default: bool) -> Result<CompactionOptions> {
-    let options = CompactionOptions {
-        thresholds: args.thresholds()?,
-        target_file_size_mb: args.f64("target_file_size_mb", 128.0)?,
-        min_input_files: args.i64_in("min_input_files", 2, 2, i64::from(u32::MAX))? as u64,
-        partitions: args.opt_string_list("partitions")?,
-        apply_deletes: args.bool("apply_deletes", true)?,
-        excluded: Vec::new(),
-        layout: LayoutOptions::new(
-            args.opt_string("strategy", false)?.as_deref(),
-            args.opt_string("sort_order", false)?.as_deref(),
-        )?,
-        recent_window: recent_window(args.opt_string("skip_recent_partitions", false)?.as_deref())?,
-        recent: Vec::new(),
-        delete_ratio_threshold: args.opt_f64("delete_ratio_threshold")?,
-        delete_file_threshold: args.opt_i64_in("delete_file_threshold", 1, i64::MAX)?.map(|n| n as u64),
-        stitch: args.bool("stitch", true)?,
-        partial_progress: args.bool("partial_progress", partial_by_default)?,
-        max_commits: args.i64_in("max_commits", DEFAULT_MAX_COMMITS as i64, 1, 1_000_000)? as u64,
-        only: None,
-    };
-    options.validate()?;
-    Ok(options)
-}
 
 impl RowFunction for Compact {
     const NAME: &'static str = "lakehouse_compact";
@@ -119,12 +32,7 @@ impl RowFunction for Compact {
     type Input = CompactInput;
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
-        let mut names = THRESHOLD_PARAMETERS.to_vec();
-        names.extend(COMPACTION_PARAMETERS);
-        names.extend(EXECUTOR_PARAMETERS);
-        names.push("dry_run");
-        names.extend(TABLE_PARAMETERS);
-        named(&names)
+        named(&compact_parameters(true))
     }
 
     fn columns() -> Vec<(&'static str, LogicalTypeId)> {
@@ -158,25 +66,19 @@ impl RowFunction for Compact {
 
     fn parse(args: &Args) -> Result<Self::Input> {
         let table = args.required_string(0, "table")?;
-        let options = compaction_options(args, false)?;
-        Ok(CompactInput {
-            table,
-            locate: args.locate_options()?,
-            options,
-            executor: executor_options(args)?,
-            dry_run: args.bool("dry_run", false)?,
-            format_only: FormatOnly::given(|name| args.given(name)),
-        })
+        let options = compact_options(args)?;
+        Ok(CompactInput { table, options, executor: executor_options(args)? })
     }
 
     fn run(input: &Self::Input, host: &HostDb) -> Result<Vec<Vec<Cell>>> {
-        let table = crate::table::Table::open(&input.table, &input.locate)?;
-        input.format_only.refuse(table.format())?;
+        let CompactOptions { locate, compaction, dry_run, format_only } = &input.options;
+        let table = crate::table::Table::open(&input.table, locate)?;
+        format_only.refuse(table.format())?;
         let executed = compact_with_executor(
-            Opened { table: &table, name: &input.table, locate: &input.locate },
-            &input.options,
+            Opened { table: &table, name: &input.table, locate },
+            compaction,
             &input.executor,
-            input.dry_run,
+            *dry_run,
             host,
             None,
         )?;
@@ -185,10 +87,7 @@ impl RowFunction for Compact {
         }
         // Spark's partitions: files after from the table as Spark left it.
         let after = if executed.spark.values().any(|o| o.snapshot_id.is_some()) {
-            crate::profile::table_profile(
-                &crate::table::Table::open(&input.table, &input.locate)?,
-                &input.options.verdict_thresholds(),
-            )?
+            crate::profile::table_profile(&table.reload()?, &compaction.verdict_thresholds())?
         } else {
             Vec::new()
         };

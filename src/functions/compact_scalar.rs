@@ -11,97 +11,20 @@ use duckdb::vscalar::{ScalarFunctionSignature, VScalar};
 use duckdb::vtab::arrow::WritableVector;
 use serde_json::{Value, json};
 
-use super::json_options::{JsonOptions, TABLE_KEYS, invoke_per_row, table_and_options_signatures};
+use super::json_options::{JsonOptions, NamedScalar, invoke_per_row, table_and_options_signatures};
+use super::options::compact::{CompactOptions, compact_options, compact_parameters};
 use crate::action::compact::{CompactionReport, compact};
 use crate::duck::HostDb;
-use crate::error::{Error, Result};
-use crate::plan::compaction::{CompactionOptions, DEFAULT_MAX_COMMITS, Verdict};
-use crate::plan::format_options::FormatOnly;
-use crate::plan::layout::{LayoutOptions, recent_window};
-use crate::profile::Thresholds;
-use crate::table::LocateOptions;
-
-const NAME: &str = "lakehouse_compact";
-const KEYS: [&str; 19] = [
-    "small_file_threshold_mb",
-    "fragmentation_ratio_threshold",
-    "target_file_size_mb",
-    "min_input_files",
-    "partitions",
-    "apply_deletes",
-    "strategy",
-    "sort_order",
-    "skip_recent_partitions",
-    "delete_ratio_threshold",
-    "delete_file_threshold",
-    "stitch",
-    "partial_progress",
-    "max_commits",
-    "dry_run",
-    TABLE_KEYS[0],
-    TABLE_KEYS[1],
-    TABLE_KEYS[2],
-    TABLE_KEYS[3],
-];
+use crate::error::Result;
+use crate::plan::compaction::Verdict;
 
 /// The scalar compaction function.
 pub struct CompactScalar;
 
-/// The parsed options: where the table is, the compaction's options, `dry_run`, and the
-/// options given that apply to one format only.
-pub struct ScalarOptions {
-    /// How the table is resolved.
-    pub locate: LocateOptions,
-    /// The compaction's options.
-    pub compaction: CompactionOptions,
-    /// Plan only.
-    pub dry_run: bool,
-    /// Ignored, with a warning, on a table of the other format: one template serves many tables.
-    pub format_only: FormatOnly,
-}
-
-/// Parses the options JSON (absent → defaults).
-pub fn parse_options(options: Option<&str>) -> Result<ScalarOptions> {
-    let map = JsonOptions::parse(options, &KEYS)?;
-    let min_input_files = map.opt_integer("min_input_files", 2.0)?.unwrap_or(2);
-    let partitions = match map.get("partitions") {
-        None | Some(Value::Null) => None,
-        Some(Value::Array(items)) => Some(
-            items
-                .iter()
-                .map(|i| i.as_str().map(str::to_string))
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| Error::invalid("partitions must be a list of strings"))?,
-        ),
-        Some(_) => return Err(Error::invalid("partitions must be a list of strings")),
-    };
-    let options = CompactionOptions {
-        thresholds: Thresholds::new(
-            map.number("small_file_threshold_mb", 64.0)?,
-            map.number("fragmentation_ratio_threshold", 0.35)?,
-        )?,
-        target_file_size_mb: map.number("target_file_size_mb", 128.0)?,
-        min_input_files,
-        partitions,
-        apply_deletes: map.boolean("apply_deletes", true)?,
-        excluded: Vec::new(),
-        layout: LayoutOptions::new(map.text("strategy")?.as_deref(), map.text("sort_order")?.as_deref())?,
-        recent_window: recent_window(map.text("skip_recent_partitions")?.as_deref())?,
-        recent: Vec::new(),
-        delete_ratio_threshold: map.opt_number("delete_ratio_threshold")?,
-        delete_file_threshold: map.opt_integer("delete_file_threshold", 1.0)?,
-        stitch: map.boolean("stitch", true)?,
-        partial_progress: map.boolean("partial_progress", false)?,
-        max_commits: map.opt_integer("max_commits", 1.0)?.unwrap_or(DEFAULT_MAX_COMMITS),
-        only: None,
-    };
-    options.validate()?;
-    Ok(ScalarOptions {
-        locate: map.locate_options()?,
-        compaction: options,
-        dry_run: map.boolean("dry_run", false)?,
-        format_only: FormatOnly::given(|key| map.given(key)),
-    })
+/// Parses the options JSON (absent → defaults): the table function's named parameters but the
+/// executor's, read by the same parser ([`compact_options`]).
+pub fn parse_options(options: Option<&str>) -> Result<CompactOptions> {
+    compact_options(&JsonOptions::parse(options, &compact_parameters(false))?)
 }
 
 /// The JSON summary of a report.
@@ -135,6 +58,10 @@ pub fn summary_json(table: &str, report: &CompactionReport) -> Value {
     })
 }
 
+impl NamedScalar for CompactScalar {
+    const NAME: &'static str = "lakehouse_compact";
+}
+
 impl VScalar for CompactScalar {
     type State = HostDb;
 
@@ -143,7 +70,7 @@ impl VScalar for CompactScalar {
         input: &mut DataChunkHandle,
         output: &mut dyn WritableVector,
     ) -> std::result::Result<(), Box<dyn std::error::Error>> {
-        invoke_per_row(NAME, input, output, |name, options| {
+        invoke_per_row(Self::NAME, input, output, |name, options| {
             let options = parse_options(options)?;
             let table = crate::table::Table::open(name, &options.locate)?;
             let mut report = compact(&table, &options.compaction, options.dry_run, host, None)?;
@@ -169,6 +96,8 @@ impl VScalar for CompactScalar {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::compaction::CompactionOptions;
+    use crate::plan::format_options::FormatOnly;
 
     #[test]
     fn options_parse_and_validate() {
@@ -191,6 +120,7 @@ mod tests {
             r#"{"min_input_files": 2.5}"#,
             r#"{"small_file_threshold_mb": -1}"#,
             r#"{"partitions": [1]}"#,
+            r#"{"max_commits": 1000001}"#,
         ] {
             assert!(parse_options(Some(bad)).is_err(), "{bad}");
         }

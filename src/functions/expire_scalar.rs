@@ -8,7 +8,8 @@ use duckdb::vscalar::{ScalarFunctionSignature, VScalar};
 use duckdb::vtab::arrow::WritableVector;
 use serde_json::{Value, json};
 
-use super::json_options::{JsonOptions, TABLE_KEYS, invoke_per_row, table_and_options_signatures};
+use super::json_options::{JsonOptions, NamedScalar, invoke_per_row, table_and_options_signatures};
+use super::options::expire::{expire_options, expire_parameters};
 use crate::action::delete_files::Outcome;
 use crate::action::expire_snapshots::{ExpiryOptions, ExpiryReport, expire};
 use crate::duck::HostDb;
@@ -16,32 +17,13 @@ use crate::error::Result;
 use crate::plan::expiry::FileKind;
 use crate::table::LocateOptions;
 
-const NAME: &str = "lakehouse_expire_snapshots";
-const KEYS: [&str; 8] = [
-    "snapshot_retention_days",
-    "retain_last",
-    "clean_expired_metadata",
-    "dry_run",
-    TABLE_KEYS[0],
-    TABLE_KEYS[1],
-    TABLE_KEYS[2],
-    TABLE_KEYS[3],
-];
-
 /// The scalar expiry function.
 pub struct ExpireScalar;
 
-/// Parses the options JSON (absent or NULL → defaults).
+/// Parses the options JSON (absent or NULL → defaults): the table function's named parameters,
+/// read by the same parser ([`expire_options`]).
 pub fn parse_options(options: Option<&str>) -> Result<(LocateOptions, ExpiryOptions)> {
-    let map = JsonOptions::parse(options, &KEYS)?;
-    let expiry = ExpiryOptions {
-        retention_days: map.opt_number("snapshot_retention_days")?,
-        retain_last: map.opt_integer("retain_last", 1.0)?,
-        dry_run: map.boolean("dry_run", false)?,
-        clean_expired_metadata: map.boolean("clean_expired_metadata", false)?,
-    };
-    expiry.validate()?;
-    Ok((map.locate_options()?, expiry))
+    expire_options(&JsonOptions::parse(options, &expire_parameters())?)
 }
 
 /// The JSON summary of a report.
@@ -71,6 +53,10 @@ pub fn summary_json(table: &str, report: &ExpiryReport) -> Value {
     })
 }
 
+impl NamedScalar for ExpireScalar {
+    const NAME: &'static str = "lakehouse_expire_snapshots";
+}
+
 impl VScalar for ExpireScalar {
     type State = HostDb;
 
@@ -79,7 +65,7 @@ impl VScalar for ExpireScalar {
         input: &mut DataChunkHandle,
         output: &mut dyn WritableVector,
     ) -> std::result::Result<(), Box<dyn std::error::Error>> {
-        invoke_per_row(NAME, input, output, |table, options| {
+        invoke_per_row(Self::NAME, input, output, |table, options| {
             let (locate, expiry) = parse_options(options)?;
             Ok(summary_json(table, &expire(&crate::table::locate(table, &locate)?, &expiry)?))
         })

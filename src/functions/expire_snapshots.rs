@@ -6,7 +6,8 @@
 
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
-use super::args::{Args, TABLE_PARAMETERS, named};
+use super::args::{Args, named};
+use super::options::expire::{expire_options, expire_parameters};
 use super::{Cell, RowFunction};
 use crate::action::expire_snapshots::{ExpiryOptions, ExpiryReport, expire};
 use crate::duck::HostDb;
@@ -23,31 +24,13 @@ pub struct ExpireInput {
 /// The expiry table function.
 pub struct ExpireSnapshots;
 
-/// The expiry's named parameters besides the table ones.
-pub const EXPIRY_PARAMETERS: [&str; 3] = ["snapshot_retention_days", "retain_last", "clean_expired_metadata"];
-
-/// Reads [`EXPIRY_PARAMETERS`] (absent → the table's properties, else 7 days and 1).
-pub fn expiry_options(args: &Args, dry_run: bool) -> Result<ExpiryOptions> {
-    let options = ExpiryOptions {
-        retention_days: args.opt_f64("snapshot_retention_days")?,
-        retain_last: args.opt_i64_in("retain_last", 1, i64::from(u32::MAX))?.map(|n| n as u64),
-        dry_run,
-        clean_expired_metadata: args.bool("clean_expired_metadata", false)?,
-    };
-    options.validate()?;
-    Ok(options)
-}
-
 impl RowFunction for ExpireSnapshots {
     const NAME: &'static str = "lakehouse_expire_snapshots";
     const LONG: bool = true;
     type Input = ExpireInput;
 
     fn named_parameters() -> Vec<(String, LogicalTypeHandle)> {
-        let mut names = EXPIRY_PARAMETERS.to_vec();
-        names.push("dry_run");
-        names.extend(TABLE_PARAMETERS);
-        named(&names)
+        named(&expire_parameters())
     }
 
     fn columns() -> Vec<(&'static str, LogicalTypeId)> {
@@ -67,8 +50,8 @@ impl RowFunction for ExpireSnapshots {
 
     fn parse(args: &Args) -> Result<Self::Input> {
         let table = args.required_string(0, "table")?;
-        let options = expiry_options(args, args.bool("dry_run", false)?)?;
-        Ok(ExpireInput { table, locate: args.locate_options()?, options })
+        let (locate, options) = expire_options(args)?;
+        Ok(ExpireInput { table, locate, options })
     }
 
     fn run(input: &Self::Input, _host: &HostDb) -> Result<Vec<Vec<Cell>>> {

@@ -5,7 +5,7 @@
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
 use super::args::{Args, named};
-use super::fragmentation::{ProfileInput, parse_profile_input, profile_parameters, profile_table};
+use super::options::profile::{ProfileInput, parse_profile_input, profile_parameters, profile_table};
 use super::{Cell, RowFunction};
 use crate::duck::HostDb;
 use crate::error::Result;

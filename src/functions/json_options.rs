@@ -1,18 +1,23 @@
 //! Options of the scalar functions: a JSON object of the table function's named parameters,
-//! checked key by key with messages that name the option.
+//! refused whole when it names an unknown one, then read key by key through
+//! [`super::options::source::OptionSource`] with messages that name the option; and the per-row body
+//! and signatures every `(table [, options_json])` scalar shares.
 
 use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
 use duckdb::types::DuckString;
-use duckdb::vscalar::ScalarFunctionSignature;
+use duckdb::vscalar::{ScalarFunctionSignature, VScalar};
 use duckdb::vtab::arrow::WritableVector;
 use serde_json::{Map, Value, json};
 
-use crate::catalog::CatalogOptions;
+use crate::duck::HostDb;
 use crate::error::{Error, ErrorKind, Result};
-use crate::table::LocateOptions;
 
-/// The options every scalar that takes a `table` accepts (see [`super::args::TABLE_PARAMETERS`]).
-pub const TABLE_KEYS: [&str; 4] = super::args::TABLE_PARAMETERS;
+/// A `(table [, options_json]) → JSON` scalar (or another on the host database), registered
+/// under its SQL function's name.
+pub trait NamedScalar: VScalar<State = HostDb> {
+    /// The SQL function's name.
+    const NAME: &'static str;
+}
 
 /// A parsed options object.
 pub struct JsonOptions {
@@ -36,65 +41,9 @@ impl JsonOptions {
         Ok(Self { map })
     }
 
-    /// Whether `key` was given a value (present and not null).
-    pub fn given(&self, key: &str) -> bool {
-        self.map.get(key).is_some_and(|v| !v.is_null())
-    }
-
-    /// The raw value of `key`.
+    /// The raw value of `key` (read typed through [`super::options::source::OptionSource`]).
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.map.get(key)
-    }
-
-    /// A number; `None` when absent.
-    pub fn opt_number(&self, key: &str) -> Result<Option<f64>> {
-        match self.map.get(key) {
-            None => Ok(None),
-            Some(v) => v.as_f64().map(Some).ok_or_else(|| Error::invalid(format!("{key} must be a number, got {v}"))),
-        }
-    }
-
-    /// A number; `default` when absent.
-    pub fn number(&self, key: &str, default: f64) -> Result<f64> {
-        Ok(self.opt_number(key)?.unwrap_or(default))
-    }
-
-    /// An integer of at least `min`; `None` when absent.
-    pub fn opt_integer(&self, key: &str, min: f64) -> Result<Option<u64>> {
-        match self.opt_number(key)? {
-            None => Ok(None),
-            Some(n) if n.fract() == 0.0 && n >= min && n <= u32::MAX as f64 => Ok(Some(n as u64)),
-            Some(n) => Err(Error::invalid(format!("{key} must be an integer of at least {min}, got {n}"))),
-        }
-    }
-
-    /// A boolean; `default` when absent.
-    pub fn boolean(&self, key: &str, default: bool) -> Result<bool> {
-        match self.map.get(key) {
-            None => Ok(default),
-            Some(v) => v.as_bool().ok_or_else(|| Error::invalid(format!("{key} must be a boolean, got {v}"))),
-        }
-    }
-
-    /// A string; `None` when absent or null.
-    pub fn text(&self, key: &str) -> Result<Option<String>> {
-        match self.map.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(_) => Err(Error::invalid(format!("{key} must be a string"))),
-        }
-    }
-
-    /// The options of [`TABLE_KEYS`].
-    pub fn locate_options(&self) -> Result<LocateOptions> {
-        Ok(LocateOptions {
-            latest_metadata: self.boolean("latest_metadata", false)?,
-            catalog: CatalogOptions {
-                name: self.text("catalog")?,
-                uri: self.text("catalog_uri")?,
-                warehouse: self.text("warehouse")?,
-            },
-        })
     }
 }
 

@@ -4,12 +4,13 @@
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
 use super::args::{Args, TABLE_PARAMETERS, named};
-use super::expire_snapshots::{EXPIRY_PARAMETERS, expiry_options};
+use super::options::expire::{EXPIRY_PARAMETERS, expiry_options};
+use super::options::orphans::older_than_days;
+use super::options::source::OptionSource;
 use super::{Cell, RowFunction};
 use crate::action::metadata_health::{HealthOptions, metadata_health};
-use crate::action::remove_orphan_files::DEFAULT_OLDER_THAN_DAYS;
 use crate::duck::HostDb;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::profile::round_to;
 use crate::table::LocateOptions;
 
@@ -39,15 +40,6 @@ pub struct HealthInput {
 
 /// The metadata-health table function.
 pub struct MetadataHealthFn;
-
-/// Reads `older_than_days` (default 3), a number >= 0.
-pub fn older_than_days(args: &Args) -> Result<f64> {
-    let days = args.f64("older_than_days", DEFAULT_OLDER_THAN_DAYS)?;
-    if !days.is_finite() || days < 0.0 {
-        return Err(Error::invalid(format!("older_than_days must be a number >= 0, got {days}")));
-    }
-    Ok(days)
-}
 
 fn ms_to_micros(ms: Option<i64>) -> Cell {
     ms.map_or(Cell::Null, |ms| Cell::Timestamp(ms.saturating_mul(1000)))

@@ -1,6 +1,13 @@
-//! SQL functions, one file each, and [`register`], which registers them all. They stand on a
-//! small shared machinery for row-returning table functions ([`row_function`], re-exported
-//! here), which none of them registers and which uses none of them.
+//! SQL functions, one file each, and [`FUNCTIONS`], the one list [`register`] registers. They
+//! stand on a small shared machinery none of them registers and which uses none of them:
+//! [`row_function`] (row-returning table functions, re-exported here), [`args`] and
+//! [`json_options`] (named arguments, an options JSON), [`options`] (each verb's options and
+//! their one parser, which the gate and the server share) and [`gate_runs`] (a gate run's rows
+//! and history, the gate's and the server's).
+//!
+//! A new SQL function is its file here (a [`RowFunction`], or a [`json_options::NamedScalar`]),
+//! its `pub mod` line and its entry in [`FUNCTIONS`]; its work goes in `src/action/` (or lower),
+//! its options, when another function or the gate shares them, in [`options`].
 
 pub mod args;
 pub mod compact;
@@ -11,15 +18,15 @@ pub mod expire_snapshots;
 pub mod fragmentation;
 pub mod fragmentation_summary;
 pub mod gate;
-pub mod history;
+pub mod gate_runs;
 pub mod json_options;
 pub mod metadata_health;
 pub mod notify_slack;
+pub mod options;
 pub mod remove_orphan_files;
 pub mod rewrite_manifests;
 pub mod rewrite_position_deletes;
 pub mod row_function;
-pub mod scorecard_rows;
 pub mod serve;
 pub mod vacuum;
 
@@ -27,47 +34,42 @@ pub use row_function::{Cell, PROGRESS_PARAMETER, RowFunction, Table};
 
 use crate::duck::HostDb;
 
-/// Registers every SQL function on `connection`.
+/// Registers one SQL function (or one form of one) on a connection.
+pub type Registration = fn(&duckdb::Connection, &HostDb) -> duckdb::Result<()>;
+
+/// Every SQL function, registered in this order by [`register`]: a table function's entry is
+/// `table::<F>`, a scalar's on the host database `scalar::<S>` (a scalar and a table function of
+/// one name are its two forms).
+pub const FUNCTIONS: &[Registration] = &[
+    table::<fragmentation::Fragmentation>,
+    table::<fragmentation_summary::FragmentationSummary>,
+    table::<demo::Demo>,
+    table::<compact::Compact>,
+    scalar::<compact_scalar::CompactScalar>,
+    table::<expire_snapshots::ExpireSnapshots>,
+    scalar::<expire_scalar::ExpireScalar>,
+    table::<metadata_health::MetadataHealthFn>,
+    table::<remove_orphan_files::RemoveOrphanFiles>,
+    table::<vacuum::Vacuum>,
+    table::<rewrite_manifests::RewriteManifests>,
+    table::<rewrite_position_deletes::RewritePositionDeletes>,
+    table::<gate::Gate>,
+    table::<serve::Serve>,
+    scalar::<notify_slack::NotifySlack>,
+    |connection, _| connection.register_scalar_function::<crate::action::layout::ZorderKey>("lakehouse_zorder_key"),
+];
+
+/// Registers the row-returning table function `F`.
+fn table<F: RowFunction>(connection: &duckdb::Connection, host: &HostDb) -> duckdb::Result<()> {
+    connection.register_table_function_with_extra_info::<Table<F>, _>(F::NAME, host)
+}
+
+/// Registers the scalar `S`, which runs on the host database.
+fn scalar<S: json_options::NamedScalar>(connection: &duckdb::Connection, host: &HostDb) -> duckdb::Result<()> {
+    connection.register_scalar_function_with_state::<S>(S::NAME, host)
+}
+
+/// Registers every SQL function of [`FUNCTIONS`] on `connection`.
 pub fn register(connection: &duckdb::Connection, host: HostDb) -> duckdb::Result<()> {
-    connection.register_table_function_with_extra_info::<Table<fragmentation::Fragmentation>, _>(
-        fragmentation::Fragmentation::NAME,
-        &host,
-    )?;
-    connection.register_table_function_with_extra_info::<Table<fragmentation_summary::FragmentationSummary>, _>(
-        fragmentation_summary::FragmentationSummary::NAME,
-        &host,
-    )?;
-    connection.register_table_function_with_extra_info::<Table<demo::Demo>, _>(demo::Demo::NAME, &host)?;
-    connection.register_table_function_with_extra_info::<Table<compact::Compact>, _>(compact::Compact::NAME, &host)?;
-    connection.register_scalar_function_with_state::<compact_scalar::CompactScalar>(compact::Compact::NAME, &host)?;
-    connection.register_table_function_with_extra_info::<Table<expire_snapshots::ExpireSnapshots>, _>(
-        expire_snapshots::ExpireSnapshots::NAME,
-        &host,
-    )?;
-    connection.register_scalar_function_with_state::<expire_scalar::ExpireScalar>(
-        expire_snapshots::ExpireSnapshots::NAME,
-        &host,
-    )?;
-    connection.register_table_function_with_extra_info::<Table<metadata_health::MetadataHealthFn>, _>(
-        metadata_health::MetadataHealthFn::NAME,
-        &host,
-    )?;
-    connection.register_table_function_with_extra_info::<Table<remove_orphan_files::RemoveOrphanFiles>, _>(
-        remove_orphan_files::RemoveOrphanFiles::NAME,
-        &host,
-    )?;
-    connection.register_table_function_with_extra_info::<Table<vacuum::Vacuum>, _>(vacuum::Vacuum::NAME, &host)?;
-    connection.register_table_function_with_extra_info::<Table<rewrite_manifests::RewriteManifests>, _>(
-        rewrite_manifests::RewriteManifests::NAME,
-        &host,
-    )?;
-    connection.register_table_function_with_extra_info::<Table<rewrite_position_deletes::RewritePositionDeletes>, _>(
-        rewrite_position_deletes::RewritePositionDeletes::NAME,
-        &host,
-    )?;
-    connection.register_table_function_with_extra_info::<Table<gate::Gate>, _>(gate::Gate::NAME, &host)?;
-    connection.register_table_function_with_extra_info::<Table<serve::Serve>, _>(serve::Serve::NAME, &host)?;
-    connection.register_scalar_function_with_state::<notify_slack::NotifySlack>("lakehouse_notify_slack", &host)?;
-    connection.register_scalar_function::<crate::action::layout::ZorderKey>("lakehouse_zorder_key")?;
-    Ok(())
+    FUNCTIONS.iter().try_for_each(|register| register(connection, &host))
 }

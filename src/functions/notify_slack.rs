@@ -9,14 +9,16 @@ use duckdb::core::{DataChunkHandle, Inserter, LogicalTypeHandle, LogicalTypeId};
 use duckdb::vscalar::{ScalarFunctionSignature, VScalar};
 use duckdb::vtab::arrow::WritableVector;
 
-use super::json_options::read_text;
+use super::json_options::{NamedScalar, read_text};
 use crate::duck::HostDb;
 use crate::notify::slack::{RetryPolicy, Webhook, payload_of, post};
 
-const NAME: &str = "lakehouse_notify_slack";
-
 /// The Slack scalar.
 pub struct NotifySlack;
+
+impl NamedScalar for NotifySlack {
+    const NAME: &'static str = "lakehouse_notify_slack";
+}
 
 impl VScalar for NotifySlack {
     type State = HostDb;
@@ -37,8 +39,8 @@ impl VScalar for NotifySlack {
                 continue;
             };
             let webhook = Webhook::resolve(url.as_deref())
-                .map_err(|e| format!("{NAME}: {e}"))?
-                .ok_or_else(|| format!("{NAME}: no webhook URL: pass one or set SLACK_WEBHOOK_URL"))?;
+                .map_err(|e| format!("{}: {e}", Self::NAME))?
+                .ok_or_else(|| format!("{}: no webhook URL: pass one or set SLACK_WEBHOOK_URL", Self::NAME))?;
             let delivery = post(&webhook, &payload_of(&message), &RetryPolicy::default());
             out.insert(row, delivery.to_json().to_string().as_str());
         }

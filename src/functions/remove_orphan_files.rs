@@ -6,7 +6,8 @@
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
 use super::args::{Args, TABLE_PARAMETERS, named};
-use super::metadata_health::older_than_days;
+use super::options::orphans::older_than_days;
+use super::options::source::OptionSource;
 use super::{Cell, RowFunction};
 use crate::action::remove_orphan_files::remove_orphan_files;
 use crate::duck::HostDb;

@@ -7,6 +7,7 @@
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
 use super::args::{Args, TABLE_PARAMETERS, named};
+use super::options::source::OptionSource;
 use super::{Cell, RowFunction};
 use crate::action::rewrite_position_deletes::{
     RewritePositionDeletesOptions, RewritePositionDeletesReport, rewrite_position_deletes,

@@ -16,7 +16,7 @@ use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 use crate::duck::HostDb;
 use crate::error::{Error, Result};
 use crate::functions::args::{Args, named};
-use crate::functions::gate::{gate_options, gate_parameter_names};
+use crate::functions::options::gate::{gate_options, gate_parameter_names};
 use crate::functions::serve::server::{COLUMNS, serve};
 use crate::functions::serve::state::ServeConfig;
 use crate::functions::{Cell, RowFunction};

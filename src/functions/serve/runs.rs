@@ -12,7 +12,7 @@ use crate::action::gate::{GateOptions, alert_failure, run_gate_as};
 use crate::duck::HostDb;
 use crate::error::{Error, ErrorKind, Result};
 use crate::functions::Cell;
-use crate::functions::history::{self, Failure};
+use crate::functions::gate_runs::history::{self, Failure};
 
 /// Runs remembered for `GET /v1/runs/{id}` (older ones are forgotten first).
 const RUNS_KEPT: usize = 1000;
@@ -126,12 +126,12 @@ pub(super) fn execute(config: &ServeConfig, host: &HostDb, id: &str, run: &Run) 
         return Err(alert_failure(&options, id, e));
     }
     let scorecard = run_gate_as(&options, host, id)?;
-    let rows = crate::functions::scorecard_rows::rows(&scorecard);
+    let rows = crate::functions::gate_runs::scorecard_rows::rows(&scorecard);
     if let Err(e) = history::record(host, &config.history, id, &history::finished(&rows)) {
         let e = Error::new(e.kind(), format!("maintenance finished but its history could not be written: {e}"));
         return Err(alert_failure(&options, id, e));
     }
-    let names: Vec<&str> = crate::functions::scorecard_rows::COLUMNS.iter().map(|(n, _)| *n).collect();
+    let names: Vec<&str> = crate::functions::gate_runs::scorecard_rows::COLUMNS.iter().map(|(n, _)| *n).collect();
     Ok(Value::Array(
         rows.iter()
             .map(|r| Value::Object(names.iter().zip(r).map(|(n, c)| (n.to_string(), cell_json(c))).collect()))

@@ -10,7 +10,7 @@ use ring::hmac;
 use serde_json::Value;
 
 use crate::action::gate::GateOptions;
-use crate::functions::history::History;
+use crate::functions::gate_runs::history::History;
 
 /// What `lakehouse_serve` was asked to do.
 #[derive(Debug, Clone)]

@@ -14,11 +14,11 @@ use std::path::PathBuf;
 
 use duckdb::core::LogicalTypeId;
 
-use super::Cell;
-use super::args::Args;
 use super::scorecard_rows::COLUMNS;
 use crate::duck::{HostDb, quote_ident, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
+use crate::functions::args::Args;
+use crate::functions::row_function::Cell;
 use crate::store::location::Location;
 
 /// Where a run's rows go.

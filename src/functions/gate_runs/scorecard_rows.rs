@@ -4,7 +4,7 @@
 
 use duckdb::core::LogicalTypeId;
 
-use super::Cell;
+use crate::functions::row_function::Cell;
 use crate::profile::{MIB, histogram_legend, round_mb, round_ratio, round_to};
 use crate::report::Scorecard;
 
