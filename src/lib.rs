@@ -63,8 +63,9 @@
 //!   [`table::deleted_rows`], the deletion-vector bitmap both formats share;
 //!   `table/not_a_table.rs` says what a directory that is not a table holds.
 //!   [`table::iceberg`]: metadata and live files ([`table::iceberg::metadata`] parses the
-//!   metadata files, [`table::iceberg::new_snapshot`] writes a new snapshot's manifests, list and
-//!   metadata, [`table::iceberg::manifest`]
+//!   metadata files, [`table::iceberg::snapshot_builder`] is the one builder of a new snapshot
+//!   every committer fills (its manifests, list and metadata; the pieces it writes with in
+//!   [`table::iceberg::new_snapshot`]), [`table::iceberg::manifest`]
 //!   decodes manifests as Java does (first row ids inherited), [`table::iceberg::manifest_reader`] and
 //!   [`table::iceberg::list_reader`] are the lean streaming readers (on [`table::iceberg::avro`]),
 //!   [`table::iceberg::inflate`] bounds every inflate of metadata (decompression bombs),
