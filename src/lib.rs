@@ -90,11 +90,13 @@
 //!   [`report`]: the scorecard a gate run produces. [`notify`]: the Slack card and its delivery.
 //! - [`action`]: executes plans. [`action::compact`] (the neutral flow in `run.rs`, committing in
 //!   batches of partitions with a conflicted one re-planned and retried in `progress.rs` and
-//!   `batches.rs` (partial progress), the Iceberg
-//!   rewrite in `iceberg.rs` with `focus.rs` (which manifests it decodes), `outputs.rs` (where its files go),
-//!   `sql.rs` (v3 row lineage columns too), `nested_fields.rs` (files it would misread), `deletes.rs`,
-//!   `stats.rs`, `commit.rs`, column defaults in `defaults.rs`, the Delta rewrite in `delta.rs`
-//!   with `delta_columns.rs` and `delta_commit.rs`; `deletion_vectors.rs` serves both formats, and
+//!   `batches.rs` (partial progress), the Iceberg rewrite in `iceberg.rs` with its helpers named
+//!   `iceberg_*.rs` (`iceberg_focus.rs`, which manifests it decodes; `iceberg_outputs.rs`, where
+//!   its files go; `iceberg_nested_fields.rs`, files it would misread; `iceberg_commit.rs`, its
+//!   snapshot through [`table::iceberg::snapshot_builder`]), `sql.rs` (v3 row lineage columns
+//!   too), `deletes.rs`, `stats.rs`, column defaults in `defaults.rs`, the Delta rewrite in
+//!   `delta.rs` with its helpers named `delta_*.rs` (`delta_columns.rs`, `delta_commit.rs`);
+//!   `deletion_vectors.rs` serves both formats, and
 //!   so does `stitch.rs`, which copies row groups byte for byte instead of re-encoding them); [`action::expire_snapshots`],
 //!   [`action::remove_orphan_files`] and [`action::vacuum`] (all three delete through
 //!   [`action::delete_files`], only inside [`action::boundary`], the table's root as named), [`action::rewrite_manifests`],

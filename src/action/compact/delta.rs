@@ -31,10 +31,10 @@ use std::path::{Path, PathBuf};
 use deltalake_core::kernel::Add;
 use serde_json::{Value, json};
 
-use crate::action::compact::commit::sync_files;
 use crate::action::compact::deletion_vectors::DeletedPositions;
 use crate::action::compact::delta_columns::{DataColumn, DeltaColumns, nested_type_change};
 use crate::action::compact::delta_commit::Written;
+use crate::action::compact::iceberg_commit::sync_files;
 use crate::action::compact::run::copy_in_order;
 use crate::action::compact::run::{Committed, Rewrite};
 use crate::action::compact::stats::DUCKDB_STRING_STATS_BYTES;

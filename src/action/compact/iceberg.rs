@@ -1,6 +1,6 @@
 //! An Iceberg table's part in a compaction (`IcebergRewrite`): the current snapshot's live
 //! files, rewritten by field id with the delete files that apply to them applied, checked (rows,
-//! non-null counts) before the commit ([`super::commit`]).
+//! non-null counts) before the commit ([`super::iceberg_commit`]).
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -11,12 +11,12 @@ use ::iceberg::spec::{
     PrimitiveType, Transform, Type,
 };
 
-use super::commit::{Base, Candidate, Start, Written, commit_with_retries};
 use super::deletes::{DeleteSet, DeletedCounts, Input};
 use super::deletion_vectors::DeletedPositions;
-use super::focus::Focus;
-use super::nested_fields::skip_misread_nested_fields;
-use super::outputs::{Outputs, Target};
+use super::iceberg_commit::{Base, Candidate, Start, Written, commit_with_retries};
+use super::iceberg_focus::Focus;
+use super::iceberg_nested_fields::skip_misread_nested_fields;
+use super::iceberg_outputs::{Outputs, Target};
 use super::run::{Committed, Rewrite, copy_in_order};
 use super::sql::{LINEAGE_COLUMNS, duckdb_type, field_ids, files_have_field_ids, leaves, select_sql};
 use super::stats::{ColumnStats, check_non_null_counts, column_stats, has_column_counts};
@@ -45,7 +45,7 @@ pub(super) struct IcebergRewrite<'a> {
     manifests: Vec<LoadedManifest>,
     /// Manifests left undecoded: they hold files only of [`IcebergRewrite::settled`] partitions.
     carried: Vec<CarriedManifest>,
-    /// Partitions profiled by the lean reader alone, needing no compaction ([`super::focus`]).
+    /// Partitions profiled by the lean reader alone, needing no compaction ([`super::iceberg_focus`]).
     settled: Vec<PartitionProfile>,
     files: Vec<DataFile>,
     /// For each model file: its manifest and entry.
@@ -74,7 +74,7 @@ pub(super) struct IcebergRewrite<'a> {
 impl<'a> IcebergRewrite<'a> {
     /// The rewrite of `table`'s current snapshot. With `focus` (the profile's thresholds) only
     /// the manifests holding files of partitions that may need compaction are decoded
-    /// ([`super::focus`]); without, every one.
+    /// ([`super::iceberg_focus`]); without, every one.
     pub(super) fn new(
         located: &'a Located,
         table: &'a IcebergTable,
@@ -83,7 +83,7 @@ impl<'a> IcebergRewrite<'a> {
     ) -> Result<Self> {
         let layout = iceberg_layout(layout, &table.metadata)?;
         let Focus { manifests, carried, settled } = match focus {
-            Some(thresholds) => super::focus::focus(table, thresholds)?,
+            Some(thresholds) => super::iceberg_focus::focus(table, thresholds)?,
             None => Focus::whole(table)?,
         };
         let unread: HashSet<&PartitionKey> = settled.iter().map(|p| &p.key).collect();
