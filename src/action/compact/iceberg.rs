@@ -628,53 +628,17 @@ fn rewrite_group(
             "a rewrite group mixes partitions; nothing was committed (this is a bug, please report it)",
         ));
     }
-    let schema = table.metadata.current_schema();
     let files: Vec<&IcebergDataFile> = inputs.iter().map(|i| i.file).collect();
     let inputs_local: Vec<String> = files.iter().map(|f| strip_file_scheme(f.file_path()).to_string()).collect();
     let written = (|| {
         let (copied, deleted) = match stitch {
             Some(footers) => (footers.stitch_into(&inputs_local, &local_paths)?, Deleted::default()),
-            None => {
-                let (rows_in_order, deleted_sql) = rewrite_select(conn, table, reads, layout)?;
-                // What the deletes remove, counted by a query of its own before the rewrite.
-                let deleted = match &deleted_sql {
-                    None => Deleted::default(),
-                    Some((sql, ids)) => Deleted::read(conn, sql, ids)?,
-                };
-                let options = copy_options(table, reads.lineage);
-                let copied = copy_in_order(conn, &rows_in_order, &local_paths, &|select, target| {
-                    format!("COPY ({select}) TO {} {options}", quote_literal(target))
-                })?;
-                (copied, deleted)
-            }
+            None => copy_group(conn, table, reads, layout, &local_paths)?,
         };
-        let rows: u64 = copied.iter().map(|(rows, _)| rows).sum();
-        let listed: u64 = files.iter().map(|f| f.record_count()).sum();
-        if rows + deleted.rows != listed {
-            return Err(Error::new(
-                ErrorKind::CorruptMetadata,
-                format!(
-                    "rewrite of {} files produced {rows} rows and the deletes removed {}, the manifests list {listed}; \
-                     nothing was committed",
-                    inputs.len(),
-                    deleted.rows
-                ),
-            ));
-        }
-        let stats = local_paths.iter().map(|p| column_stats(conn, p, schema)).collect::<Result<Vec<_>>>()?;
-        // Which columns each input lacks (they read as their default, or NULL), where that
-        // decides what the check expects: with defaults, or counts missing from the manifests.
-        let present = if has_defaults(schema) || !has_column_counts(&files, schema) {
-            Some(field_ids_by_file(conn, &inputs_local)?)
-        } else {
-            None
-        };
-        check_non_null_counts(&files, present.as_deref(), &ColumnStats::summed(&stats), &deleted.non_null, schema)?;
-        let mut data_files = Vec::new();
-        for ((file_path, (rows, bytes)), stats) in file_paths.iter().zip(copied).zip(stats) {
+        let stats = check_written(conn, table, &files, &inputs_local, &local_paths, &copied, &deleted)?;
+        let entry = |((file_path, (rows, bytes)), stats): ((&String, (u64, u64)), ColumnStats)| {
             if rows == 0 {
-                data_files.push(None);
-                continue;
+                return Ok(None);
             }
             let mut builder = DataFileBuilder::default();
             builder
@@ -693,11 +657,10 @@ fn rewrite_group(
             if let Some(id) = layout.sort_order_id {
                 builder.sort_order_id(id);
             }
-            data_files.push(Some(
-                builder.build().map_err(|e| Error::new(ErrorKind::CorruptMetadata, format!("data file entry: {e}")))?,
-            ));
-        }
-        Ok(data_files)
+            let built = builder.build();
+            built.map(Some).map_err(|e| Error::new(ErrorKind::CorruptMetadata, format!("data file entry: {e}")))
+        };
+        file_paths.iter().zip(copied).zip(stats).map(entry).collect::<Result<Vec<_>>>()
     })();
     match written {
         Ok(data_files) => {
@@ -721,6 +684,66 @@ fn rewrite_group(
             Err(e)
         }
     }
+}
+
+/// Copies a group's rows, its deletes applied, in layout order into `local_paths`
+/// ([`copy_in_order`]); returns (rows, bytes) per file and what the deletes removed, counted by
+/// a query of its own before the rewrite.
+fn copy_group(
+    conn: &Nested,
+    table: &IcebergTable,
+    reads: &Reads<'_, '_>,
+    layout: &IcebergLayout,
+    local_paths: &[String],
+) -> Result<(Vec<(u64, u64)>, Deleted)> {
+    let (rows_in_order, deleted_sql) = rewrite_select(conn, table, reads, layout)?;
+    let deleted = match &deleted_sql {
+        None => Deleted::default(),
+        Some((sql, ids)) => Deleted::read(conn, sql, ids)?,
+    };
+    let options = copy_options(table, reads.lineage);
+    let copied = copy_in_order(conn, &rows_in_order, local_paths, &|select, target| {
+        format!("COPY ({select}) TO {} {options}", quote_literal(target))
+    })?;
+    Ok((copied, deleted))
+}
+
+/// Checks what a group's rewrite wrote (`copied` into `local_paths`) against the manifests'
+/// figures of its input `files` (read at `inputs_local`): the rows and per-column non-null
+/// counts written, plus those `deleted`; returns the column statistics of each file written.
+fn check_written(
+    conn: &Nested,
+    table: &IcebergTable,
+    files: &[&IcebergDataFile],
+    inputs_local: &[String],
+    local_paths: &[String],
+    copied: &[(u64, u64)],
+    deleted: &Deleted,
+) -> Result<Vec<ColumnStats>> {
+    let schema = table.metadata.current_schema();
+    let rows: u64 = copied.iter().map(|(rows, _)| rows).sum();
+    let listed: u64 = files.iter().map(|f| f.record_count()).sum();
+    if rows + deleted.rows != listed {
+        return Err(Error::new(
+            ErrorKind::CorruptMetadata,
+            format!(
+                "rewrite of {} files produced {rows} rows and the deletes removed {}, the manifests list {listed}; \
+                 nothing was committed",
+                files.len(),
+                deleted.rows
+            ),
+        ));
+    }
+    let stats = local_paths.iter().map(|p| column_stats(conn, p, schema)).collect::<Result<Vec<_>>>()?;
+    // Which columns each input lacks (they read as their default, or NULL), where that
+    // decides what the check expects: with defaults, or counts missing from the manifests.
+    let present = if has_defaults(schema) || !has_column_counts(files, schema) {
+        Some(field_ids_by_file(conn, inputs_local)?)
+    } else {
+        None
+    };
+    check_non_null_counts(files, present.as_deref(), &ColumnStats::summed(&stats), &deleted.non_null, schema)?;
+    Ok(stats)
 }
 
 /// The rows, and the non-null values per leaf column (by field id), that a group's deletes
