@@ -300,6 +300,25 @@ impl State {
             .collect()
     }
 
+    /// Live deletion vectors (model indices) by the data file they delete rows of; two for one
+    /// file is a corrupt table.
+    fn live_vectors(&self) -> Result<HashMap<String, usize>> {
+        let mut existing: HashMap<String, usize> = HashMap::new();
+        for i in (0..self.files.len()).filter(|&i| is_deletion_vector(self.source(i))) {
+            let Some(target) = self.files[i].referenced_data_file.clone() else { continue };
+            if existing.insert(target.clone(), i).is_some() {
+                return Err(Error::new(
+                    ErrorKind::CorruptMetadata,
+                    format!(
+                        "data file '{target}' has two live deletion vectors (the spec allows one); the table is corrupt \
+                         and nothing was rewritten"
+                    ),
+                ));
+            }
+        }
+        Ok(existing)
+    }
+
     /// Writes the new delete files of every partition the plan rewrites (recorded in `scratch`)
     /// and fills in the report's figures.
     fn write(
@@ -319,20 +338,7 @@ impl State {
         // New vectors by data file: positions of one file from two partitions' groups (a global
         // position delete and a partition's) go into one vector, never two.
         let mut vectors: BTreeMap<String, NewVector> = BTreeMap::new();
-        // Live vectors by the data file they delete rows of; two for one file is a corrupt table.
-        let mut existing: HashMap<String, usize> = HashMap::new();
-        for i in (0..self.files.len()).filter(|&i| is_deletion_vector(self.source(i))) {
-            let Some(target) = self.files[i].referenced_data_file.clone() else { continue };
-            if existing.insert(target.clone(), i).is_some() {
-                return Err(Error::new(
-                    ErrorKind::CorruptMetadata,
-                    format!(
-                        "data file '{target}' has two live deletion vectors (the spec allows one); the table is corrupt \
-                         and nothing was rewritten"
-                    ),
-                ));
-            }
-        }
+        let existing = self.live_vectors()?;
         for (plan, deletes) in report.partitions.iter_mut().zip(self.by_partition.values()) {
             if !plan.rewrites {
                 continue;
