@@ -66,9 +66,9 @@ impl<'a> SnapshotBuilder<'a> {
     }
 
     /// Rewrites `manifests` (of one spec and content) into one manifest at a new path ending in
-    /// `suffix`, the entries `drop` picks DELETED and the others EXISTING
-    /// (`new_snapshot::rewrite_manifest_dropping`, which tells `seen` of each live entry), and names it
-    /// like a kept one.
+    /// `suffix`, the entries `drop` picks DELETED and the others EXISTING (each with its sequence
+    /// numbers, the snapshot that added it and its first row id; `seen` is told of every live
+    /// entry and whether it was dropped), and names it like a kept one.
     pub async fn rewrite_dropping(
         &mut self,
         manifests: &[&LoadedManifest],
