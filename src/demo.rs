@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFileBuilder, DataFileFormat, FormatVersion, Literal, ManifestFile, ManifestListWriter,
-    ManifestWriterBuilder, NestedField, Operation, PrimitiveType, Schema, SortOrder, Struct, Summary, TableMetadata,
-    TableMetadataBuilder, Transform, Type, UnboundPartitionSpec,
+    DataContentType, DataFileBuilder, DataFileFormat, FormatVersion, Literal, ManifestContentType, ManifestFile,
+    NestedField, Operation, PrimitiveType, Schema, SortOrder, Struct, Summary, TableMetadata, TableMetadataBuilder,
+    Transform, Type, UnboundPartitionSpec,
 };
 
 use crate::duck::{HostDb, quote_literal};
@@ -26,7 +26,9 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::profile::MIB;
 use crate::runtime;
 use crate::table::iceberg::commit::replace_file;
-use crate::table::iceberg::new_snapshot::{NewSnapshot, add_to_main, new_snapshot_id};
+use crate::table::iceberg::new_snapshot::{
+    ListAt, NewSnapshot, add_to_main, list_path, manifest_writer, new_snapshot_id, write_list,
+};
 
 /// Options of a demo table.
 #[derive(Debug, Clone)]
@@ -188,54 +190,108 @@ fn write_data_file(
     conn.query(&sql)?.copy_stats()
 }
 
-/// Writes the demo table described by `options`.
+/// Writes the demo table described by `options`: one snapshot per step of its history, each
+/// with its own data files, manifest, manifest list and metadata file.
 pub fn write_demo(options: &DemoOptions, host: &HostDb) -> Result<DemoReport> {
     options.validate()?;
-    std::fs::create_dir_all(&options.path)?;
-    let location = std::fs::canonicalize(&options.path)?;
-    let location_str = location.to_string_lossy().into_owned();
-    let metadata_dir = location.join("metadata");
-    std::fs::create_dir_all(&metadata_dir)?;
-
-    let schema = std::sync::Arc::new(schema()?);
-    let unbound_spec = UnboundPartitionSpec::builder()
-        .with_spec_id(0)
-        .add_partition_field(2, "partition_date", Transform::Identity)?
-        .build();
-    let spec = unbound_spec.clone().bind(schema.clone())?;
-    let properties = HashMap::from([
-        ("write.parquet.compression-codec".to_string(), "zstd".to_string()),
-        ("write.format.default".to_string(), "parquet".to_string()),
-    ]);
-
+    let table = DemoTable::create(&options.path)?;
     let conn = host.connect()?;
-    let file_io = FileIO::new_with_fs();
     let planned = plan(options);
     let now_ms = chrono::Utc::now().timestamp_millis();
     let span_ms = i64::from(options.history_days) * 86_400_000;
     let step_ms = span_ms / i64::from(options.snapshots);
-    let mut manifests: Vec<ManifestFile> = Vec::new();
-    let mut previous: Option<(TableMetadata, String)> = None;
-    let mut parent: Option<i64> = None;
-    let mut next_id = 0u64;
-    let (mut data_files, mut total_bytes, mut record_count) = (0u64, 0u64, 0u64);
-
+    let mut history = History::default();
     for snapshot_index in 0..options.snapshots {
-        let sequence_number = i64::from(snapshot_index) + 1;
-        let snapshot_id = new_snapshot_id();
         let timestamp_ms = now_ms - span_ms + i64::from(snapshot_index) * step_ms;
-        let mut added_files = Vec::new();
-        let (mut added_bytes, mut added_rows) = (0u64, 0u64);
-        for file in planned.iter().filter(|f| f.snapshot == snapshot_index) {
+        let files = planned.iter().filter(|f| f.snapshot == snapshot_index);
+        let added = table.write_data_files(&conn, files, snapshot_index, &mut history)?;
+        history.append(&table, added, timestamp_ms)?;
+    }
+    let (_, metadata_location) = history.previous.expect("at least two snapshots");
+    Ok(DemoReport {
+        table_location: table.location_str,
+        metadata_location,
+        partitions: SHAPES.len() as u64,
+        data_files: history.data_files,
+        snapshots: u64::from(options.snapshots),
+        total_bytes: history.total_bytes,
+        record_count: history.record_count,
+        small_file_threshold_mb: 64.0 * options.scale,
+    })
+}
+
+/// The demo table's directories, schema and partition spec.
+struct DemoTable {
+    location: PathBuf,
+    location_str: String,
+    metadata_dir: PathBuf,
+    schema: std::sync::Arc<Schema>,
+    unbound_spec: UnboundPartitionSpec,
+    spec: iceberg::spec::PartitionSpec,
+    file_io: FileIO,
+}
+
+/// What one snapshot adds: its data file entries, their bytes and rows.
+struct Added {
+    files: Vec<iceberg::spec::DataFile>,
+    bytes: u64,
+    rows: u64,
+}
+
+/// The table's history so far: its manifests (newest first), latest metadata and totals.
+#[derive(Default)]
+struct History {
+    manifests: Vec<ManifestFile>,
+    /// The latest metadata and where it was written.
+    previous: Option<(TableMetadata, String)>,
+    parent: Option<i64>,
+    snapshots: u32,
+    /// The first `event_id` of the next file.
+    next_id: u64,
+    data_files: u64,
+    total_bytes: u64,
+    record_count: u64,
+}
+
+impl DemoTable {
+    /// Creates the table's directory (`path`) and its `metadata` directory.
+    fn create(path: &Path) -> Result<DemoTable> {
+        std::fs::create_dir_all(path)?;
+        let location = std::fs::canonicalize(path)?;
+        let location_str = location.to_string_lossy().into_owned();
+        let metadata_dir = location.join("metadata");
+        std::fs::create_dir_all(&metadata_dir)?;
+        let schema = std::sync::Arc::new(schema()?);
+        let unbound_spec = UnboundPartitionSpec::builder()
+            .with_spec_id(0)
+            .add_partition_field(2, "partition_date", Transform::Identity)?
+            .build();
+        let spec = unbound_spec.clone().bind(schema.clone())?;
+        let file_io = FileIO::new_with_fs();
+        Ok(DemoTable { location, location_str, metadata_dir, schema, unbound_spec, spec, file_io })
+    }
+
+    /// Writes the data files `files` of snapshot `snapshot_index` with DuckDB, counting them
+    /// into `history`'s totals.
+    fn write_data_files<'p>(
+        &self,
+        conn: &crate::duck::Nested,
+        files: impl Iterator<Item = &'p PlannedFile>,
+        snapshot_index: u32,
+        history: &mut History,
+    ) -> Result<Added> {
+        let mut added = Added { files: Vec::new(), bytes: 0, rows: 0 };
+        for file in files {
             let shape = &SHAPES[file.partition];
-            let dir = location.join("data").join(format!("partition_date={}", shape.date));
+            let dir = self.location.join("data").join(format!("partition_date={}", shape.date));
             std::fs::create_dir_all(&dir)?;
-            let path = dir.join(format!("{:05}-{}-{}.parquet", data_files, snapshot_index, uuid::Uuid::new_v4()));
-            let (rows, bytes) = write_data_file(&conn, &path, shape.date, next_id, file.rows)?;
-            next_id += rows;
-            data_files += 1;
-            added_bytes += bytes;
-            added_rows += rows;
+            let name = format!("{:05}-{}-{}.parquet", history.data_files, snapshot_index, uuid::Uuid::new_v4());
+            let path = dir.join(name);
+            let (rows, bytes) = write_data_file(conn, &path, shape.date, history.next_id, file.rows)?;
+            history.next_id += rows;
+            history.data_files += 1;
+            added.bytes += bytes;
+            added.rows += rows;
             let data_file = DataFileBuilder::default()
                 .content(DataContentType::Data)
                 .file_path(path.to_string_lossy().into_owned())
@@ -246,103 +302,105 @@ pub fn write_demo(options: &DemoOptions, host: &HostDb) -> Result<DemoReport> {
                 .file_size_in_bytes(bytes)
                 .build()
                 .map_err(|e| Error::new(ErrorKind::CorruptMetadata, format!("data file entry: {e}")))?;
-            added_files.push(data_file);
+            added.files.push(data_file);
         }
-        total_bytes += added_bytes;
-        record_count += added_rows;
+        history.total_bytes += added.bytes;
+        history.record_count += added.rows;
+        Ok(added)
+    }
 
-        let manifest_path = format!("{}/{}-m0.avro", metadata_dir.display(), uuid::Uuid::new_v4());
-        let manifest_list_path =
-            format!("{}/snap-{snapshot_id}-1-{}.avro", metadata_dir.display(), uuid::Uuid::new_v4());
-        let added_count = added_files.len();
+    /// The metadata builder of the next snapshot: from `previous`, or a new v2 table's.
+    fn metadata_builder(&self, previous: Option<(TableMetadata, String)>) -> Result<TableMetadataBuilder> {
+        let properties = HashMap::from([
+            ("write.parquet.compression-codec".to_string(), "zstd".to_string()),
+            ("write.format.default".to_string(), "parquet".to_string()),
+        ]);
+        Ok(match previous {
+            None => TableMetadataBuilder::new(
+                self.schema.as_ref().clone(),
+                self.unbound_spec.clone(),
+                SortOrder::unsorted_order(),
+                self.location_str.clone(),
+                FormatVersion::V2,
+                properties,
+            )?,
+            Some((metadata, location)) => TableMetadataBuilder::new_from_metadata(metadata, Some(location)),
+        })
+    }
+}
+
+impl History {
+    /// Appends a snapshot taken at `timestamp_ms` adding `added`: writes its manifest (the
+    /// earlier ones carried), its manifest list, and `v{N}.metadata.json` with the version hint.
+    fn append(&mut self, table: &DemoTable, added: Added, timestamp_ms: i64) -> Result<()> {
+        let sequence_number = i64::from(self.snapshots) + 1;
+        let snapshot_id = new_snapshot_id();
+        let manifest_path = format!("{}/{}-m0.avro", table.metadata_dir.display(), uuid::Uuid::new_v4());
+        let manifest_list = list_path(&table.metadata_dir.to_string_lossy(), snapshot_id);
+        let added_count = added.files.len();
+        let at =
+            ListAt { version: FormatVersion::V2, snapshot_id, parent: self.parent, sequence_number, first_row_id: 0 };
         let manifest = runtime::block_on(async {
-            let mut writer = ManifestWriterBuilder::new(
-                file_io.new_output(&manifest_path)?,
-                Some(snapshot_id),
-                schema.clone(),
-                spec.clone(),
-            )
-            .build_v2_data();
-            for data_file in added_files {
+            let mut writer = manifest_writer(
+                &table.file_io,
+                &manifest_path,
+                snapshot_id,
+                table.schema.clone(),
+                table.spec.clone(),
+                FormatVersion::V2,
+                ManifestContentType::Data,
+            )?;
+            for data_file in added.files {
                 writer.add_file(data_file, sequence_number)?;
             }
             let manifest = writer.write_manifest_file().await?;
-            let mut list = ManifestListWriter::v2(
-                file_io.new_output(&manifest_list_path)?.writer().await?,
-                snapshot_id,
-                parent,
-                sequence_number,
-            );
-            list.add_manifests(std::iter::once(manifest.clone()).chain(manifests.iter().cloned()))?;
-            list.close().await?;
+            let listed = std::iter::once(manifest.clone()).chain(self.manifests.iter().cloned());
+            write_list(&table.file_io, &manifest_list, at, listed).await?;
             // The list writer assigned this snapshot's sequence number to the new manifest; later
             // lists carry it over as written.
             let mut manifest = manifest;
             manifest.sequence_number = sequence_number;
             manifest.min_sequence_number = sequence_number;
-            Ok::<_, iceberg::Error>(manifest)
+            Ok::<_, Error>(manifest)
         })??;
-        manifests.insert(0, manifest);
-
+        self.manifests.insert(0, manifest);
         let summary = Summary {
             operation: Operation::Append,
             additional_properties: HashMap::from([
                 ("added-data-files".to_string(), added_count.to_string()),
-                ("added-records".to_string(), added_rows.to_string()),
-                ("added-files-size".to_string(), added_bytes.to_string()),
-                ("total-data-files".to_string(), data_files.to_string()),
-                ("total-records".to_string(), record_count.to_string()),
-                ("total-files-size".to_string(), total_bytes.to_string()),
+                ("added-records".to_string(), added.rows.to_string()),
+                ("added-files-size".to_string(), added.bytes.to_string()),
+                ("total-data-files".to_string(), self.data_files.to_string()),
+                ("total-records".to_string(), self.record_count.to_string()),
+                ("total-files-size".to_string(), self.total_bytes.to_string()),
                 ("total-delete-files".to_string(), "0".to_string()),
                 ("total-position-deletes".to_string(), "0".to_string()),
                 ("total-equality-deletes".to_string(), "0".to_string()),
             ]),
         };
-        let builder = match previous.take() {
-            None => TableMetadataBuilder::new(
-                schema.as_ref().clone(),
-                unbound_spec.clone(),
-                SortOrder::unsorted_order(),
-                location_str.clone(),
-                FormatVersion::V2,
-                properties.clone(),
-            )?,
-            Some((metadata, location)) => TableMetadataBuilder::new_from_metadata(metadata, Some(location)),
+        let (parent, schema_id) = (self.parent, table.schema.schema_id());
+        let new = NewSnapshot {
+            snapshot_id,
+            parent,
+            sequence_number,
+            timestamp_ms,
+            manifest_list,
+            summary,
+            schema_id,
+            row_range: None,
         };
-        let metadata = add_to_main(
-            builder,
-            NewSnapshot {
-                snapshot_id,
-                parent,
-                sequence_number,
-                timestamp_ms,
-                manifest_list: manifest_list_path,
-                summary,
-                schema_id: schema.schema_id(),
-                row_range: None,
-            },
-        )?;
-        let version = snapshot_index + 1;
-        let metadata_location = format!("{}/v{version}.metadata.json", metadata_dir.display());
+        let metadata = add_to_main(table.metadata_builder(self.previous.take())?, new)?;
+        let version = self.snapshots + 1;
+        let metadata_location = format!("{}/v{version}.metadata.json", table.metadata_dir.display());
         let json = serde_json::to_vec_pretty(&metadata)
             .map_err(|e| Error::new(ErrorKind::CorruptMetadata, format!("cannot serialize metadata: {e}")))?;
         replace_file(Path::new(&metadata_location), &json)?;
-        std::fs::write(metadata_dir.join("version-hint.text"), version.to_string())?;
-        previous = Some((metadata, metadata_location));
-        parent = Some(snapshot_id);
+        std::fs::write(table.metadata_dir.join("version-hint.text"), version.to_string())?;
+        self.previous = Some((metadata, metadata_location));
+        self.parent = Some(snapshot_id);
+        self.snapshots += 1;
+        Ok(())
     }
-
-    let (_, metadata_location) = previous.expect("at least two snapshots");
-    Ok(DemoReport {
-        table_location: location_str,
-        metadata_location,
-        partitions: SHAPES.len() as u64,
-        data_files,
-        snapshots: u64::from(options.snapshots),
-        total_bytes,
-        record_count,
-        small_file_threshold_mb: 64.0 * options.scale,
-    })
 }
 
 #[cfg(test)]

@@ -67,8 +67,9 @@
 //!   [`table::deleted_rows`], the deletion-vector bitmap both formats share;
 //!   `table/not_a_table.rs` says what a directory that is not a table holds.
 //!   [`table::iceberg`]: metadata and live files ([`table::iceberg::metadata`] parses the
-//!   metadata files, [`table::iceberg::new_snapshot`] writes a new snapshot's manifests, list and
-//!   metadata, [`table::iceberg::manifest`]
+//!   metadata files, [`table::iceberg::snapshot_builder`] is the one builder of a new snapshot
+//!   every committer fills (its manifests, list and metadata; the pieces it writes with in
+//!   [`table::iceberg::new_snapshot`]), [`table::iceberg::manifest`]
 //!   decodes manifests as Java does (first row ids inherited), [`table::iceberg::manifest_reader`] and
 //!   [`table::iceberg::list_reader`] are the lean streaming readers (on [`table::iceberg::avro`]),
 //!   [`table::iceberg::inflate`] bounds every inflate of metadata (decompression bombs),
@@ -93,11 +94,13 @@
 //!   [`report`]: the scorecard a gate run produces. [`notify`]: the Slack card and its delivery.
 //! - [`action`]: executes plans. [`action::compact`] (the neutral flow in `run.rs`, committing in
 //!   batches of partitions with a conflicted one re-planned and retried in `progress.rs` and
-//!   `batches.rs` (partial progress), the Iceberg
-//!   rewrite in `iceberg.rs` with `focus.rs` (which manifests it decodes), `outputs.rs` (where its files go),
-//!   `sql.rs` (v3 row lineage columns too), `nested_fields.rs` (files it would misread), `deletes.rs`,
-//!   `stats.rs`, `commit.rs`, column defaults in `defaults.rs`, the Delta rewrite in `delta.rs`
-//!   with `delta_columns.rs` and `delta_commit.rs`; `deletion_vectors.rs` serves both formats, and
+//!   `batches.rs` (partial progress), the Iceberg rewrite in `iceberg.rs` with its helpers named
+//!   `iceberg_*.rs` (`iceberg_focus.rs`, which manifests it decodes; `iceberg_outputs.rs`, where
+//!   its files go; `iceberg_nested_fields.rs`, files it would misread; `iceberg_commit.rs`, its
+//!   snapshot through [`table::iceberg::snapshot_builder`]), `sql.rs` (v3 row lineage columns
+//!   too), `deletes.rs`, `stats.rs`, column defaults in `defaults.rs`, the Delta rewrite in
+//!   `delta.rs` with its helpers named `delta_*.rs` (`delta_columns.rs`, `delta_commit.rs`);
+//!   `deletion_vectors.rs` serves both formats, and
 //!   so does `stitch.rs`, which copies row groups byte for byte instead of re-encoding them); [`action::expire_snapshots`],
 //!   [`action::remove_orphan_files`] and [`action::vacuum`] (all three delete through
 //!   [`action::delete_files`], only inside [`action::boundary`], the table's root as named), [`action::rewrite_manifests`],

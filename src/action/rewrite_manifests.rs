@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use iceberg::spec::{FormatVersion, ManifestContentType, ManifestFile, Operation, PartitionSpec, Summary};
+use iceberg::spec::{FormatVersion, ManifestContentType, ManifestFile, Operation, PartitionSpec};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::interrupt;
@@ -25,7 +25,8 @@ use crate::runtime;
 use crate::table::Located;
 use crate::table::iceberg::commit::{commit_table, require_exclusive, settle_attempt};
 use crate::table::iceberg::manifest_merge::{self, EntryKey};
-use crate::table::iceberg::new_snapshot::{manifest_writer, new_snapshot_id, with_main_snapshot, write_manifest_list};
+use crate::table::iceberg::new_snapshot::manifest_writer;
+use crate::table::iceberg::snapshot_builder::{SnapshotBuilder, carried_summary};
 use crate::table::iceberg::{IcebergTable, load_manifest};
 
 /// Iceberg's default `commit.manifest.target-size-bytes`.
@@ -334,19 +335,17 @@ type GroupBinding = (iceberg::spec::SchemaRef, PartitionSpec);
 /// ([`manifest_merge`]), when it can, else with iceberg-rust (`newest`: the group's newest
 /// manifest, whose spec and schema it writes with). The manifest is read back with apache-avro:
 /// it must list exactly those entries, EXISTING. Returns its list entry and how many entries it
-/// holds; the file is recorded in `scratch`.
+/// holds, for `snapshot` (whose scratch records the file) to name.
 async fn merge_bin(
-    table: &IcebergTable,
+    snapshot: &mut SnapshotBuilder<'_>,
     bin: Vec<ManifestFile>,
-    snapshot_id: i64,
     newest: &ManifestFile,
     binding: &mut Option<GroupBinding>,
-    scratch: &mut Vec<String>,
 ) -> Result<(ManifestFile, u64)> {
+    let (table, snapshot_id) = (snapshot.table(), snapshot.snapshot_id());
     let metadata = &table.metadata;
     let inputs = table.fetch_manifests(bin).await?;
-    let path = format!("{}/{}-m0.avro", table.metadata_dir(), uuid::Uuid::new_v4());
-    scratch.push(path.clone());
+    let path = snapshot.manifest_path("m0");
     let (file, expected) = match manifest_merge::merge(metadata, &inputs, &path, snapshot_id) {
         Some(merged) => {
             #[cfg(feature = "test-hooks")]
@@ -447,18 +446,18 @@ fn build(
     scratch: &mut Vec<String>,
 ) -> Result<(iceberg::spec::TableMetadata, i64, Vec<u64>)> {
     let metadata = &table.metadata;
-    let snapshot_id = new_snapshot_id();
+    let mut snapshot = SnapshotBuilder::new(table, scratch);
     let merged_ids: std::collections::HashSet<usize> =
         report.groups.iter().flat_map(|g| g.merged.iter().flatten().copied()).collect();
-    let mut kept: Vec<ManifestFile> = Vec::new();
+    let mut kept_count = 0usize;
     for (i, m) in manifests.iter().enumerate() {
         if !merged_ids.contains(&i) {
-            kept.push(with_all_counts(table, m)?);
+            snapshot.keep(with_all_counts(table, m)?);
+            kept_count += 1;
         }
     }
-    let mut created: Vec<ManifestFile> = Vec::new();
     let mut bytes_per_group = Vec::new();
-    let (mut replaced_count, mut entries_total) = (0usize, 0u64);
+    let (mut created_count, mut replaced_count, mut entries_total) = (0usize, 0usize, 0u64);
     for group in &report.groups {
         if group.merged.is_empty() {
             bytes_per_group.push(0);
@@ -472,41 +471,25 @@ fn build(
         for bin in &group.merged {
             replaced_count += bin.len();
             let bin: Vec<ManifestFile> = bin.iter().map(|&i| manifests[i].clone()).collect();
-            let (file, entries) =
-                runtime::block_on(merge_bin(table, bin, snapshot_id, newest, &mut binding, scratch))??;
+            let (file, entries) = runtime::block_on(merge_bin(&mut snapshot, bin, newest, &mut binding))??;
             entries_total += entries;
             written_bytes += file.manifest_length as u64;
-            created.push(file);
+            created_count += 1;
+            // Named as the manifests of added files are: before the kept ones.
+            snapshot.add_manifest(file);
         }
         bytes_per_group.push(written_bytes);
     }
-    runtime::block_on(async {
-        let (created_count, kept_count) = (created.len(), kept.len());
-        let list_path = write_manifest_list(table, snapshot_id, created.into_iter().chain(kept), scratch).await?;
-
-        // The totals stay what they were: carried over from the current snapshot's summary.
-        let mut properties: HashMap<String, String> = metadata
-            .current_snapshot()
-            .map(|s| {
-                s.summary()
-                    .additional_properties
-                    .iter()
-                    .filter(|(k, _)| k.starts_with("total-"))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        properties.extend([
-            ("manifests-created".to_string(), created_count.to_string()),
-            ("manifests-replaced".to_string(), replaced_count.to_string()),
-            ("manifests-kept".to_string(), kept_count.to_string()),
-            ("entries-processed".to_string(), entries_total.to_string()),
-            ("engine-name".to_string(), "lakehouse".to_string()),
-        ]);
-        let summary = Summary { operation: Operation::Replace, additional_properties: properties };
-        let next = with_main_snapshot(table, snapshot_id, list_path, summary, None)?;
-        Ok((next, snapshot_id, bytes_per_group))
-    })?
+    // The totals stay what they were: carried over from the current snapshot's summary.
+    let mut properties = carried_summary(metadata, |k| k.starts_with("total-"));
+    properties.extend([
+        ("manifests-created".to_string(), created_count.to_string()),
+        ("manifests-replaced".to_string(), replaced_count.to_string()),
+        ("manifests-kept".to_string(), kept_count.to_string()),
+        ("entries-processed".to_string(), entries_total.to_string()),
+    ]);
+    let (next, snapshot_id) = runtime::block_on(snapshot.finish(Operation::Replace, properties, None))??;
+    Ok((next, snapshot_id, bytes_per_group))
 }
 
 #[cfg(test)]

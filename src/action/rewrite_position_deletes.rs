@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use iceberg::spec::{
     DataContentType, DataFile as IcebergDataFile, DataFileBuilder, DataFileFormat, FormatVersion, ManifestContentType,
-    ManifestFile, Operation, Summary, TableMetadata,
+    Operation, TableMetadata,
 };
 
 use crate::duck::{HostDb, Nested, quote_file, quote_literal};
@@ -34,9 +34,7 @@ use crate::store::{TableRoot, duckdb_path};
 use crate::table::deleted_rows::DeletedRows;
 use crate::table::iceberg::commit::{commit_table, require_exclusive, settle_attempt};
 use crate::table::iceberg::deletion_vector::{self, NewVector, is_deletion_vector};
-use crate::table::iceberg::new_snapshot::{
-    manifest_writer, new_snapshot_id, rewrite_manifest_dropping, with_main_snapshot, write_manifest_list,
-};
+use crate::table::iceberg::snapshot_builder::{SnapshotBuilder, carried_summary};
 use crate::table::iceberg::{IcebergTable, LoadedManifest, with_counts};
 use crate::table::{DataFile, FileContent, Located, PartitionKey};
 
@@ -302,6 +300,25 @@ impl State {
             .collect()
     }
 
+    /// Live deletion vectors (model indices) by the data file they delete rows of; two for one
+    /// file is a corrupt table.
+    fn live_vectors(&self) -> Result<HashMap<String, usize>> {
+        let mut existing: HashMap<String, usize> = HashMap::new();
+        for i in (0..self.files.len()).filter(|&i| is_deletion_vector(self.source(i))) {
+            let Some(target) = self.files[i].referenced_data_file.clone() else { continue };
+            if existing.insert(target.clone(), i).is_some() {
+                return Err(Error::new(
+                    ErrorKind::CorruptMetadata,
+                    format!(
+                        "data file '{target}' has two live deletion vectors (the spec allows one); the table is corrupt \
+                         and nothing was rewritten"
+                    ),
+                ));
+            }
+        }
+        Ok(existing)
+    }
+
     /// Writes the new delete files of every partition the plan rewrites (recorded in `scratch`)
     /// and fills in the report's figures.
     fn write(
@@ -321,20 +338,7 @@ impl State {
         // New vectors by data file: positions of one file from two partitions' groups (a global
         // position delete and a partition's) go into one vector, never two.
         let mut vectors: BTreeMap<String, NewVector> = BTreeMap::new();
-        // Live vectors by the data file they delete rows of; two for one file is a corrupt table.
-        let mut existing: HashMap<String, usize> = HashMap::new();
-        for i in (0..self.files.len()).filter(|&i| is_deletion_vector(self.source(i))) {
-            let Some(target) = self.files[i].referenced_data_file.clone() else { continue };
-            if existing.insert(target.clone(), i).is_some() {
-                return Err(Error::new(
-                    ErrorKind::CorruptMetadata,
-                    format!(
-                        "data file '{target}' has two live deletion vectors (the spec allows one); the table is corrupt \
-                         and nothing was rewritten"
-                    ),
-                ));
-            }
-        }
+        let existing = self.live_vectors()?;
         for (plan, deletes) in report.partitions.iter_mut().zip(self.by_partition.values()) {
             if !plan.rewrites {
                 continue;
@@ -544,9 +548,6 @@ impl State {
         scratch: &mut Vec<String>,
     ) -> Result<(TableMetadata, i64)> {
         let metadata = &table.metadata;
-        let version = metadata.format_version();
-        let snapshot_id = new_snapshot_id();
-        let metadata_dir = table.metadata_dir();
         let removes = |e: &iceberg::spec::ManifestEntry| {
             let key = (e.file_path().to_string(), e.data_file().content_offset());
             (written.replaced_files.contains(&(key.0.clone(), None)) && !is_deletion_vector(e.data_file()))
@@ -554,32 +555,21 @@ impl State {
         };
         let (mut removed, mut removed_positions) = (0u64, 0u64);
         runtime::block_on(async {
-            let mut manifests: Vec<ManifestFile> = Vec::new();
+            let mut snapshot = SnapshotBuilder::new(table, scratch);
             for loaded in &self.manifests {
                 let touched = loaded.file.content == ManifestContentType::Deletes
                     && loaded.manifest.entries().iter().any(|e| e.is_alive() && removes(e));
                 if !touched {
-                    manifests.push(with_counts(loaded));
+                    snapshot.keep(with_counts(loaded));
                     continue;
                 }
-                let path = format!("{metadata_dir}/{}-m2.avro", uuid::Uuid::new_v4());
-                scratch.push(path.clone());
-                let file = rewrite_manifest_dropping(
-                    &table.file_io,
-                    &path,
-                    snapshot_id,
-                    version,
-                    &[loaded],
-                    removes,
-                    |e, dropped| {
-                        if dropped {
-                            removed += 1;
-                            removed_positions += e.record_count();
-                        }
-                    },
-                )
-                .await?;
-                manifests.push(file);
+                let seen = |e: &iceberg::spec::ManifestEntry, dropped: bool| {
+                    if dropped {
+                        removed += 1;
+                        removed_positions += e.record_count();
+                    }
+                };
+                snapshot.rewrite_dropping(&[loaded], "m2", removes, seen).await?;
             }
             let expected = written.replaced_files.len() as u64 + written.replaced_vectors.len() as u64;
             if removed != expected {
@@ -591,44 +581,10 @@ impl State {
                 ));
             }
             let next_sequence = metadata.next_sequence_number();
-            let mut by_spec: BTreeMap<i32, Vec<(&IcebergDataFile, Option<i64>)>> = BTreeMap::new();
-            for (file, spec_id, seq) in &written.added {
-                by_spec.entry(*spec_id).or_default().push((file, *seq));
-            }
-            let mut added_manifests = Vec::new();
-            for (spec_id, files) in by_spec {
-                let spec = metadata.partition_spec_by_id(spec_id).ok_or_else(|| {
-                    Error::new(ErrorKind::CorruptMetadata, format!("partition spec {spec_id} is missing"))
-                })?;
-                let path = format!("{metadata_dir}/{}-m3.avro", uuid::Uuid::new_v4());
-                scratch.push(path.clone());
-                let mut writer = manifest_writer(
-                    &table.file_io,
-                    &path,
-                    snapshot_id,
-                    metadata.current_schema().clone(),
-                    spec.as_ref().clone(),
-                    version,
-                    ManifestContentType::Deletes,
-                )?;
-                for (file, seq) in files {
-                    writer.add_file(file.clone(), seq.unwrap_or(next_sequence))?;
-                }
-                added_manifests.push(writer.write_manifest_file().await?);
-            }
-            let list =
-                write_manifest_list(table, snapshot_id, added_manifests.into_iter().chain(manifests), scratch).await?;
-            let mut properties: HashMap<String, String> = metadata
-                .current_snapshot()
-                .map(|s| {
-                    s.summary()
-                        .additional_properties
-                        .iter()
-                        .filter(|(k, _)| k.starts_with("total-") && !k.contains("delete"))
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let added =
+                written.added.iter().map(|(file, spec_id, seq)| (*spec_id, file.clone(), seq.unwrap_or(next_sequence)));
+            snapshot.add_files(ManifestContentType::Deletes, "m3", added).await?;
+            let mut properties = carried_summary(metadata, |k| k.starts_with("total-") && !k.contains("delete"));
             let live_deletes = self.files.iter().filter(|f| f.content != FileContent::Data).count() as u64;
             properties.extend([
                 ("added-delete-files".to_string(), written.added.len().to_string()),
@@ -636,10 +592,8 @@ impl State {
                 ("added-position-deletes".to_string(), written.positions.to_string()),
                 ("removed-position-deletes".to_string(), removed_positions.to_string()),
                 ("total-delete-files".to_string(), (live_deletes - removed + written.added.len() as u64).to_string()),
-                ("engine-name".to_string(), "lakehouse".to_string()),
             ]);
-            let summary = Summary { operation: Operation::Replace, additional_properties: properties };
-            Ok((with_main_snapshot(table, snapshot_id, list, summary, None)?, snapshot_id))
+            snapshot.finish(Operation::Replace, properties, None).await
         })?
     }
 }

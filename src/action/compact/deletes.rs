@@ -35,6 +35,9 @@ pub(crate) struct DeleteSet {
 }
 
 impl DeleteSet {
+    /// The set of data files `inputs` with the delete files `deletes` (and `vectors`, deletion
+    /// vectors read already) that apply to them; `files_have_ids`: the data files carry Parquet
+    /// field ids; `lineage`: format v3, rows keep their lineage (which needs the ids).
     pub(crate) fn new(
         conn: &Nested,
         schema: &Schema,
@@ -51,50 +54,7 @@ impl DeleteSet {
                  _last_updated_sequence_number) cannot be read by id; nothing was committed",
             ));
         }
-        let local = |f: &IcebergDataFile| duckdb_path(f.file_path()).to_string();
-        let sequence_table = |files: &[&Input<'_>]| {
-            let rows: Vec<String> = files
-                .iter()
-                .map(|i| format!("({}, {}::BIGINT)", quote_literal(&local(i.file)), i.sequence_number))
-                .collect();
-            format!("(VALUES {})", rows.join(", "))
-        };
-        let local_inputs: Vec<String> = inputs.iter().map(|i| local(i.file)).collect();
-        let source = parquet_source(
-            schema,
-            &local_inputs,
-            files_have_ids,
-            lineage,
-            ", filename = '__lakehouse_file', file_row_number = true",
-        )?;
-        let files: Vec<String> = inputs
-            .iter()
-            .map(|i| {
-                let first_row_id = i.first_row_id.map_or("NULL".to_string(), |id| id.to_string());
-                format!(
-                    "({}, {}, {}::BIGINT, {first_row_id}::BIGINT)",
-                    quote_literal(&local(i.file)),
-                    quote_literal(i.file.file_path()),
-                    i.sequence_number
-                )
-            })
-            .collect();
-        // Each float or double equality column's sign bit beside it: the condition of
-        // [`equal_values`] compares it, and a correlated `EXISTS` then tells -0.0 from 0.0 (DuckDB
-        // takes the distinct values of the columns it correlates on, where -0.0 is 0.0).
-        let signs: Vec<String> = float_equality_fields(schema, deletes)
-            .iter()
-            .map(|f| format!("signbit({}) AS {}", quote_ident(&f.name), sign_column(f)))
-            .collect();
-        let source = match signs.is_empty() {
-            true => source,
-            false => format!("(SELECT *, {} FROM {source})", signs.join(", ")),
-        };
-        let data = format!(
-            "{source} AS __d JOIN (VALUES {}) AS __f(__file, __path, __seq, __first_row_id) \
-             ON __d.__lakehouse_file = __f.__file",
-            files.join(", ")
-        );
+        let data = data_sql(schema, inputs, deletes, files_have_ids, lineage)?;
         let mut sources = Vec::new();
         if let Some(vectors) = vectors {
             sources.push((
@@ -102,84 +62,8 @@ impl DeleteSet {
                 "__x.__dv_path = __d.__lakehouse_file AND __x.__dv_row = __d.file_row_number".to_string(),
             ));
         }
-        let position: Vec<&Input<'_>> = deletes
-            .iter()
-            .filter(|d| d.file.content_type() == DataContentType::PositionDeletes && !is_deletion_vector(d.file))
-            .collect();
-        if !position.is_empty() {
-            let files: Vec<String> = position.iter().map(|d| local(d.file)).collect();
-            sources.push((
-                format!(
-                    "(SELECT __r.file_path AS __path, __r.pos AS __pos, __s.__seq FROM read_parquet({}, union_by_name = true, \
-                     filename = '__lakehouse_delete') AS __r JOIN {} AS __s(__file, __seq) ON __r.__lakehouse_delete = __s.__file)",
-                    quote_files(&files),
-                    sequence_table(&position)
-                ),
-                "__x.__path = __f.__path AND __x.__pos = __d.file_row_number AND __f.__seq <= __x.__seq".to_string(),
-            ));
-        }
-        // Equality deletes, one source per set of equality fields.
-        let mut by_fields: std::collections::BTreeMap<Vec<i32>, Vec<&Input<'_>>> = Default::default();
-        for d in deletes.iter().filter(|d| d.file.content_type() == DataContentType::EqualityDeletes) {
-            let mut ids = d.file.equality_ids().unwrap_or_default();
-            ids.sort_unstable();
-            ids.dedup();
-            by_fields.entry(ids).or_default().push(d);
-        }
-        for (ids, files) in by_fields {
-            let paths: Vec<String> = files.iter().map(|d| local(d.file)).collect();
-            let fields: Vec<(&NestedField, String)> = ids
-                .iter()
-                .map(|id| {
-                    let field = schema.field_by_id(*id).filter(|f| f.field_type.is_primitive());
-                    let ty = field.and_then(|f| f.field_type.as_primitive_type().and_then(duckdb_type));
-                    match (field, ty) {
-                        (Some(f), Some(t)) => Ok((f.as_ref(), t)),
-                        _ => Err(Error::new(
-                            ErrorKind::Unsupported,
-                            format!("equality deletes on field id {id} cannot be applied; nothing was committed"),
-                        )),
-                    }
-                })
-                .collect::<Result<_>>()?;
-            let by_id = files_have_field_ids(conn, &paths)?;
-            let reader = if by_id {
-                let entries: Vec<String> = fields
-                    .iter()
-                    .enumerate()
-                    .map(|(k, (f, t))| {
-                        format!("{}: {{name: '__k{k}', type: {}, default_value: NULL}}", f.id, quote_literal(t))
-                    })
-                    .collect();
-                format!(
-                    "(SELECT __r.* EXCLUDE (__lakehouse_delete), __s.__seq FROM read_parquet({}, schema = MAP {{{}}}, \
-                     filename = '__lakehouse_delete') AS __r",
-                    quote_files(&paths),
-                    entries.join(", ")
-                )
-            } else {
-                let columns: Vec<String> = fields
-                    .iter()
-                    .enumerate()
-                    .map(|(k, (f, t))| format!("CAST(__r.{} AS {t}) AS __k{k}", quote_ident(&f.name)))
-                    .collect();
-                format!(
-                    "(SELECT {}, __s.__seq FROM read_parquet({}, union_by_name = true, filename = '__lakehouse_delete') AS __r",
-                    columns.join(", "),
-                    quote_files(&paths)
-                )
-            };
-            let condition: Vec<String> = std::iter::once("__f.__seq < __x.__seq".to_string())
-                .chain(fields.iter().enumerate().map(|(k, (f, _))| equal_values(&format!("__x.__k{k}"), f)))
-                .collect();
-            sources.push((
-                format!(
-                    "{reader} JOIN {} AS __s(__file, __seq) ON __r.__lakehouse_delete = __s.__file)",
-                    sequence_table(&files)
-                ),
-                condition.join(" AND "),
-            ));
-        }
+        sources.extend(position_source(deletes));
+        sources.extend(equality_sources(conn, schema, deletes)?);
         let leaves = leaves(schema)
             .into_values()
             .filter(|l| !l.repeated)
@@ -302,4 +186,158 @@ fn float_equality_fields<'s>(schema: &'s Schema, deletes: &[Input<'_>]) -> Vec<&
     ids.sort_unstable();
     ids.dedup();
     ids.iter().filter_map(|id| schema.field_by_id(*id)).map(|f| f.as_ref()).filter(|f| is_float(f)).collect()
+}
+
+/// Where DuckDB reads `file`: its path without a `file://` scheme.
+fn local(file: &IcebergDataFile) -> String {
+    duckdb_path(file.file_path()).to_string()
+}
+
+/// `(VALUES (local path, data sequence number), …)` of `files`.
+fn sequence_table(files: &[&Input<'_>]) -> String {
+    let rows: Vec<String> =
+        files.iter().map(|i| format!("({}, {}::BIGINT)", quote_literal(&local(i.file)), i.sequence_number)).collect();
+    format!("(VALUES {})", rows.join(", "))
+}
+
+/// The data files `inputs` with file name and row position (`__d`), joined to their manifest
+/// path, data sequence number and first row id (`__f`); with each float or double equality
+/// column of `deletes` its sign bit beside it.
+fn data_sql(
+    schema: &Schema,
+    inputs: &[Input<'_>],
+    deletes: &[Input<'_>],
+    files_have_ids: bool,
+    lineage: bool,
+) -> Result<String> {
+    let local_inputs: Vec<String> = inputs.iter().map(|i| local(i.file)).collect();
+    let source = parquet_source(
+        schema,
+        &local_inputs,
+        files_have_ids,
+        lineage,
+        ", filename = '__lakehouse_file', file_row_number = true",
+    )?;
+    let files: Vec<String> = inputs
+        .iter()
+        .map(|i| {
+            let first_row_id = i.first_row_id.map_or("NULL".to_string(), |id| id.to_string());
+            format!(
+                "({}, {}, {}::BIGINT, {first_row_id}::BIGINT)",
+                quote_literal(&local(i.file)),
+                quote_literal(i.file.file_path()),
+                i.sequence_number
+            )
+        })
+        .collect();
+    // Each float or double equality column's sign bit beside it: the condition of
+    // [`equal_values`] compares it, and a correlated `EXISTS` then tells -0.0 from 0.0 (DuckDB
+    // takes the distinct values of the columns it correlates on, where -0.0 is 0.0).
+    let signs: Vec<String> = float_equality_fields(schema, deletes)
+        .iter()
+        .map(|f| format!("signbit({}) AS {}", quote_ident(&f.name), sign_column(f)))
+        .collect();
+    let source = match signs.is_empty() {
+        true => source,
+        false => format!("(SELECT *, {} FROM {source})", signs.join(", ")),
+    };
+    Ok(format!(
+        "{source} AS __d JOIN (VALUES {}) AS __f(__file, __path, __seq, __first_row_id) \
+         ON __d.__lakehouse_file = __f.__file",
+        files.join(", ")
+    ))
+}
+
+/// The source of the position delete files among `deletes` (not deletion vectors), with its
+/// join condition; `None` without any.
+fn position_source(deletes: &[Input<'_>]) -> Option<(String, String)> {
+    let position: Vec<&Input<'_>> = deletes
+        .iter()
+        .filter(|d| d.file.content_type() == DataContentType::PositionDeletes && !is_deletion_vector(d.file))
+        .collect();
+    if position.is_empty() {
+        return None;
+    }
+    let files: Vec<String> = position.iter().map(|d| local(d.file)).collect();
+    Some((
+        format!(
+            "(SELECT __r.file_path AS __path, __r.pos AS __pos, __s.__seq FROM read_parquet({}, union_by_name = true, \
+             filename = '__lakehouse_delete') AS __r JOIN {} AS __s(__file, __seq) ON __r.__lakehouse_delete = __s.__file)",
+            quote_files(&files),
+            sequence_table(&position)
+        ),
+        "__x.__path = __f.__path AND __x.__pos = __d.file_row_number AND __f.__seq <= __x.__seq".to_string(),
+    ))
+}
+
+/// The sources of the equality delete files among `deletes`, one per set of equality fields,
+/// each with its join condition (values equal, the data file's sequence number below).
+fn equality_sources(conn: &Nested, schema: &Schema, deletes: &[Input<'_>]) -> Result<Vec<(String, String)>> {
+    let mut by_fields: std::collections::BTreeMap<Vec<i32>, Vec<&Input<'_>>> = Default::default();
+    for d in deletes.iter().filter(|d| d.file.content_type() == DataContentType::EqualityDeletes) {
+        let mut ids = d.file.equality_ids().unwrap_or_default();
+        ids.sort_unstable();
+        ids.dedup();
+        by_fields.entry(ids).or_default().push(d);
+    }
+    let mut sources = Vec::new();
+    for (ids, files) in by_fields {
+        let paths: Vec<String> = files.iter().map(|d| local(d.file)).collect();
+        let fields: Vec<(&NestedField, String)> = ids
+            .iter()
+            .map(|id| {
+                let field = schema.field_by_id(*id).filter(|f| f.field_type.is_primitive());
+                let ty = field.and_then(|f| f.field_type.as_primitive_type().and_then(duckdb_type));
+                match (field, ty) {
+                    (Some(f), Some(t)) => Ok((f.as_ref(), t)),
+                    _ => Err(Error::new(
+                        ErrorKind::Unsupported,
+                        format!("equality deletes on field id {id} cannot be applied; nothing was committed"),
+                    )),
+                }
+            })
+            .collect::<Result<_>>()?;
+        let reader = equality_reader(&paths, &fields, files_have_field_ids(conn, &paths)?);
+        let condition: Vec<String> = std::iter::once("__f.__seq < __x.__seq".to_string())
+            .chain(fields.iter().enumerate().map(|(k, (f, _))| equal_values(&format!("__x.__k{k}"), f)))
+            .collect();
+        sources.push((
+            format!(
+                "{reader} JOIN {} AS __s(__file, __seq) ON __r.__lakehouse_delete = __s.__file)",
+                sequence_table(&files)
+            ),
+            condition.join(" AND "),
+        ));
+    }
+    Ok(sources)
+}
+
+/// The opening of the query reading the equality delete files at `paths`, their `fields` (with
+/// DuckDB types) as `__k0`, `__k1`, …: by field id when the files carry ids (`by_id`), else by
+/// name.
+fn equality_reader(paths: &[String], fields: &[(&NestedField, String)], by_id: bool) -> String {
+    if by_id {
+        let entries: Vec<String> = fields
+            .iter()
+            .enumerate()
+            .map(|(k, (f, t))| format!("{}: {{name: '__k{k}', type: {}, default_value: NULL}}", f.id, quote_literal(t)))
+            .collect();
+        format!(
+            "(SELECT __r.* EXCLUDE (__lakehouse_delete), __s.__seq FROM read_parquet({}, schema = MAP {{{}}}, \
+             filename = '__lakehouse_delete') AS __r",
+            quote_files(paths),
+            entries.join(", ")
+        )
+    } else {
+        let columns: Vec<String> = fields
+            .iter()
+            .enumerate()
+            .map(|(k, (f, t))| format!("CAST(__r.{} AS {t}) AS __k{k}", quote_ident(&f.name)))
+            .collect();
+        format!(
+            "(SELECT {}, __s.__seq FROM read_parquet({}, union_by_name = true, filename = '__lakehouse_delete') AS __r",
+            columns.join(", "),
+            quote_files(paths)
+        )
+    }
 }

@@ -31,7 +31,6 @@ use std::path::{Path, PathBuf};
 use deltalake_core::kernel::Add;
 use serde_json::{Value, json};
 
-use crate::action::compact::commit::sync_files;
 use crate::action::compact::deletion_vectors::DeletedPositions;
 use crate::action::compact::delta_columns::{DataColumn, DeltaColumns, nested_type_change};
 use crate::action::compact::delta_commit::Written;
@@ -325,7 +324,7 @@ impl Rewrite for DeltaRewrite<'_> {
     }
 
     fn commit(&self, written: &[Written], moved: bool) -> Result<Committed> {
-        sync_files(written.iter().filter_map(|w| w.local_path.to_str()))?;
+        crate::store::sync_local(written.iter().filter_map(|w| w.local_path.to_str()))?;
         // On object storage the next _delta_log entry is created by a conditional put; a store
         // that ignored the condition could overwrite a concurrent writer's commit.
         let log_dir = self.table.log_dir().to_string_lossy().into_owned();
@@ -370,25 +369,7 @@ fn rewrite_group(
             "a rewrite group mixes partitions; nothing was committed (this is a bug, please report it)",
         ));
     }
-    let first_dir = Path::new(&inputs[0].path).parent().map(Path::to_path_buf).unwrap_or_default();
-    // Relative inside the table, `..` resolved (an absolute path names a shallow clone's source,
-    // a path whose `..` climb out of the table another directory: write at the root instead).
-    let relative_dir = relative_inside(&first_dir).unwrap_or_default();
-    // Named after the codec its chunks use, as Spark names its files (a stitched file keeps its
-    // inputs' codec).
-    let codec = stitch.and_then(|f| f.codec(&inputs[0].local_path.to_string_lossy())).unwrap_or(columns.compression);
-    let relatives: Vec<PathBuf> = (0..outputs.max(1))
-        .map(|_| relative_dir.join(format!("part-00000-{}-c000.{codec}.parquet", uuid::Uuid::new_v4())))
-        .collect();
-    let local_paths: Vec<PathBuf> = relatives.iter().map(|r| table.root.join(r)).collect();
-    let root = table.table_root()?;
-    if let Some(outside) = local_paths.iter().find(|p| !root.contains(&p.to_string_lossy())) {
-        return Err(Error::new(
-            ErrorKind::CorruptMetadata,
-            format!("'{}' is not under the table's root; nothing was written", outside.display()),
-        ));
-    }
-    crate::store::create_parent_dir(&local_paths[0].to_string_lossy())?;
+    let (relatives, local_paths) = output_paths(table, columns, inputs, outputs, stitch)?;
     let targets: Vec<String> = local_paths.iter().map(|p| p.to_string_lossy().into_owned()).collect();
     if columns.row_tracking.is_some()
         && let Some(f) =
@@ -429,34 +410,7 @@ fn rewrite_group(
                 ),
             ));
         }
-        let mut adds = Vec::new();
-        let mut null_counts: HashMap<String, Option<u64>> = HashMap::new();
-        for ((relative, local_path), (rows, bytes)) in relatives.iter().zip(&local_paths).zip(copied) {
-            columns.check_written_ids(conn, &local_path.to_string_lossy())?;
-            check_row_ids_written(conn, local_path, columns)?;
-            let stats = file_stats(conn, local_path, columns, rows)?;
-            for c in &columns.data {
-                let n = stats["nullCount"].get(&c.name).and_then(Value::as_u64);
-                let total = null_counts.entry(c.name.clone()).or_insert(Some(0));
-                *total = total.zip(n).map(|(a, b)| a + b);
-            }
-            adds.push((
-                rows,
-                Add {
-                    path: relative.to_string_lossy().into_owned(),
-                    partition_values: inputs[0].partition_values.clone(),
-                    size: bytes as i64,
-                    modification_time: chrono::Utc::now().timestamp_millis(),
-                    data_change: false,
-                    stats: Some(stats.to_string()),
-                    tags: None,
-                    deletion_vector: None,
-                    base_row_id: None,
-                    default_row_commit_version: None,
-                    clustering_provider: None,
-                },
-            ));
-        }
+        let (adds, null_counts) = adds_of(conn, columns, inputs, &relatives, &local_paths, copied)?;
         check_null_counts(inputs, &null_counts, columns, purged > 0)?;
         Ok(adds)
     })();
@@ -484,6 +438,83 @@ fn rewrite_group(
             Err(e)
         }
     }
+}
+
+/// The paths of a group's `outputs` new files (at least one), relative to the table's root and
+/// local, in the partition directory of its first input (at the root when that is outside the
+/// table), named after the codec its chunks use; the directory is created.
+fn output_paths(
+    table: &DeltaLakeTable,
+    columns: &DeltaColumns,
+    inputs: &[&LiveFile],
+    outputs: usize,
+    stitch: Option<&Footers>,
+) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    let first_dir = Path::new(&inputs[0].path).parent().map(Path::to_path_buf).unwrap_or_default();
+    // Relative inside the table, `..` resolved (an absolute path names a shallow clone's source,
+    // a path whose `..` climb out of the table another directory: write at the root instead).
+    let relative_dir = relative_inside(&first_dir).unwrap_or_default();
+    // Named after the codec its chunks use, as Spark names its files (a stitched file keeps its
+    // inputs' codec).
+    let codec = stitch.and_then(|f| f.codec(&inputs[0].local_path.to_string_lossy())).unwrap_or(columns.compression);
+    let relatives: Vec<PathBuf> = (0..outputs.max(1))
+        .map(|_| relative_dir.join(format!("part-00000-{}-c000.{codec}.parquet", uuid::Uuid::new_v4())))
+        .collect();
+    let local_paths: Vec<PathBuf> = relatives.iter().map(|r| table.root.join(r)).collect();
+    let root = table.table_root()?;
+    if let Some(outside) = local_paths.iter().find(|p| !root.contains(&p.to_string_lossy())) {
+        return Err(Error::new(
+            ErrorKind::CorruptMetadata,
+            format!("'{}' is not under the table's root; nothing was written", outside.display()),
+        ));
+    }
+    crate::store::create_parent_dir(&local_paths[0].to_string_lossy())?;
+    Ok((relatives, local_paths))
+}
+
+/// The `add` actions of the files written (`copied`: rows and bytes each), with their rows, each
+/// file's field ids and row ids checked; and the null counts per column summed over them (`None`
+/// when a file's stats lack one).
+type Adds = (Vec<(u64, Add)>, HashMap<String, Option<u64>>);
+
+/// Checks each file written and builds its `add` action ([`Adds`]).
+fn adds_of(
+    conn: &Nested,
+    columns: &DeltaColumns,
+    inputs: &[&LiveFile],
+    relatives: &[PathBuf],
+    local_paths: &[PathBuf],
+    copied: Vec<(u64, u64)>,
+) -> Result<Adds> {
+    let mut adds = Vec::new();
+    let mut null_counts: HashMap<String, Option<u64>> = HashMap::new();
+    for ((relative, local_path), (rows, bytes)) in relatives.iter().zip(local_paths).zip(copied) {
+        columns.check_written_ids(conn, &local_path.to_string_lossy())?;
+        check_row_ids_written(conn, local_path, columns)?;
+        let stats = file_stats(conn, local_path, columns, rows)?;
+        for c in &columns.data {
+            let n = stats["nullCount"].get(&c.name).and_then(Value::as_u64);
+            let total = null_counts.entry(c.name.clone()).or_insert(Some(0));
+            *total = total.zip(n).map(|(a, b)| a + b);
+        }
+        adds.push((
+            rows,
+            Add {
+                path: relative.to_string_lossy().into_owned(),
+                partition_values: inputs[0].partition_values.clone(),
+                size: bytes as i64,
+                modification_time: chrono::Utc::now().timestamp_millis(),
+                data_change: false,
+                stats: Some(stats.to_string()),
+                tags: None,
+                deletion_vector: None,
+                base_row_id: None,
+                default_row_commit_version: None,
+                clustering_provider: None,
+            },
+        ));
+    }
+    Ok((adds, null_counts))
 }
 
 /// Under row tracking: every row of a written file has its id and commit version materialized

@@ -177,8 +177,6 @@ fn commit_on(
     written: &[Written],
     commit_id: &str,
 ) -> Result<std::result::Result<(i64, Option<String>), String>> {
-    let mut actions: Vec<Action> = Vec::new();
-    let mut removed = 0usize;
     // Under row tracking the commit is pinned to the next version: its adds' fresh baseRowIds lie
     // above this version's high-water mark, which it raises, and their defaultRowCommitVersion is
     // that version. (Every row a rewrite wrote has its id and version materialized.) With
@@ -189,30 +187,7 @@ fn commit_on(
         false => None,
     };
     let pinned = (row_ids.is_some() || in_commit_timestamp.is_some()).then_some(table.version + 1);
-    let mut next_row_id = row_ids.map_or(0, |mark| mark + 1);
-    for w in written {
-        for remove in &w.replaces {
-            let mut remove = remove.clone();
-            remove.data_change = false;
-            remove.deletion_timestamp = Some(chrono::Utc::now().timestamp_millis());
-            actions.push(Action::Remove(remove));
-            removed += 1;
-        }
-        let mut add = w.add.clone();
-        if let (Some(version), Some(_)) = (pinned, row_ids) {
-            add.base_row_id = Some(next_row_id);
-            add.default_row_commit_version = Some(version);
-            next_row_id += w.rows as i64;
-        }
-        actions.push(Action::Add(add));
-    }
-    if row_ids.is_some() {
-        actions.push(Action::DomainMetadata(deltalake_core::kernel::DomainMetadata {
-            domain: crate::table::delta::row_tracking::DOMAIN.to_string(),
-            configuration: json!({"rowIdHighWaterMark": next_row_id - 1}).to_string(),
-            removed: false,
-        }));
-    }
+    let (actions, removed) = actions_of(written, pinned, row_ids);
     let metrics = json!({
         "numFilesAdded": written.len(),
         "numFilesRemoved": removed,
@@ -267,13 +242,58 @@ fn commit_on(
             Err(e) => CommitStage::Committed(version, Some(e)),
         }
     })?;
+    settle(table, stage, commit_id)
+}
+
+/// The actions of a commit of `written`: each replaced file's `remove` (no data change) and each
+/// new file's `add`; under row tracking (`row_ids`: the version's high-water mark) on the
+/// `pinned` version, the adds get fresh `baseRowId`s above the mark, which the row tracking
+/// domain then raises. Returns them with the count of removes.
+fn actions_of(written: &[Written], pinned: Option<i64>, row_ids: Option<i64>) -> (Vec<Action>, usize) {
+    let mut actions: Vec<Action> = Vec::new();
+    let mut removed = 0usize;
+    let mut next_row_id = row_ids.map_or(0, |mark| mark + 1);
+    for w in written {
+        for remove in &w.replaces {
+            let mut remove = remove.clone();
+            remove.data_change = false;
+            remove.deletion_timestamp = Some(chrono::Utc::now().timestamp_millis());
+            actions.push(Action::Remove(remove));
+            removed += 1;
+        }
+        let mut add = w.add.clone();
+        if let (Some(version), Some(_)) = (pinned, row_ids) {
+            add.base_row_id = Some(next_row_id);
+            add.default_row_commit_version = Some(version);
+            next_row_id += w.rows as i64;
+        }
+        actions.push(Action::Add(add));
+    }
+    if row_ids.is_some() {
+        actions.push(Action::DomainMetadata(deltalake_core::kernel::DomainMetadata {
+            domain: crate::table::delta::row_tracking::DOMAIN.to_string(),
+            configuration: json!({"rowIdHighWaterMark": next_row_id - 1}).to_string(),
+            removed: false,
+        }));
+    }
+    (actions, removed)
+}
+
+/// What a commit attempt on `table`'s version came to (`stage`): the version committed, with a
+/// warning when only its post-commit work failed; `Ok(Err(conflict))`; or, unconfirmed, the
+/// log searched for our `commit_id`.
+fn settle(
+    table: &DeltaLakeTable,
+    stage: CommitStage,
+    commit_id: &str,
+) -> Result<std::result::Result<(i64, Option<String>), String>> {
     match stage {
         CommitStage::Committed(version, post_commit_error) => Ok(Ok((
             version as i64,
             post_commit_error.map(|e| {
                 format!(
                     "committed version {version}, but the post-commit checkpoint or log cleanup failed ({e}); the \
-                     table is consistent and a later commit writes the checkpoint"
+                 table is consistent and a later commit writes the checkpoint"
                 )
             }),
         ))),
@@ -285,7 +305,7 @@ fn commit_on(
                     ErrorKind::CommitUnknown,
                     format!(
                         "Delta table '{}': the commit was not confirmed ({e}) and {why}; the rewritten files were \
-                         left in place (VACUUM removes them once nothing references them); run again to compact",
+                     left in place (VACUUM removes them once nothing references them); run again to compact",
                         table.root.display()
                     ),
                 )

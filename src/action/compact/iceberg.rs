@@ -1,6 +1,6 @@
 //! An Iceberg table's part in a compaction (`IcebergRewrite`): the current snapshot's live
 //! files, rewritten by field id with the delete files that apply to them applied, checked (rows,
-//! non-null counts) before the commit ([`super::commit`]).
+//! non-null counts) before the commit ([`super::iceberg_commit`]).
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -11,12 +11,12 @@ use ::iceberg::spec::{
     PrimitiveType, Transform, Type,
 };
 
-use super::commit::{Base, Candidate, Start, Written, commit_with_retries};
 use super::deletes::{DeleteSet, DeletedCounts, Input};
 use super::deletion_vectors::DeletedPositions;
-use super::focus::Focus;
-use super::nested_fields::skip_misread_nested_fields;
-use super::outputs::{Outputs, Target};
+use super::iceberg_commit::{Base, Candidate, Start, Written, commit_with_retries};
+use super::iceberg_focus::Focus;
+use super::iceberg_nested_fields::skip_misread_nested_fields;
+use super::iceberg_outputs::{Outputs, Target};
 use super::run::{Committed, Rewrite, copy_in_order};
 use super::sql::{LINEAGE_COLUMNS, duckdb_type, field_ids, files_have_field_ids, leaves, select_sql};
 use super::stats::{ColumnStats, check_non_null_counts, column_stats, has_column_counts};
@@ -45,7 +45,7 @@ pub(super) struct IcebergRewrite<'a> {
     manifests: Vec<LoadedManifest>,
     /// Manifests left undecoded: they hold files only of [`IcebergRewrite::settled`] partitions.
     carried: Vec<CarriedManifest>,
-    /// Partitions profiled by the lean reader alone, needing no compaction ([`super::focus`]).
+    /// Partitions profiled by the lean reader alone, needing no compaction ([`super::iceberg_focus`]).
     settled: Vec<PartitionProfile>,
     files: Vec<DataFile>,
     /// For each model file: its manifest and entry.
@@ -74,7 +74,7 @@ pub(super) struct IcebergRewrite<'a> {
 impl<'a> IcebergRewrite<'a> {
     /// The rewrite of `table`'s current snapshot. With `focus` (the profile's thresholds) only
     /// the manifests holding files of partitions that may need compaction are decoded
-    /// ([`super::focus`]); without, every one.
+    /// ([`super::iceberg_focus`]); without, every one.
     pub(super) fn new(
         located: &'a Located,
         table: &'a IcebergTable,
@@ -83,7 +83,7 @@ impl<'a> IcebergRewrite<'a> {
     ) -> Result<Self> {
         let layout = iceberg_layout(layout, &table.metadata)?;
         let Focus { manifests, carried, settled } = match focus {
-            Some(thresholds) => super::focus::focus(table, thresholds)?,
+            Some(thresholds) => super::iceberg_focus::focus(table, thresholds)?,
             None => Focus::whole(table)?,
         };
         let unread: HashSet<&PartitionKey> = settled.iter().map(|p| &p.key).collect();
@@ -623,53 +623,17 @@ fn rewrite_group(
             "a rewrite group mixes partitions; nothing was committed (this is a bug, please report it)",
         ));
     }
-    let schema = table.metadata.current_schema();
     let files: Vec<&IcebergDataFile> = inputs.iter().map(|i| i.file).collect();
     let inputs_local: Vec<String> = files.iter().map(|f| duckdb_path(f.file_path()).to_string()).collect();
     let written = (|| {
         let (copied, deleted) = match stitch {
             Some(footers) => (footers.stitch_into(&inputs_local, &local_paths)?, Deleted::default()),
-            None => {
-                let (rows_in_order, deleted_sql) = rewrite_select(conn, table, reads, layout)?;
-                // What the deletes remove, counted by a query of its own before the rewrite.
-                let deleted = match &deleted_sql {
-                    None => Deleted::default(),
-                    Some((sql, ids)) => Deleted::read(conn, sql, ids)?,
-                };
-                let options = copy_options(table, reads.lineage);
-                let copied = copy_in_order(conn, &rows_in_order, &local_paths, &|select, target| {
-                    format!("COPY ({select}) TO {} {options}", quote_literal(target))
-                })?;
-                (copied, deleted)
-            }
+            None => copy_group(conn, table, reads, layout, &local_paths)?,
         };
-        let rows: u64 = copied.iter().map(|(rows, _)| rows).sum();
-        let listed: u64 = files.iter().map(|f| f.record_count()).sum();
-        if rows + deleted.rows != listed {
-            return Err(Error::new(
-                ErrorKind::CorruptMetadata,
-                format!(
-                    "rewrite of {} files produced {rows} rows and the deletes removed {}, the manifests list {listed}; \
-                     nothing was committed",
-                    inputs.len(),
-                    deleted.rows
-                ),
-            ));
-        }
-        let stats = local_paths.iter().map(|p| column_stats(conn, p, schema)).collect::<Result<Vec<_>>>()?;
-        // Which columns each input lacks (they read as their default, or NULL), where that
-        // decides what the check expects: with defaults, or counts missing from the manifests.
-        let present = if has_defaults(schema) || !has_column_counts(&files, schema) {
-            Some(field_ids_by_file(conn, &inputs_local)?)
-        } else {
-            None
-        };
-        check_non_null_counts(&files, present.as_deref(), &ColumnStats::summed(&stats), &deleted.non_null, schema)?;
-        let mut data_files = Vec::new();
-        for ((file_path, (rows, bytes)), stats) in file_paths.iter().zip(copied).zip(stats) {
+        let stats = check_written(conn, table, &files, &inputs_local, &local_paths, &copied, &deleted)?;
+        let entry = |((file_path, (rows, bytes)), stats): ((&String, (u64, u64)), ColumnStats)| {
             if rows == 0 {
-                data_files.push(None);
-                continue;
+                return Ok(None);
             }
             let mut builder = DataFileBuilder::default();
             builder
@@ -688,11 +652,10 @@ fn rewrite_group(
             if let Some(id) = layout.sort_order_id {
                 builder.sort_order_id(id);
             }
-            data_files.push(Some(
-                builder.build().map_err(|e| Error::new(ErrorKind::CorruptMetadata, format!("data file entry: {e}")))?,
-            ));
-        }
-        Ok(data_files)
+            let built = builder.build();
+            built.map(Some).map_err(|e| Error::new(ErrorKind::CorruptMetadata, format!("data file entry: {e}")))
+        };
+        file_paths.iter().zip(copied).zip(stats).map(entry).collect::<Result<Vec<_>>>()
     })();
     match written {
         Ok(data_files) => {
@@ -716,6 +679,66 @@ fn rewrite_group(
             Err(e)
         }
     }
+}
+
+/// Copies a group's rows, its deletes applied, in layout order into `local_paths`
+/// ([`copy_in_order`]); returns (rows, bytes) per file and what the deletes removed, counted by
+/// a query of its own before the rewrite.
+fn copy_group(
+    conn: &Nested,
+    table: &IcebergTable,
+    reads: &Reads<'_, '_>,
+    layout: &IcebergLayout,
+    local_paths: &[String],
+) -> Result<(Vec<(u64, u64)>, Deleted)> {
+    let (rows_in_order, deleted_sql) = rewrite_select(conn, table, reads, layout)?;
+    let deleted = match &deleted_sql {
+        None => Deleted::default(),
+        Some((sql, ids)) => Deleted::read(conn, sql, ids)?,
+    };
+    let options = copy_options(table, reads.lineage);
+    let copied = copy_in_order(conn, &rows_in_order, local_paths, &|select, target| {
+        format!("COPY ({select}) TO {} {options}", quote_literal(target))
+    })?;
+    Ok((copied, deleted))
+}
+
+/// Checks what a group's rewrite wrote (`copied` into `local_paths`) against the manifests'
+/// figures of its input `files` (read at `inputs_local`): the rows and per-column non-null
+/// counts written, plus those `deleted`; returns the column statistics of each file written.
+fn check_written(
+    conn: &Nested,
+    table: &IcebergTable,
+    files: &[&IcebergDataFile],
+    inputs_local: &[String],
+    local_paths: &[String],
+    copied: &[(u64, u64)],
+    deleted: &Deleted,
+) -> Result<Vec<ColumnStats>> {
+    let schema = table.metadata.current_schema();
+    let rows: u64 = copied.iter().map(|(rows, _)| rows).sum();
+    let listed: u64 = files.iter().map(|f| f.record_count()).sum();
+    if rows + deleted.rows != listed {
+        return Err(Error::new(
+            ErrorKind::CorruptMetadata,
+            format!(
+                "rewrite of {} files produced {rows} rows and the deletes removed {}, the manifests list {listed}; \
+                 nothing was committed",
+                files.len(),
+                deleted.rows
+            ),
+        ));
+    }
+    let stats = local_paths.iter().map(|p| column_stats(conn, p, schema)).collect::<Result<Vec<_>>>()?;
+    // Which columns each input lacks (they read as their default, or NULL), where that
+    // decides what the check expects: with defaults, or counts missing from the manifests.
+    let present = if has_defaults(schema) || !has_column_counts(files, schema) {
+        Some(field_ids_by_file(conn, inputs_local)?)
+    } else {
+        None
+    };
+    check_non_null_counts(files, present.as_deref(), &ColumnStats::summed(&stats), &deleted.non_null, schema)?;
+    Ok(stats)
 }
 
 /// The rows, and the non-null values per leaf column (by field id), that a group's deletes

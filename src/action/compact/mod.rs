@@ -32,17 +32,17 @@
 //!   is exactly as it was; replaced files stay on disk for older snapshots until expiry.
 
 pub mod batches;
-pub mod commit;
 pub mod defaults;
 pub mod deletes;
 pub mod deletion_vectors;
 pub mod delta;
 pub mod delta_columns;
 pub mod delta_commit;
-pub mod focus;
 pub mod iceberg;
-pub mod nested_fields;
-pub mod outputs;
+pub mod iceberg_commit;
+pub mod iceberg_focus;
+pub mod iceberg_nested_fields;
+pub mod iceberg_outputs;
 pub mod progress;
 pub mod run;
 pub mod sql;
@@ -101,7 +101,7 @@ mod tests {
 
     use ::iceberg::spec::{Datum, NestedField, PrimitiveType, Schema, Type};
 
-    use super::{commit::*, sql::*, stats::*};
+    use super::{iceberg_commit::*, sql::*, stats::*};
     use crate::action::layout::OrderedRows;
     use crate::store::location_key;
     use crate::table::{DataFile, FileContent};

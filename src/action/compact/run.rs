@@ -43,7 +43,7 @@ pub struct CompactionReport {
     pub layout: Layout,
     /// What went wrong after the commit point without undoing the commit (a version hint that
     /// could not be moved, a post-commit checkpoint that failed), or where written files went
-    /// instead of where the table's properties ask ([`Rewrite::notice`]), for the caller to show.
+    /// instead of where the table's properties ask (`Rewrite::notice`), for the caller to show.
     pub warning: Option<String>,
     /// Per compacting partition that is re-encoded: why its row groups are not stitched.
     pub not_stitched: HashMap<PartitionKey, String>,
@@ -193,7 +193,8 @@ pub(crate) trait Rewrite {
     fn commit(&self, written: &[Self::Written], moved: bool) -> Result<Committed>;
 }
 
-/// The compaction flow shared by every format ([`Rewrite`]).
+/// The compaction flow shared by every format ([`Rewrite`]): plan, measure the output ratio and
+/// plan again on it, then rewrite and commit batch by batch ([`commit_batches`]).
 pub(crate) fn run<R: Rewrite>(
     rewrite: &R,
     options: &CompactionOptions,
@@ -202,18 +203,7 @@ pub(crate) fn run<R: Rewrite>(
     known_ratio: Option<f64>,
 ) -> Result<CompactionReport> {
     let files = rewrite.files();
-    let mut adjusted = options.clone();
-    if !R::APPLIES_DELETES {
-        adjusted.apply_deletes = false;
-    }
-    adjusted.delete_ratio_threshold =
-        if R::PURGES { Some(options.delete_ratio_threshold.unwrap_or(R::DEFAULT_DELETE_RATIO)) } else { None };
-    if !R::APPLIES_DELETES {
-        adjusted.delete_file_threshold = None;
-    }
-    if let Some(window) = options.recent_window {
-        adjusted.recent.extend(rewrite.recent(chrono::Utc::now().timestamp_micros(), window));
-    }
+    let adjusted = adjusted_options(rewrite, options);
     let options = &adjusted;
     let first_plan = plan_with_settled(files, rewrite.settled(), options, 1.0, R::DELETES);
     // A re-plan after a conflict (`only`) was checked on its first plan.
@@ -243,26 +233,7 @@ pub(crate) fn run<R: Rewrite>(
     // Held until the rewrite is done: DuckDB reads and writes the table's files with it.
     let access = crate::store::prepare_remote(&conn, rewrite.root())?;
     report.warning = batches::joined(report.warning.take(), access.notice.clone());
-    // Partitions whose every group can be stitched keep the plan on input bytes: stitching
-    // writes what it reads.
-    let mut stitched: Vec<bool> = Vec::with_capacity(report.plans.len());
-    for p in &report.plans {
-        if p.verdict != Verdict::Compact {
-            stitched.push(false);
-            continue;
-        }
-        let refusal = if !options.stitch {
-            Some("stitch := false".to_string())
-        } else if rewrite.sorts() {
-            Some(format!("the {} layout orders rows anew", rewrite.layout().label()))
-        } else {
-            p.groups.iter().find_map(|g| rewrite.stitch_refusal(&conn, g))
-        };
-        stitched.push(refusal.is_none());
-        if let Some(why) = refusal {
-            report.not_stitched.insert(p.key.clone(), why);
-        }
-    }
+    let mut stitched = stitchable(rewrite, &conn, options, &mut report);
     let ratio = known_ratio.or_else(|| {
         measured_output_ratio(&conn, &report.plans, &stitched, &|i| files[i].size_bytes, &|sample, target| {
             rewrite.copy_sql(&conn, sample, target)
@@ -271,20 +242,7 @@ pub(crate) fn run<R: Rewrite>(
     if let Some(r) = ratio
         && (r - 1.0).abs() > 0.1
     {
-        let replanned = plan_with_settled(files, rewrite.settled(), options, r, R::DELETES);
-        if replanned.len() == report.plans.len() && replanned.iter().zip(&report.plans).all(|(a, b)| a.key == b.key) {
-            for (i, plan) in replanned.into_iter().enumerate() {
-                if !stitched[i] {
-                    report.plans[i] = plan;
-                }
-            }
-        } else {
-            for p in report.plans.iter().zip(&stitched).filter(|(_, s)| **s).map(|(p, _)| p) {
-                report.not_stitched.insert(p.key.clone(), "the plan changed".into());
-            }
-            report.plans = replanned;
-            stitched = vec![false; report.plans.len()];
-        }
+        replan_at_ratio(rewrite, options, r, &mut report, &mut stitched);
     }
     report.output_ratio = ratio;
     rewrite.skip_unsafe(&conn, &mut report.plans)?;
@@ -309,6 +267,92 @@ pub(crate) fn run<R: Rewrite>(
         // which a DuckDB that cannot set it per session may not guarantee.
         conn.require_ordered_writes()?;
     }
+    commit_batches(rewrite, &conn, options, &units, &mut report)?;
+    Ok(report)
+}
+
+/// `options` as format `R` takes them: no delete thresholds where it applies no deletes, its
+/// default delete ratio where it purges, and the partitions written recently held back.
+fn adjusted_options<R: Rewrite>(rewrite: &R, options: &CompactionOptions) -> CompactionOptions {
+    let mut adjusted = options.clone();
+    if !R::APPLIES_DELETES {
+        adjusted.apply_deletes = false;
+    }
+    adjusted.delete_ratio_threshold =
+        if R::PURGES { Some(options.delete_ratio_threshold.unwrap_or(R::DEFAULT_DELETE_RATIO)) } else { None };
+    if !R::APPLIES_DELETES {
+        adjusted.delete_file_threshold = None;
+    }
+    if let Some(window) = options.recent_window {
+        adjusted.recent.extend(rewrite.recent(chrono::Utc::now().timestamp_micros(), window));
+    }
+    adjusted
+}
+
+/// Per plan of `report`, whether every group of it can be stitched (such partitions keep the
+/// plan on input bytes: stitching writes what it reads); why not is recorded in the report.
+fn stitchable<R: Rewrite>(
+    rewrite: &R,
+    conn: &Nested,
+    options: &CompactionOptions,
+    report: &mut CompactionReport,
+) -> Vec<bool> {
+    let mut stitched: Vec<bool> = Vec::with_capacity(report.plans.len());
+    for p in &report.plans {
+        if p.verdict != Verdict::Compact {
+            stitched.push(false);
+            continue;
+        }
+        let refusal = if !options.stitch {
+            Some("stitch := false".to_string())
+        } else if rewrite.sorts() {
+            Some(format!("the {} layout orders rows anew", rewrite.layout().label()))
+        } else {
+            p.groups.iter().find_map(|g| rewrite.stitch_refusal(conn, g))
+        };
+        stitched.push(refusal.is_none());
+        if let Some(why) = refusal {
+            report.not_stitched.insert(p.key.clone(), why);
+        }
+    }
+    stitched
+}
+
+/// Plans again at the output `ratio`: the plans of partitions not stitched are replaced, or,
+/// when the new plan has other partitions, every plan is (and none is stitched).
+fn replan_at_ratio<R: Rewrite>(
+    rewrite: &R,
+    options: &CompactionOptions,
+    ratio: f64,
+    report: &mut CompactionReport,
+    stitched: &mut Vec<bool>,
+) {
+    let replanned = plan_with_settled(rewrite.files(), rewrite.settled(), options, ratio, R::DELETES);
+    if replanned.len() == report.plans.len() && replanned.iter().zip(&report.plans).all(|(a, b)| a.key == b.key) {
+        for (i, plan) in replanned.into_iter().enumerate() {
+            if !stitched[i] {
+                report.plans[i] = plan;
+            }
+        }
+    } else {
+        for p in report.plans.iter().zip(stitched.iter()).filter(|(_, s)| **s).map(|(p, _)| p) {
+            report.not_stitched.insert(p.key.clone(), "the plan changed".into());
+        }
+        report.plans = replanned;
+        *stitched = vec![false; report.plans.len()];
+    }
+}
+
+/// Rewrites and commits `units`, one commit per batch of whole partitions (one batch without
+/// partial progress, or when the format must commit once); a batch lost to a conflict with
+/// partial progress is recorded in its partitions' outcomes and its files removed.
+fn commit_batches<R: Rewrite>(
+    rewrite: &R,
+    conn: &Nested,
+    options: &CompactionOptions,
+    units: &[Unit],
+    report: &mut CompactionReport,
+) -> Result<()> {
     let max_commits = match (options.partial_progress, rewrite.one_commit()) {
         (true, None) => options.max_commits,
         (true, Some(why)) => {
@@ -319,7 +363,7 @@ pub(crate) fn run<R: Rewrite>(
     };
     let unit_plans: Vec<usize> = units.iter().map(|u| u.plan).collect();
     for batch in batches::batches(&unit_plans, max_commits) {
-        let stands = what_stands(&report);
+        let stands = what_stands(report);
         let mut written: Vec<R::Written> = Vec::new();
         // Per unit of the batch: its range in `written`.
         let mut spans: Vec<std::ops::Range<usize>> = Vec::new();
@@ -328,7 +372,7 @@ pub(crate) fn run<R: Rewrite>(
                 interrupt::check(&stands)?;
                 let start = written.len();
                 let plan = &report.plans[unit.plan];
-                written.extend(rewrite.rewrite(&conn, plan, &unit.files, unit.outputs, unit.stitch)?);
+                written.extend(rewrite.rewrite(conn, plan, &unit.files, unit.outputs, unit.stitch)?);
                 spans.push(start..written.len());
                 crate::progress_lines::line(|| {
                     format!(
@@ -347,38 +391,49 @@ pub(crate) fn run<R: Rewrite>(
             Err(e) => format!("groups {}-{} not committed: {}", batch.start + 1, batch.end, e.message()),
         });
         match result {
-            Ok(committed) => {
-                for (key, removed) in &committed.deletes_removed {
-                    if let Some(p) = report.plans.iter_mut().find(|p| &p.key == key) {
-                        p.delete_files_removed += removed;
-                    }
-                }
-                report.snapshot_id = Some(committed.id);
-                report.metadata_location = Some(committed.location);
-                report.written.extend(written.iter().filter_map(R::output));
-                report.warning = batches::joined(report.warning.take(), committed.warning);
-                for (u, span) in batch.clone().zip(&spans) {
-                    let group = &mut report.groups[u];
-                    group.outputs = written[span.clone()].iter().filter_map(R::output).collect();
-                    group.snapshot_id = Some(committed.id);
-                    let plan = &mut report.plans[units[u].plan];
-                    plan.files_written = Some(plan.files_written.unwrap_or(0) + group.outputs.len() as u64);
-                    outcome_of(&mut report, &units[u]).snapshot_id = Some(committed.id);
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::CommitUnknown => return Err(with_what_stands(e, &report)),
+            Ok(committed) => record_commit::<R>(report, units, batch, &spans, &written, committed),
+            Err(e) if e.kind() == ErrorKind::CommitUnknown => return Err(with_what_stands(e, report)),
             Err(e) => {
                 crate::store::remove_quietly(written.iter().filter_map(|w| R::local_path(w).to_str()));
                 if !(options.partial_progress && e.kind() == ErrorKind::CommitConflict) {
-                    return Err(with_what_stands(e, &report));
+                    return Err(with_what_stands(e, report));
                 }
                 for unit in &units[batch] {
-                    outcome_of(&mut report, unit).conflict = Some(e.message().to_string());
+                    outcome_of(report, unit).conflict = Some(e.message().to_string());
                 }
             }
         }
     }
-    Ok(report)
+    Ok(())
+}
+
+/// Records in `report` the commit of `batch` of `units`, whose files are `written` (per unit of
+/// the batch, its `spans` range of them).
+fn record_commit<R: Rewrite>(
+    report: &mut CompactionReport,
+    units: &[Unit],
+    batch: std::ops::Range<usize>,
+    spans: &[std::ops::Range<usize>],
+    written: &[R::Written],
+    committed: Committed,
+) {
+    for (key, removed) in &committed.deletes_removed {
+        if let Some(p) = report.plans.iter_mut().find(|p| &p.key == key) {
+            p.delete_files_removed += removed;
+        }
+    }
+    report.snapshot_id = Some(committed.id);
+    report.metadata_location = Some(committed.location);
+    report.written.extend(written.iter().filter_map(R::output));
+    report.warning = batches::joined(report.warning.take(), committed.warning);
+    for (u, span) in batch.zip(spans) {
+        let group = &mut report.groups[u];
+        group.outputs = written[span.clone()].iter().filter_map(R::output).collect();
+        group.snapshot_id = Some(committed.id);
+        let plan = &mut report.plans[units[u].plan];
+        plan.files_written = Some(plan.files_written.unwrap_or(0) + group.outputs.len() as u64);
+        outcome_of(report, &units[u]).snapshot_id = Some(committed.id);
+    }
 }
 
 /// The outcome of `unit`'s partition in `report`, a first attempt's until recorded.

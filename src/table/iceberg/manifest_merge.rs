@@ -111,12 +111,71 @@ pub fn merge(
     path: &str,
     snapshot_id: i64,
 ) -> Option<Merged> {
-    let version = metadata.format_version();
-    if version == FormatVersion::V3 {
+    if metadata.format_version() == FormatVersion::V3 {
         return None;
     }
     let (first_file, _) = inputs.first()?;
     let (spec_id, content) = (first_file.partition_spec_id, first_file.content);
+    let mut opened = open_inputs(metadata, inputs, spec_id, content)?;
+    // The output is written as the input with the newest table schema was (schema ids only
+    // grow; then the latest commit's, by sequence number): iceberg-rust decodes the column
+    // bounds of an entry by the header's schema, and drops those of columns it lacks. Snapshot
+    // ids are random, no order.
+    let schema_id = |input: &Input<'_>| {
+        let id = input.walker.container.meta.get("schema-id").and_then(|v| std::str::from_utf8(v).ok());
+        id.and_then(|v| v.trim().parse::<i64>().ok()).unwrap_or(-1)
+    };
+    let newest = (0..inputs.len()).max_by_key(|&i| (schema_id(&opened[i]), inputs[i].0.sequence_number, i))?;
+    let out_meta = &opened[newest].walker.container.meta;
+    let mut meta: Vec<(String, Vec<u8>)> = out_meta.iter().map(|(k, v)| (k.clone(), v.to_vec())).collect();
+    meta.sort();
+    let out_schema: Vec<u8> = out_meta.get("avro.schema")?.to_vec();
+    let top: Vec<(String, Shape)> = opened[newest].walker.container.fields.clone();
+    let out_data_file = data_file_shape(&top)?;
+    let partition_type = opened[newest].view.partition_type.clone();
+    let mut entries = Entries::default();
+    for ((file, _), input) in inputs.iter().zip(opened.iter_mut()) {
+        entries.gather(file, input, content, &out_schema, &out_data_file)?;
+    }
+    drop(opened);
+    entries.cluster();
+    let Written { bytes, expected, rows, min_sequence_number } = entries.write(&meta, &top)?;
+    let file = ManifestFile {
+        manifest_path: path.to_string(),
+        manifest_length: i64::try_from(bytes.len()).ok()?,
+        partition_spec_id: spec_id,
+        content,
+        sequence_number: UNASSIGNED_SEQUENCE_NUMBER,
+        min_sequence_number: min_sequence_number.unwrap_or(UNASSIGNED_SEQUENCE_NUMBER),
+        added_snapshot_id: snapshot_id,
+        added_files_count: Some(0),
+        existing_files_count: Some(u32::try_from(expected.len()).ok()?),
+        deleted_files_count: Some(0),
+        added_rows_count: Some(0),
+        existing_rows_count: Some(rows),
+        deleted_rows_count: Some(0),
+        partitions: Some(field_summaries(&partition_type, &entries.tuples)?),
+        key_metadata: None,
+        first_row_id: None,
+    };
+    Some(Merged { bytes, file, expected })
+}
+
+/// The shape of the `data_file` field among a manifest entry's `fields`.
+fn data_file_shape(fields: &[(String, Shape)]) -> Option<Shape> {
+    fields.iter().find(|(n, _)| n == "data_file").map(|(_, s)| s.clone())
+}
+
+/// Opens each of `inputs` for the merge; `None` when one is not a manifest of `metadata`'s
+/// format version, of spec `spec_id` and `content`, with exactly the entry fields that version
+/// writes and the header keys the merged manifest carries over.
+fn open_inputs<'a>(
+    metadata: &TableMetadata,
+    inputs: &'a [(ManifestFile, Bytes)],
+    spec_id: i32,
+    content: ManifestContentType,
+) -> Option<Vec<Input<'a>>> {
+    let version = metadata.format_version();
     let content_name = match content {
         ManifestContentType::Data => "data",
         ManifestContentType::Deletes => "deletes",
@@ -150,34 +209,49 @@ pub fn merge(
         let partition_fields = walker.partition_fields()?;
         opened.push(Input { walker, view, partition_fields });
     }
-    // The output is written as the input with the newest table schema was (schema ids only
-    // grow; then the latest commit's, by sequence number): iceberg-rust decodes the column
-    // bounds of an entry by the header's schema, and drops those of columns it lacks. Snapshot
-    // ids are random, no order.
-    let schema_id = |input: &Input<'_>| {
-        let id = input.walker.container.meta.get("schema-id").and_then(|v| std::str::from_utf8(v).ok());
-        id.and_then(|v| v.trim().parse::<i64>().ok()).unwrap_or(-1)
-    };
-    let newest = (0..inputs.len()).max_by_key(|&i| (schema_id(&opened[i]), inputs[i].0.sequence_number, i))?;
-    let out_meta = &opened[newest].walker.container.meta;
-    let mut meta: Vec<(String, Vec<u8>)> = out_meta.iter().map(|(k, v)| (k.clone(), v.to_vec())).collect();
-    meta.sort();
-    let out_schema: Vec<u8> = out_meta.get("avro.schema")?.to_vec();
-    let top: Vec<(String, Shape)> = opened[newest].walker.container.fields.clone();
-    let data_file_shape =
-        |fields: &[(String, Shape)]| fields.iter().find(|(n, _)| n == "data_file").map(|(_, s)| s.clone());
-    let out_data_file = data_file_shape(&top)?;
-    let partition_type = opened[newest].view.partition_type.clone();
-    let file_content_fits =
-        |c: i64| matches!((content, c), (ManifestContentType::Data, 0) | (ManifestContentType::Deletes, 1 | 2));
+    Some(opened)
+}
 
-    let (mut records, mut paths): (Vec<u8>, Vec<u8>) = (Vec::new(), Vec::new());
-    let mut kept: Vec<Kept> = Vec::new();
-    let mut tuples: Vec<iceberg::spec::Struct> = Vec::new();
-    for ((file, _), input) in inputs.iter().zip(opened.iter_mut()) {
-        let as_written = input.walker.container.meta.get("avro.schema").copied() == Some(out_schema.as_slice());
+/// A merged manifest as [`Entries::write`] wrote it.
+struct Written {
+    bytes: Vec<u8>,
+    /// The entries' keys, in order.
+    expected: Vec<EntryKey>,
+    /// Their rows.
+    rows: u64,
+    /// Their lowest sequence number.
+    min_sequence_number: Option<i64>,
+}
+
+/// The live entries of a merge: their `data_file` records (in the output's schema) and paths in
+/// two arenas, each entry's place in them, and the distinct partition tuples.
+#[derive(Default)]
+struct Entries {
+    records: Vec<u8>,
+    paths: Vec<u8>,
+    kept: Vec<Kept>,
+    tuples: Vec<iceberg::spec::Struct>,
+}
+
+impl Entries {
+    /// Adds the live entries of `input` (the manifest of list entry `file`), their records
+    /// copied as written when its writer schema is `out_schema`, else transcoded to
+    /// `out_data_file`; sequence numbers and snapshot ids inherited from `file`. `None` when an
+    /// entry's content is not `content`'s, or a figure does not fit.
+    fn gather(
+        &mut self,
+        file: &ManifestFile,
+        input: &mut Input<'_>,
+        content: ManifestContentType,
+        out_schema: &[u8],
+        out_data_file: &Shape,
+    ) -> Option<()> {
+        let file_content_fits =
+            |c: i64| matches!((content, c), (ManifestContentType::Data, 0) | (ManifestContentType::Deletes, 1 | 2));
+        let as_written = input.walker.container.meta.get("avro.schema").copied() == Some(out_schema);
         let in_data_file = data_file_shape(&input.walker.container.fields)?;
         let (view, partition_fields) = (&input.view, &input.partition_fields);
+        let Entries { records, paths, kept, tuples } = self;
         // A manifest's distinct tuples (as its writer encoded them), each decoded once.
         let mut slots: foldhash::HashMap<Vec<u8>, usize> = foldhash::HashMap::default();
         input.walker.for_each(|e| {
@@ -204,7 +278,7 @@ pub fn merge(
             if as_written {
                 records.extend_from_slice(e.data_file);
             } else {
-                transcode(&mut Cursor::new(e.data_file), &in_data_file, &out_data_file, &mut records)?;
+                transcode(&mut Cursor::new(e.data_file), &in_data_file, out_data_file, records)?;
             }
             let path_at = paths.len();
             paths.extend_from_slice(e.path.as_bytes());
@@ -225,64 +299,51 @@ pub fn merge(
                 },
             });
             Some(())
-        })?;
+        })
     }
-    drop(opened);
 
-    // Clustered by partition tuple (in the order of iceberg-rust's canonical form; equal tuples
-    // of different manifests rank alike), then path.
-    let canonical: Vec<String> = tuples.iter().map(partition::canonical).collect();
-    let mut distinct: Vec<&str> = canonical.iter().map(String::as_str).collect();
-    distinct.sort_unstable();
-    distinct.dedup();
-    let rank: Vec<usize> = canonical.iter().map(|c| distinct.binary_search(&c.as_str()).unwrap_or(0)).collect();
-    let path_of = |k: &Kept| &paths[k.path.0..k.path.1];
-    kept.sort_by(|a, b| (rank[a.slot], path_of(a)).cmp(&(rank[b.slot], path_of(b))));
+    /// Orders the entries by partition tuple (in the order of iceberg-rust's canonical form;
+    /// equal tuples of different manifests rank alike), then path.
+    fn cluster(&mut self) {
+        let canonical: Vec<String> = self.tuples.iter().map(partition::canonical).collect();
+        let mut distinct: Vec<&str> = canonical.iter().map(String::as_str).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let rank: Vec<usize> = canonical.iter().map(|c| distinct.binary_search(&c.as_str()).unwrap_or(0)).collect();
+        let paths = &self.paths;
+        let path_of = |k: &Kept| &paths[k.path.0..k.path.1];
+        self.kept.sort_by(|a, b| (rank[a.slot], path_of(a)).cmp(&(rank[b.slot], path_of(b))));
+    }
 
-    let mut writer = ContainerWriter::new(meta.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
-    let mut expected = Vec::with_capacity(kept.len());
-    let (mut rows, mut min_sequence_number) = (0u64, None::<i64>);
-    for k in &kept {
-        writer.append(|out| {
-            for (name, shape) in &top {
-                match name.as_str() {
-                    "status" => write_integer(out, shape, Some(0))?,
-                    "snapshot_id" => write_integer(out, shape, k.key.snapshot_id)?,
-                    "sequence_number" => write_integer(out, shape, k.key.sequence_number)?,
-                    "file_sequence_number" => write_integer(out, shape, k.key.file_sequence_number)?,
-                    _ => out.extend_from_slice(&records[k.record.0..k.record.1]),
+    /// Writes the entries, EXISTING, as a manifest with the header `meta` and the entry fields
+    /// `top` ([`Written`]).
+    fn write(&self, meta: &[(String, Vec<u8>)], top: &[(String, Shape)]) -> Option<Written> {
+        let mut writer = ContainerWriter::new(meta.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
+        let mut expected = Vec::with_capacity(self.kept.len());
+        let (mut rows, mut min_sequence_number) = (0u64, None::<i64>);
+        for k in &self.kept {
+            writer.append(|out| {
+                for (name, shape) in top {
+                    match name.as_str() {
+                        "status" => write_integer(out, shape, Some(0))?,
+                        "snapshot_id" => write_integer(out, shape, k.key.snapshot_id)?,
+                        "sequence_number" => write_integer(out, shape, k.key.sequence_number)?,
+                        "file_sequence_number" => write_integer(out, shape, k.key.file_sequence_number)?,
+                        _ => out.extend_from_slice(&self.records[k.record.0..k.record.1]),
+                    }
                 }
+                Some(())
+            })?;
+            let mut key = k.key.clone();
+            key.path = String::from_utf8(self.paths[k.path.0..k.path.1].to_vec()).ok()?;
+            rows = rows.checked_add(key.record_count)?;
+            if let Some(s) = key.sequence_number {
+                min_sequence_number = Some(min_sequence_number.map_or(s, |m| m.min(s)));
             }
-            Some(())
-        })?;
-        let mut key = k.key.clone();
-        key.path = String::from_utf8(path_of(k).to_vec()).ok()?;
-        rows = rows.checked_add(key.record_count)?;
-        if let Some(s) = key.sequence_number {
-            min_sequence_number = Some(min_sequence_number.map_or(s, |m| m.min(s)));
+            expected.push(key);
         }
-        expected.push(key);
+        Some(Written { bytes: writer.finish()?, expected, rows, min_sequence_number })
     }
-    let bytes = writer.finish()?;
-    let file = ManifestFile {
-        manifest_path: path.to_string(),
-        manifest_length: i64::try_from(bytes.len()).ok()?,
-        partition_spec_id: spec_id,
-        content,
-        sequence_number: UNASSIGNED_SEQUENCE_NUMBER,
-        min_sequence_number: min_sequence_number.unwrap_or(UNASSIGNED_SEQUENCE_NUMBER),
-        added_snapshot_id: snapshot_id,
-        added_files_count: Some(0),
-        existing_files_count: Some(u32::try_from(expected.len()).ok()?),
-        deleted_files_count: Some(0),
-        added_rows_count: Some(0),
-        existing_rows_count: Some(rows),
-        deleted_rows_count: Some(0),
-        partitions: Some(field_summaries(&partition_type, &tuples)?),
-        key_metadata: None,
-        first_row_id: None,
-    };
-    Some(Merged { bytes, file, expected })
 }
 
 /// The manifest list's partition summaries of `tuples` (every field: contains null, contains

@@ -1,7 +1,8 @@
 //! Reading an Iceberg table's current state through iceberg-rust: metadata, manifest list,
 //! manifests, and the live files of the current snapshot. Parsing the metadata files is
 //! [`metadata`]'s; writing a new snapshot (manifests, manifest list, the metadata naming it)
-//! [`new_snapshot`]'s; making that metadata current [`commit`]'s.
+//! [`snapshot_builder`]'s, with [`new_snapshot`]'s pieces; making that metadata current
+//! [`commit`]'s.
 
 pub mod avro;
 pub mod avro_writer;
@@ -18,6 +19,7 @@ pub mod metadata;
 pub mod new_snapshot;
 pub mod partition;
 pub mod reach;
+pub mod snapshot_builder;
 pub mod stand_in;
 pub mod tallies;
 

@@ -1,6 +1,8 @@
-//! Writing a new Iceberg snapshot: its id, the manifests and manifest list it names (a
-//! manifest rewritten without some entries among them), and the metadata that makes it the
-//! `main` branch's head. Committing that metadata is [`super::commit`]'s.
+//! The pieces a new Iceberg snapshot is written with: its id, manifest writers (a manifest
+//! rewritten without some entries among them), the manifest list, and the metadata that makes it
+//! the `main` branch's head. Committers assemble their snapshot through
+//! [`super::snapshot_builder::SnapshotBuilder`]; the demo table, which writes a history from
+//! nothing, uses these directly. Committing that metadata is [`super::commit`]'s.
 
 use iceberg::io::FileIO;
 use iceberg::spec::{FormatVersion, ManifestFile, TableMetadata};
@@ -93,7 +95,7 @@ pub struct ListWritten {
 /// whether it was dropped. Written with the spec and schema of the newest of them (for one, its
 /// own). A commit that empties several manifests lists their entries DELETED in one this way —
 /// its record of the files it removed, which Java's expiry reads to delete them.
-pub async fn rewrite_manifest_dropping(
+pub(super) async fn rewrite_manifest_dropping(
     file_io: &FileIO,
     path: &str,
     snapshot_id: i64,
@@ -135,7 +137,7 @@ pub async fn rewrite_manifest_dropping(
 /// Writes the manifest list of `table`'s next snapshot `snapshot_id` (after the current one, at
 /// the next sequence number) naming `manifests`, beside the current metadata file; its path is
 /// recorded in `scratch` before anything is written.
-pub async fn write_manifest_list(
+pub(super) async fn write_manifest_list(
     table: &IcebergTable,
     snapshot_id: i64,
     manifests: impl IntoIterator<Item = ManifestFile>,
@@ -143,11 +145,45 @@ pub async fn write_manifest_list(
 ) -> Result<ListWritten> {
     let metadata = &table.metadata;
     let (parent, sequence_number) = (metadata.current_snapshot_id(), metadata.next_sequence_number());
-    let path = format!("{}/snap-{snapshot_id}-1-{}.avro", table.metadata_dir(), uuid::Uuid::new_v4());
+    let path = list_path(&table.metadata_dir(), snapshot_id);
     scratch.push(path.clone());
-    let output = table.file_io.new_output(&path)?.writer().await?;
     let first_row_id = metadata.next_row_id();
-    let mut list = match metadata.format_version() {
+    let at = ListAt { version: metadata.format_version(), snapshot_id, parent, sequence_number, first_row_id };
+    let row_range = write_list(&table.file_io, &path, at, manifests).await?;
+    Ok(ListWritten { path, row_range })
+}
+
+/// A new path for snapshot `snapshot_id`'s manifest list in `metadata_dir`, named as Java names
+/// it.
+pub fn list_path(metadata_dir: &str, snapshot_id: i64) -> String {
+    format!("{metadata_dir}/snap-{snapshot_id}-1-{}.avro", uuid::Uuid::new_v4())
+}
+
+/// Where in a table's history a manifest list is written ([`write_list`]).
+pub struct ListAt {
+    /// The table's format version.
+    pub version: FormatVersion,
+    /// The snapshot whose list it is.
+    pub snapshot_id: i64,
+    /// The snapshot it follows.
+    pub parent: Option<i64>,
+    /// Its sequence number (v2 and later).
+    pub sequence_number: i64,
+    /// Format v3: the table's `next-row-id`, the first id the list assigns.
+    pub first_row_id: u64,
+}
+
+/// Writes a manifest list naming `manifests` at `path` in the format of `at.version`; format v3:
+/// returns the row ids it assigned (first, count) to data manifests that had none.
+pub async fn write_list(
+    file_io: &FileIO,
+    path: &str,
+    at: ListAt,
+    manifests: impl IntoIterator<Item = ManifestFile>,
+) -> Result<Option<(u64, u64)>> {
+    let ListAt { version, snapshot_id, parent, sequence_number, first_row_id } = at;
+    let output = file_io.new_output(path)?.writer().await?;
+    let mut list = match version {
         FormatVersion::V1 => iceberg::spec::ManifestListWriter::v1(output, snapshot_id, parent),
         FormatVersion::V2 => iceberg::spec::ManifestListWriter::v2(output, snapshot_id, parent, sequence_number),
         FormatVersion::V3 => {
@@ -157,12 +193,12 @@ pub async fn write_manifest_list(
     list.add_manifests(manifests.into_iter())?;
     let row_range = list.next_row_id().map(|next| (first_row_id, next - first_row_id));
     list.close().await?;
-    Ok(ListWritten { path, row_range })
+    Ok(row_range)
 }
 
 /// `table`'s metadata with a new snapshot on `main` after the current one: the next sequence
 /// number, the current schema, taken now ([`add_to_main`]).
-pub fn with_main_snapshot(
+pub(super) fn with_main_snapshot(
     table: &IcebergTable,
     snapshot_id: i64,
     manifest_list: ListWritten,

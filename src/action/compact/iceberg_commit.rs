@@ -4,9 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use ::iceberg::spec::{
-    DataContentType, DataFile as IcebergDataFile, ManifestContentType, ManifestFile, Operation, Summary, TableMetadata,
-};
+use ::iceberg::spec::{DataContentType, DataFile as IcebergDataFile, ManifestContentType, Operation, TableMetadata};
 
 use super::run::Committed;
 use crate::error::{Error, ErrorKind, Result};
@@ -16,9 +14,7 @@ use crate::runtime;
 use crate::store::location_key;
 use crate::table::iceberg::commit::{CommitOutcome, commit_table, relocate, snapshot_landed};
 use crate::table::iceberg::history::descends_from;
-use crate::table::iceberg::new_snapshot::{
-    manifest_writer, new_snapshot_id, rewrite_manifest_dropping, with_main_snapshot, write_manifest_list,
-};
+use crate::table::iceberg::snapshot_builder::SnapshotBuilder;
 use crate::table::iceberg::{CarriedManifest, IcebergTable, LoadedManifest, with_counts};
 use crate::table::{self, DataFile, FileContent, Located, PartitionKey};
 
@@ -87,7 +83,7 @@ pub(super) fn commit_with_retries<'c>(
     let replaced: HashSet<&str> = written.iter().flat_map(|w| w.replaces.iter().map(String::as_str)).collect();
     // The new data files are on disk before any metadata names them (each attempt's manifests
     // and list are flushed before its commit).
-    sync_files(written.iter().filter(|w| w.data_file.is_some()).map(|w| w.local_path.as_str()))?;
+    crate::store::sync_local(written.iter().filter(|w| w.data_file.is_some()).map(|w| w.local_path.as_str()))?;
     pause_for_tests();
     if moved {
         base = base.at_head()?;
@@ -107,7 +103,7 @@ pub(super) fn commit_with_retries<'c>(
         let attempt = (|| {
             let (metadata, snapshot_id) =
                 build_snapshot(&base, starting_sequence_number, &replaced, &removing, written, &mut scratch)?;
-            sync_files(scratch.iter().map(String::as_str))?;
+            crate::store::sync_local(scratch.iter().map(String::as_str))?;
             Ok::<_, Error>((commit_table(&base.located, &base.table, &metadata)?, snapshot_id))
         })();
         let committed = |id, location, warning| Committed { id, location, warning, deletes_removed: HashMap::new() };
@@ -223,12 +219,6 @@ fn check_rebase(head: &Base, start: &Start, replaced: &HashSet<&str>, applied: &
     Ok(())
 }
 
-/// Flushes the files a commit will name to disk, before the metadata that names them.
-pub(super) fn sync_files<'a>(paths: impl IntoIterator<Item = &'a str>) -> Result<()> {
-    // An object store's PUT is durable once it returns; only local files need flushing.
-    crate::store::sync_local(paths)
-}
-
 fn remove_all(paths: &[String]) {
     crate::store::remove_quietly(paths.iter().map(String::as_str));
 }
@@ -244,195 +234,169 @@ fn build_snapshot(
     written: &[Written],
     scratch: &mut Vec<String>,
 ) -> Result<(TableMetadata, i64)> {
-    let (table, manifests) = (&base.table, &base.manifests);
-    let metadata = &table.metadata;
-    let version = metadata.format_version();
-    let file_io = &table.file_io;
-    let snapshot_id = new_snapshot_id();
-    let metadata_dir = table.metadata_dir();
-    let new_manifest_path = |suffix: &str| format!("{metadata_dir}/{}-{suffix}.avro", uuid::Uuid::new_v4());
-
-    let mut new_manifests: Vec<ManifestFile> = Vec::new();
-    let mut found = 0usize;
-    let (mut deleted_files, mut deleted_records, mut removed_bytes) = (0u64, 0u64, 0u64);
-    let (mut total_files, mut total_records, mut total_bytes, mut total_deletes) = (0u64, 0u64, 0u64, 0u64);
-    // Removed delete files: (files, deletes in them) per kind.
-    let (mut removed_position, mut removed_equality, mut removed_deletes_found) = ((0u64, 0u64), (0u64, 0u64), 0usize);
     runtime::block_on(async {
-        // Carry over or rewrite the existing manifests.
-        let removes =
-            |e: &::iceberg::spec::ManifestEntry| removing.contains(&(e.file_path(), e.data_file().content_offset()));
-        // Data manifests every live file of which is replaced, per partition spec: their entries
-        // go DELETED into one manifest per spec, not one manifest each.
-        let mut emptied: BTreeMap<i32, Vec<&LoadedManifest>> = BTreeMap::new();
-        for loaded in manifests {
-            let alive: Vec<_> = loaded.manifest.entries().iter().filter(|e| e.is_alive()).collect();
-            // A manifest left with no live entry by an earlier snapshot (only the files that
-            // snapshot removed) is not carried into this one, as Java's snapshot producers keep
-            // only manifests with added or existing files or written by the committing snapshot.
-            if alive.is_empty() {
-                continue;
-            }
-            if loaded.file.content == ManifestContentType::Deletes {
-                if !alive.iter().any(|e| removes(e)) {
-                    total_deletes += alive.len() as u64;
-                    new_manifests.push(with_counts(loaded));
-                    continue;
-                }
-                let path = new_manifest_path("m2");
-                scratch.push(path.clone());
-                let file = rewrite_manifest_dropping(
-                    file_io,
-                    &path,
-                    snapshot_id,
-                    version,
-                    &[loaded],
-                    removes,
-                    |e, dropped| {
-                        if dropped {
-                            removed_deletes_found += 1;
-                            let slot = match e.content_type() {
-                                DataContentType::EqualityDeletes => &mut removed_equality,
-                                _ => &mut removed_position,
-                            };
-                            slot.0 += 1;
-                            slot.1 += e.record_count();
-                        } else {
-                            total_deletes += 1;
-                        }
-                    },
-                )
-                .await?;
-                new_manifests.push(file);
-                continue;
-            }
-            let touched = alive.iter().any(|e| replaced.contains(e.file_path()));
-            if !touched {
-                for e in &alive {
-                    total_files += 1;
-                    total_records += e.record_count();
-                    total_bytes += e.file_size_in_bytes();
-                }
-                new_manifests.push(with_counts(loaded));
-                continue;
-            }
-            if alive.iter().all(|e| replaced.contains(e.file_path())) {
-                for e in &alive {
-                    found += 1;
-                    deleted_files += 1;
-                    deleted_records += e.record_count();
-                    removed_bytes += e.file_size_in_bytes();
-                }
-                emptied.entry(loaded.file.partition_spec_id).or_default().push(loaded);
-                continue;
-            }
-            let path = new_manifest_path("m0");
-            scratch.push(path.clone());
-            let drops = |e: &::iceberg::spec::ManifestEntry| replaced.contains(e.file_path());
-            let file =
-                rewrite_manifest_dropping(file_io, &path, snapshot_id, version, &[loaded], drops, |e, dropped| {
-                    if dropped {
-                        found += 1;
-                        deleted_files += 1;
-                        deleted_records += e.record_count();
-                        removed_bytes += e.file_size_in_bytes();
-                    } else {
-                        total_files += 1;
-                        total_records += e.record_count();
-                        total_bytes += e.file_size_in_bytes();
-                    }
-                })
-                .await?;
-            new_manifests.push(file);
-        }
-        for group in emptied.values() {
-            let path = new_manifest_path("m0");
-            scratch.push(path.clone());
-            let all = |_: &::iceberg::spec::ManifestEntry| true;
-            let file = rewrite_manifest_dropping(file_io, &path, snapshot_id, version, group, all, |_, _| {}).await?;
-            new_manifests.push(file);
-        }
-        for carried in base.carried.iter().filter(|c| c.has_live_entries()) {
-            total_files += carried.files;
-            total_records += carried.records;
-            total_bytes += carried.bytes;
-            new_manifests.push(carried.file.clone());
-        }
-        if found != replaced.len() || removed_deletes_found != removing.len() {
+        let mut snapshot = SnapshotBuilder::new(&base.table, scratch);
+        let mut tally = Tally::default();
+        carry_manifests(&mut snapshot, base, replaced, removing, &mut tally).await?;
+        if tally.found != replaced.len() || tally.removed_deletes_found != removing.len() {
             return Err(Error::new(
                 ErrorKind::CorruptMetadata,
                 format!(
                     "{} of the files to replace or remove are not live in the base snapshot",
-                    replaced.len() + removing.len() - found - removed_deletes_found
+                    replaced.len() + removing.len() - tally.found - tally.removed_deletes_found
                 ),
             ));
         }
         // One manifest of added files per partition spec.
-        let mut by_spec: HashMap<i32, Vec<&Written>> = HashMap::new();
-        for w in written.iter().filter(|w| w.data_file.is_some()) {
-            by_spec.entry(w.spec_id).or_default().push(w);
+        let added = written.iter().filter_map(|w| w.data_file.as_ref().map(|f| (w.spec_id, f)));
+        for (_, file) in added.clone() {
+            tally.added_files += 1;
+            tally.added_records += file.record_count();
+            tally.added_bytes += file.file_size_in_bytes();
         }
-        let mut added_manifests = Vec::new();
-        let (mut added_records, mut added_bytes) = (0u64, 0u64);
-        for (spec_id, files) in by_spec {
-            let spec = metadata.partition_spec_by_id(spec_id).ok_or_else(|| {
-                Error::new(ErrorKind::CorruptMetadata, format!("partition spec {spec_id} is missing"))
-            })?;
-            let path = new_manifest_path("m1");
-            scratch.push(path.clone());
-            let mut writer = manifest_writer(
-                file_io,
-                &path,
-                snapshot_id,
-                metadata.current_schema().clone(),
-                spec.as_ref().clone(),
-                version,
-                ManifestContentType::Data,
-            )?;
-            for file in files.iter().filter_map(|w| w.data_file.as_ref()) {
-                added_records += file.record_count();
-                added_bytes += file.file_size_in_bytes();
-                writer.add_file(file.clone(), starting_sequence_number)?;
-            }
-            added_manifests.push(writer.write_manifest_file().await?);
-        }
-        let added_files = written.iter().filter(|w| w.data_file.is_some()).count();
-        total_files += added_files as u64;
-        total_records += added_records;
-        total_bytes += added_bytes;
+        let added = added.map(|(spec_id, file)| (spec_id, file.clone(), starting_sequence_number));
+        snapshot.add_files(ManifestContentType::Data, "m1", added).await?;
+        tally.total_files += tally.added_files;
+        tally.total_records += tally.added_records;
+        tally.total_bytes += tally.added_bytes;
+        snapshot.finish(Operation::Replace, tally.summary(!removing.is_empty()), base.add_order.as_ref()).await
+    })?
+}
 
-        let list_path =
-            write_manifest_list(table, snapshot_id, added_manifests.into_iter().chain(new_manifests), scratch).await?;
+/// The figures of a compaction's snapshot, counted as its manifests are carried or rewritten.
+#[derive(Default)]
+struct Tally {
+    /// Replaced data files found live.
+    found: usize,
+    deleted_files: u64,
+    deleted_records: u64,
+    removed_bytes: u64,
+    added_files: u64,
+    added_records: u64,
+    added_bytes: u64,
+    total_files: u64,
+    total_records: u64,
+    total_bytes: u64,
+    total_deletes: u64,
+    /// Removed delete files: (files, deletes in them) per kind.
+    removed_position: (u64, u64),
+    removed_equality: (u64, u64),
+    removed_deletes_found: usize,
+}
 
+impl Tally {
+    /// A live data file kept.
+    fn keep(&mut self, e: &::iceberg::spec::ManifestEntry) {
+        self.total_files += 1;
+        self.total_records += e.record_count();
+        self.total_bytes += e.file_size_in_bytes();
+    }
+
+    /// A live data file replaced.
+    fn replace(&mut self, e: &::iceberg::spec::ManifestEntry) {
+        self.found += 1;
+        self.deleted_files += 1;
+        self.deleted_records += e.record_count();
+        self.removed_bytes += e.file_size_in_bytes();
+    }
+
+    /// A live delete file removed.
+    fn remove_delete(&mut self, e: &::iceberg::spec::ManifestEntry) {
+        self.removed_deletes_found += 1;
+        let slot = match e.content_type() {
+            DataContentType::EqualityDeletes => &mut self.removed_equality,
+            _ => &mut self.removed_position,
+        };
+        slot.0 += 1;
+        slot.1 += e.record_count();
+    }
+
+    /// The snapshot's summary properties (`removed_deletes`: it removes delete files).
+    fn summary(&self, removed_deletes: bool) -> HashMap<String, String> {
         let mut properties = HashMap::from([
-            ("added-data-files".to_string(), added_files.to_string()),
-            ("deleted-data-files".to_string(), deleted_files.to_string()),
-            ("added-records".to_string(), added_records.to_string()),
-            ("deleted-records".to_string(), deleted_records.to_string()),
-            ("added-files-size".to_string(), added_bytes.to_string()),
-            ("removed-files-size".to_string(), removed_bytes.to_string()),
-            ("total-data-files".to_string(), total_files.to_string()),
-            ("total-records".to_string(), total_records.to_string()),
-            ("total-files-size".to_string(), total_bytes.to_string()),
-            ("total-delete-files".to_string(), total_deletes.to_string()),
-            ("engine-name".to_string(), "lakehouse".to_string()),
+            ("added-data-files".to_string(), self.added_files.to_string()),
+            ("deleted-data-files".to_string(), self.deleted_files.to_string()),
+            ("added-records".to_string(), self.added_records.to_string()),
+            ("deleted-records".to_string(), self.deleted_records.to_string()),
+            ("added-files-size".to_string(), self.added_bytes.to_string()),
+            ("removed-files-size".to_string(), self.removed_bytes.to_string()),
+            ("total-data-files".to_string(), self.total_files.to_string()),
+            ("total-records".to_string(), self.total_records.to_string()),
+            ("total-files-size".to_string(), self.total_bytes.to_string()),
+            ("total-delete-files".to_string(), self.total_deletes.to_string()),
         ]);
-        if !removing.is_empty() {
+        if removed_deletes {
+            let (position, equality) = (self.removed_position, self.removed_equality);
             properties.extend([
-                ("removed-delete-files".to_string(), (removed_position.0 + removed_equality.0).to_string()),
-                ("removed-position-delete-files".to_string(), removed_position.0.to_string()),
-                ("removed-equality-delete-files".to_string(), removed_equality.0.to_string()),
-                ("removed-position-deletes".to_string(), removed_position.1.to_string()),
-                ("removed-equality-deletes".to_string(), removed_equality.1.to_string()),
+                ("removed-delete-files".to_string(), (position.0 + equality.0).to_string()),
+                ("removed-position-delete-files".to_string(), position.0.to_string()),
+                ("removed-equality-delete-files".to_string(), equality.0.to_string()),
+                ("removed-position-deletes".to_string(), position.1.to_string()),
+                ("removed-equality-deletes".to_string(), equality.1.to_string()),
             ]);
         }
-        let summary = Summary { operation: Operation::Replace, additional_properties: properties };
-        let next = with_main_snapshot(table, snapshot_id, list_path, summary, base.add_order.as_ref())?;
-        if let Some(order) = &base.add_order {
-            crate::table::iceberg::new_snapshot::check_added(&next, order)?;
+        properties
+    }
+}
+
+/// Names `base`'s manifests in the new snapshot: each as it is when it holds no replaced or
+/// removed file; rewritten without them when it holds some; a data manifest every live file of
+/// which is replaced goes, with the others of its partition spec, into one manifest of DELETED
+/// entries; manifests with no live entry are left out. Counts into `tally`.
+async fn carry_manifests(
+    snapshot: &mut SnapshotBuilder<'_>,
+    base: &Base,
+    replaced: &HashSet<&str>,
+    removing: &HashSet<(&str, Option<i64>)>,
+    tally: &mut Tally,
+) -> Result<()> {
+    let removes =
+        |e: &::iceberg::spec::ManifestEntry| removing.contains(&(e.file_path(), e.data_file().content_offset()));
+    let drops = |e: &::iceberg::spec::ManifestEntry| replaced.contains(e.file_path());
+    // Data manifests every live file of which is replaced, per partition spec: their entries
+    // go DELETED into one manifest per spec, not one manifest each.
+    let mut emptied: BTreeMap<i32, Vec<&LoadedManifest>> = BTreeMap::new();
+    for loaded in &base.manifests {
+        let alive: Vec<_> = loaded.manifest.entries().iter().filter(|e| e.is_alive()).collect();
+        // A manifest left with no live entry by an earlier snapshot (only the files that
+        // snapshot removed) is not carried into this one, as Java's snapshot producers keep
+        // only manifests with added or existing files or written by the committing snapshot.
+        if alive.is_empty() {
+            continue;
         }
-        Ok((next, snapshot_id))
-    })?
+        if loaded.file.content == ManifestContentType::Deletes {
+            if !alive.iter().any(|e| removes(e)) {
+                tally.total_deletes += alive.len() as u64;
+                snapshot.keep(with_counts(loaded));
+                continue;
+            }
+            let seen = |e: &::iceberg::spec::ManifestEntry, dropped: bool| {
+                if dropped { tally.remove_delete(e) } else { tally.total_deletes += 1 }
+            };
+            snapshot.rewrite_dropping(&[loaded], "m2", removes, seen).await?;
+        } else if !alive.iter().any(|e| drops(e)) {
+            alive.iter().for_each(|e| tally.keep(e));
+            snapshot.keep(with_counts(loaded));
+        } else if alive.iter().all(|e| drops(e)) {
+            alive.iter().for_each(|e| tally.replace(e));
+            emptied.entry(loaded.file.partition_spec_id).or_default().push(loaded);
+        } else {
+            let seen = |e: &::iceberg::spec::ManifestEntry, dropped: bool| {
+                if dropped { tally.replace(e) } else { tally.keep(e) }
+            };
+            snapshot.rewrite_dropping(&[loaded], "m0", drops, seen).await?;
+        }
+    }
+    for group in emptied.values() {
+        snapshot.rewrite_dropping(group, "m0", |_| true, |_, _| {}).await?;
+    }
+    for carried in base.carried.iter().filter(|c| c.has_live_entries()) {
+        tally.total_files += carried.files;
+        tally.total_records += carried.records;
+        tally.total_bytes += carried.bytes;
+        snapshot.keep(carried.file.clone());
+    }
+    Ok(())
 }
 
 /// A file written by the rewrite, ready for a manifest.
