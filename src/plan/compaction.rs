@@ -19,134 +19,14 @@
 //! that at least that many delete files apply to (Iceberg's `delete-file-threshold`: equality
 //! deletes count too, whose rows are unknown until read).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
-use crate::error::{Error, Result};
-use crate::plan::layout::LayoutOptions;
-use crate::profile::{MIB, PartitionProfile, Thresholds, check_min_input_files, check_target_file_size_mb, profile};
+use crate::profile::{MIB, PartitionProfile, profile};
 use crate::table::{DataFile, FileContent, PartitionKey};
 
-/// Delta's `optimize.maxDeletedRowsRatio`: a file with at least this share of its rows deleted
-/// is rewritten (purged).
-pub const DELTA_DELETE_RATIO_THRESHOLD: f64 = 0.05;
-
-/// Iceberg's `delete-ratio-threshold` default (`rewrite_data_files`, Java 1.10).
-pub const ICEBERG_DELETE_RATIO_THRESHOLD: f64 = 0.3;
-
-/// What the user asked for.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CompactionOptions {
-    /// Verdict thresholds (their `min_input_files` is this struct's: [`Self::verdict_thresholds`]).
-    pub thresholds: Thresholds,
-    /// Output file size to aim for, MiB.
-    pub target_file_size_mb: f64,
-    /// A partition with fewer small files than this has nothing to merge (healthy).
-    pub min_input_files: u64,
-    /// Only these partition labels (as the profile prints them), when given.
-    pub partitions: Option<Vec<String>>,
-    /// Rewrite partitions that delete files apply to, with the deletes applied (else skip them).
-    pub apply_deletes: bool,
-    /// Partitions another executor rewrites (Spark, [`crate::action::executor`]): left alone here.
-    pub excluded: Vec<PartitionKey>,
-    /// The order rows are written in ([`crate::plan::layout`]).
-    pub layout: LayoutOptions,
-    /// `skip_recent_partitions`: time partitions ending after now minus this many µs are held
-    /// back (`None`: none are).
-    pub recent_window: Option<i64>,
-    /// Rewrite a data file whose own deletes delete at least this share of its rows (0: any
-    /// deleted row). `None` as the user gives it: the format's default
-    /// ([`DELTA_DELETE_RATIO_THRESHOLD`], [`ICEBERG_DELETE_RATIO_THRESHOLD`]), which the format's
-    /// rewrite puts here before planning; to the planner, `None` means only small files are
-    /// rewritten.
-    pub delete_ratio_threshold: Option<f64>,
-    /// Rewrite a data file that at least this many delete files apply to (`None`: never for that
-    /// reason, Java's default).
-    pub delete_file_threshold: Option<u64>,
-    /// The partitions that window holds back, found by the format's rewrite (its time
-    /// transforms); left alone with `skipped: still being written`.
-    pub recent: Vec<PartitionKey>,
-    /// Stitch row groups where the inputs allow it (`stitch`, on by default;
-    /// [`crate::action::compact::stitch`]): copy their column chunks into the new file instead of
-    /// re-encoding them.
-    pub stitch: bool,
-    /// Commit in up to [`CompactionOptions::max_commits`] batches of rewrite groups instead of
-    /// once, and re-plan and retry a batch lost to another writer's conflicting commit
-    /// (`partial_progress`; Java's `partial-progress.enabled`): on for the gate, off for
-    /// `lakehouse_compact`, whose one snapshot is all or nothing
-    /// ([`crate::action::compact::progress`]).
-    pub partial_progress: bool,
-    /// With `partial_progress`, at most this many commits (`max_commits`; Java's
-    /// `partial-progress.max-commits`, default 10), of whole partitions where they fit.
-    pub max_commits: u64,
-    /// Only these partitions may be compacted (a re-plan after a conflict); `None`: any.
-    pub only: Option<Vec<PartitionKey>>,
-}
-
-/// `max_commits`' default, Java's `partial-progress.max-commits`.
-pub const DEFAULT_MAX_COMMITS: u64 = 10;
-
-impl Default for CompactionOptions {
-    fn default() -> Self {
-        Self {
-            thresholds: Thresholds::default(),
-            target_file_size_mb: 128.0,
-            min_input_files: 2,
-            partitions: None,
-            apply_deletes: true,
-            excluded: Vec::new(),
-            layout: LayoutOptions::default(),
-            recent_window: Some(0),
-            recent: Vec::new(),
-            delete_ratio_threshold: None,
-            delete_file_threshold: None,
-            stitch: true,
-            partial_progress: false,
-            max_commits: DEFAULT_MAX_COMMITS,
-            only: None,
-        }
-    }
-}
-
-/// Checks what compaction shares with the profile's summary: the target, against the thresholds
-/// (`min_input_files` included). The one check of them, for `lakehouse_compact`, the gate and
-/// `lakehouse_fragmentation_summary` alike.
-pub fn check_sizing(thresholds: &Thresholds, target_file_size_mb: f64) -> Result<()> {
-    check_target_file_size_mb(target_file_size_mb)?;
-    if target_file_size_mb < thresholds.small_file_threshold_mb {
-        return Err(Error::invalid(format!(
-            "target_file_size_mb ({}) must not be below small_file_threshold_mb ({}): compacted files would still be small",
-            target_file_size_mb, thresholds.small_file_threshold_mb
-        )));
-    }
-    check_min_input_files(thresholds.min_input_files)?;
-    Ok(())
-}
-
-impl CompactionOptions {
-    /// The thresholds a partition is judged by: [`Self::thresholds`] with [`Self::min_input_files`].
-    pub fn verdict_thresholds(&self) -> Thresholds {
-        Thresholds { min_input_files: self.min_input_files, ..self.thresholds }
-    }
-
-    /// Checks the target, `min_input_files` and the other limits.
-    pub fn validate(&self) -> Result<()> {
-        check_sizing(&self.verdict_thresholds(), self.target_file_size_mb)?;
-        if let Some(r) = self.delete_ratio_threshold
-            && !(0.0..=1.0).contains(&r)
-        {
-            return Err(Error::invalid(format!(
-                "delete_ratio_threshold must be between 0 and 1 (a share of a file's rows), got {r}"
-            )));
-        }
-        if self.delete_file_threshold == Some(0) {
-            return Err(Error::invalid("delete_file_threshold must be at least 1 (a count of delete files)"));
-        }
-        if self.max_commits == 0 {
-            return Err(Error::invalid("max_commits must be at least 1 (a count of commits)"));
-        }
-        Ok(())
-    }
-}
+pub use super::compaction_options::{
+    CompactionOptions, DEFAULT_MAX_COMMITS, DELTA_DELETE_RATIO_THRESHOLD, ICEBERG_DELETE_RATIO_THRESHOLD, check_sizing,
+};
 
 /// The decision for one partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,14 +126,14 @@ pub fn plan(files: &[DataFile], options: &CompactionOptions, output_ratio: f64) 
 
 /// Per data file (by index), how many of the delete files among `files` apply to it
 /// ([`DataFile::applies_to`]); files no delete applies to are absent.
-fn delete_files_per_data_file(files: &[DataFile]) -> std::collections::HashMap<usize, u64> {
+fn delete_files_per_data_file(files: &[DataFile]) -> HashMap<usize, u64> {
     let deletes: Vec<&DataFile> = files.iter().filter(|f| f.content != FileContent::Data).collect();
     let mut by_scope: BTreeMap<&PartitionKey, Vec<&DataFile>> = BTreeMap::new();
     let mut global = Vec::new();
     for d in deletes {
         if d.global { global.push(d) } else { by_scope.entry(&d.key).or_default().push(d) }
     }
-    let mut counts = std::collections::HashMap::new();
+    let mut counts = HashMap::new();
     for (i, f) in files.iter().enumerate().filter(|(_, f)| f.content == FileContent::Data) {
         let scoped = by_scope.get(&f.key).map(Vec::as_slice).unwrap_or_default();
         let n = scoped.iter().chain(global.iter()).filter(|d| d.applies_to(f)).count() as u64;
@@ -272,46 +152,91 @@ pub fn plan_naming_deletes(
     output_ratio: f64,
     deletes: &str,
 ) -> Vec<PartitionPlan> {
-    let small_limit = options.thresholds.small_file_threshold_bytes();
-    let ratio = if output_ratio.is_finite() && output_ratio > 0.0 { output_ratio } else { 1.0 };
-    let target_bytes = (options.target_file_size_mb * MIB / ratio) as u64;
-    // Per partition: its small Parquet files, and how many small files are in another format.
-    let mut small_by_partition: BTreeMap<&PartitionKey, (Vec<usize>, u64)> = BTreeMap::new();
-    for (i, f) in files.iter().enumerate() {
-        if f.content == FileContent::Data && (f.size_bytes as f64) < small_limit {
-            let (parquet, other) = small_by_partition.entry(&f.key).or_default();
-            if f.parquet { parquet.push(i) } else { *other += 1 }
+    let planner = Planner::new(files, options, output_ratio, deletes);
+    profile(files, &options.verdict_thresholds()).into_iter().map(|p| planner.partition(&p)).collect()
+}
+
+/// What planning one partition needs to know of all of `files`, gathered once.
+struct Planner<'a> {
+    files: &'a [DataFile],
+    options: &'a CompactionOptions,
+    /// How the format names its delete files in a reason.
+    deletes: &'a str,
+    small_limit: f64,
+    /// A group's input bytes that make about `target_file_size_mb` of output.
+    target_bytes: u64,
+    /// Per partition: its small Parquet files, and how many small files are in another format.
+    small_by_partition: BTreeMap<&'a PartitionKey, (Vec<usize>, u64)>,
+    /// Per data file path: the rows its own deletes (deletes that name it) delete.
+    own_deletes: HashMap<&'a str, u64>,
+    /// Per partition: the data file each of its own deletes names (None: not a live data file).
+    per_file_deletes: BTreeMap<&'a PartitionKey, Vec<Option<usize>>>,
+    /// Per partition: the Parquet data files whose deleted share, or count of delete files,
+    /// reaches its threshold.
+    purge_by_partition: BTreeMap<&'a PartitionKey, Vec<usize>>,
+}
+
+impl<'a> Planner<'a> {
+    fn new(files: &'a [DataFile], options: &'a CompactionOptions, output_ratio: f64, deletes: &'a str) -> Self {
+        let small_limit = options.thresholds.small_file_threshold_bytes();
+        let ratio = if output_ratio.is_finite() && output_ratio > 0.0 { output_ratio } else { 1.0 };
+        let mut small_by_partition: BTreeMap<&PartitionKey, (Vec<usize>, u64)> = BTreeMap::new();
+        for (i, f) in files.iter().enumerate() {
+            if f.content == FileContent::Data && (f.size_bytes as f64) < small_limit {
+                let (parquet, other) = small_by_partition.entry(&f.key).or_default();
+                if f.parquet { parquet.push(i) } else { *other += 1 }
+            }
         }
-    }
-    // Per data file: the rows its own deletes delete (deletes that name it); per partition, the
-    // data file each of its own deletes names (None: not a live data file).
-    let data_index: std::collections::HashMap<&str, usize> = files
-        .iter()
-        .enumerate()
-        .filter(|(_, f)| f.content == FileContent::Data)
-        .map(|(i, f)| (f.path.as_str(), i))
-        .collect();
-    let mut own_deletes: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
-    let mut per_file_deletes: BTreeMap<&PartitionKey, Vec<Option<usize>>> = BTreeMap::new();
-    for f in files {
-        if f.content == FileContent::PositionDeletes
-            && let Some(data) = &f.referenced_data_file
-        {
-            *own_deletes.entry(data.as_str()).or_default() += f.record_count;
-            per_file_deletes.entry(&f.key).or_default().push(data_index.get(data.as_str()).copied());
+        let data_index: HashMap<&str, usize> = files
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.content == FileContent::Data)
+            .map(|(i, f)| (f.path.as_str(), i))
+            .collect();
+        let mut own_deletes: HashMap<&str, u64> = HashMap::new();
+        let mut per_file_deletes: BTreeMap<&PartitionKey, Vec<Option<usize>>> = BTreeMap::new();
+        for f in files {
+            if f.content == FileContent::PositionDeletes
+                && let Some(data) = &f.referenced_data_file
+            {
+                *own_deletes.entry(data.as_str()).or_default() += f.record_count;
+                per_file_deletes.entry(&f.key).or_default().push(data_index.get(data.as_str()).copied());
+            }
         }
+        let mut planner = Planner {
+            files,
+            options,
+            deletes,
+            small_limit,
+            target_bytes: (options.target_file_size_mb * MIB / ratio) as u64,
+            small_by_partition,
+            own_deletes,
+            per_file_deletes,
+            purge_by_partition: BTreeMap::new(),
+        };
+        planner.purge_by_partition = planner.purges();
+        planner
     }
-    let deleted_rows = |i: usize| own_deletes.get(files[i].path.as_str()).copied().unwrap_or(0);
-    let delete_files = options.delete_file_threshold.map(|_| delete_files_per_data_file(files));
-    // Per partition: the Parquet data files whose deleted share, or count of delete files,
-    // reaches its threshold.
-    let mut purge_by_partition: BTreeMap<&PartitionKey, Vec<usize>> = BTreeMap::new();
-    if options.apply_deletes {
+
+    /// The rows data file `i`'s own deletes delete.
+    fn deleted_rows(&self, i: usize) -> u64 {
+        self.own_deletes.get(self.files[i].path.as_str()).copied().unwrap_or(0)
+    }
+
+    /// Per partition, the Parquet data files degraded by their deletes (none unless
+    /// `apply_deletes`).
+    fn purges(&self) -> BTreeMap<&'a PartitionKey, Vec<usize>> {
+        let (files, options) = (self.files, self.options);
+        let mut purge_by_partition: BTreeMap<&PartitionKey, Vec<usize>> = BTreeMap::new();
+        if !options.apply_deletes {
+            return purge_by_partition;
+        }
+        let delete_files = options.delete_file_threshold.map(|_| delete_files_per_data_file(files));
         for (i, f) in files.iter().enumerate() {
             if f.content != FileContent::Data || !f.parquet {
                 continue;
             }
-            let deleted = deleted_rows(i);
+            let deleted = self.deleted_rows(i);
             let by_ratio = options.delete_ratio_threshold.is_some_and(|limit| {
                 deleted > 0 && f.record_count > 0 && deleted as f64 / f.record_count as f64 >= limit
             });
@@ -323,89 +248,114 @@ pub fn plan_naming_deletes(
                 purge_by_partition.entry(&f.key).or_default().push(i);
             }
         }
+        purge_by_partition
     }
-    let threshold = options.thresholds.fragmentation_ratio_threshold;
-    profile(files, &options.verdict_thresholds())
-        .into_iter()
-        .map(|p| {
-            let mut plan = unplanned(&p);
-            let purge = purge_by_partition.get(&p.key).map(Vec::as_slice).unwrap_or_default();
-            if settle(&p, options, !purge.is_empty(), &mut plan) {
-                return plan;
-            } else if options.recent.contains(&p.key) {
-                plan.reason = "skipped: still being written".into();
-                return plan;
-            } else if p.applicable_delete_files > 0 && !options.apply_deletes {
-                plan.reason = format!("skipped: has {} {deletes}", p.applicable_delete_files);
-                return plan;
-            }
-            // Small files, bin-packed, when fragmentation degrades the partition.
-            let mut compaction = String::new();
-            if !p.requires_compaction {
-                compaction = p.reason.clone();
-            } else if let (small, not_parquet @ 1..) = &small_by_partition[&p.key]
-                && (small.len() as u64) < options.min_input_files
-            {
-                compaction =
-                    format!("{not_parquet} of its small files are not Parquet (only Parquet files are rewritten)");
-            } else {
-                let small = &small_by_partition[&p.key].0;
-                plan.groups = bin_pack(small.iter().map(|&i| (i, files[i].size_bytes)), target_bytes);
-                if plan.groups.is_empty() {
-                    compaction = "no group of two or more small files fits the target".into();
-                }
-            }
-            let compacted = plan.input_files();
-            plan.small_inputs = compacted;
-            // Files degraded by their deleted rows and not in a group yet: bin-packed among
-            // themselves toward the target (each is rewritten anyway), alone where no other fits.
-            let grouped: std::collections::HashSet<usize> = plan.groups.iter().flatten().copied().collect();
-            let purged: Vec<usize> = purge.iter().copied().filter(|i| !grouped.contains(i)).collect();
-            plan.small_inputs += purged.iter().filter(|&&i| (files[i].size_bytes as f64) < small_limit).count() as u64;
-            let mut purge_groups = bin_pack(purged.iter().map(|&i| (i, files[i].size_bytes)), target_bytes);
-            let packed: std::collections::HashSet<usize> = purge_groups.iter().flatten().copied().collect();
-            purge_groups.extend(purged.iter().filter(|i| !packed.contains(i)).map(|&i| vec![i]));
-            let purge_outputs = purge_groups.len();
-            plan.groups.extend(purge_groups);
-            plan.files_purged = purge.len() as u64;
-            plan.rows_purged = plan.groups.iter().flatten().map(|&i| deleted_rows(i)).sum();
-            plan.bytes_to_rewrite = plan.groups.iter().flatten().map(|&i| files[i].size_bytes).sum();
-            if plan.groups.is_empty() {
-                plan.reason = format!("skipped: {compaction}");
-                return plan;
-            }
-            plan.verdict = Verdict::Compact;
-            let mut parts = Vec::new();
-            if compacted > 0 {
-                let outputs = plan.groups.len() - purge_outputs;
-                parts.push(format!(
-                    "compact: ratio {:.2} >= {threshold}, {compacted} small files -> {outputs} {}",
-                    p.fragmentation_ratio,
-                    if outputs == 1 { "file" } else { "files" },
-                ));
-            }
-            if !purge.is_empty() {
-                parts.push(format!(
-                    "purge: {} {} with >= {}% of rows deleted",
-                    purge.len(),
-                    if purge.len() == 1 { "file" } else { "files" },
-                    options.delete_ratio_threshold.unwrap_or(0.0) * 100.0
-                ));
-            }
-            // Where deletes are per file (the format purges), only those of the rewritten files.
-            let grouped: std::collections::HashSet<usize> = plan.groups.iter().flatten().copied().collect();
-            let not_applied = per_file_deletes
-                .get(&p.key)
-                .map_or(0, |named| named.iter().filter(|i| i.is_none_or(|i| !grouped.contains(&i))).count() as u64);
-            let applied = p.applicable_delete_files.saturating_sub(not_applied);
-            let applying = match options.delete_ratio_threshold.map_or(p.applicable_delete_files, |_| applied) {
-                0 => String::new(),
-                n => format!(", applying {n} {deletes}"),
-            };
-            plan.reason = format!("{}{applying}", parts.join("; "));
-            plan
-        })
-        .collect()
+
+    /// The plan of partition `p`: settled or skipped with its reason, else its groups — the
+    /// small files bin-packed when fragmentation degrades it, then the files its deletes degrade.
+    fn partition(&self, p: &PartitionProfile) -> PartitionPlan {
+        let (files, options) = (self.files, self.options);
+        let mut plan = unplanned(p);
+        let purge = self.purge_by_partition.get(&p.key).map(Vec::as_slice).unwrap_or_default();
+        if settle(p, options, !purge.is_empty(), &mut plan) {
+            return plan;
+        } else if options.recent.contains(&p.key) {
+            plan.reason = "skipped: still being written".into();
+            return plan;
+        } else if p.applicable_delete_files > 0 && !options.apply_deletes {
+            plan.reason = format!("skipped: has {} {}", p.applicable_delete_files, self.deletes);
+            return plan;
+        }
+        let compaction = self.group_small_files(p, &mut plan);
+        let compacted = plan.input_files();
+        plan.small_inputs = compacted;
+        let purge_outputs = self.group_purged(purge, &mut plan);
+        plan.files_purged = purge.len() as u64;
+        plan.rows_purged = plan.groups.iter().flatten().map(|&i| self.deleted_rows(i)).sum();
+        plan.bytes_to_rewrite = plan.groups.iter().flatten().map(|&i| files[i].size_bytes).sum();
+        if plan.groups.is_empty() {
+            plan.reason = format!("skipped: {compaction}");
+            return plan;
+        }
+        plan.verdict = Verdict::Compact;
+        plan.reason = self.reason(p, &plan, compacted, plan.groups.len() - purge_outputs, purge.len());
+        plan
+    }
+
+    /// Small files, bin-packed into `plan.groups` when fragmentation degrades partition `p`;
+    /// why not, when it groups none.
+    fn group_small_files(&self, p: &PartitionProfile, plan: &mut PartitionPlan) -> String {
+        if !p.requires_compaction {
+            return p.reason.clone();
+        }
+        let (small, not_parquet) = &self.small_by_partition[&p.key];
+        if *not_parquet >= 1 && (small.len() as u64) < self.options.min_input_files {
+            return format!("{not_parquet} of its small files are not Parquet (only Parquet files are rewritten)");
+        }
+        plan.groups = bin_pack(small.iter().map(|&i| (i, self.files[i].size_bytes)), self.target_bytes);
+        match plan.groups.is_empty() {
+            true => "no group of two or more small files fits the target".into(),
+            false => String::new(),
+        }
+    }
+
+    /// Files degraded by their deleted rows and not in a group yet, added to `plan.groups`:
+    /// bin-packed among themselves toward the target (each is rewritten anyway), alone where no
+    /// other fits. Returns how many groups (outputs) they make.
+    fn group_purged(&self, purge: &[usize], plan: &mut PartitionPlan) -> usize {
+        let files = self.files;
+        let grouped: HashSet<usize> = plan.groups.iter().flatten().copied().collect();
+        let purged: Vec<usize> = purge.iter().copied().filter(|i| !grouped.contains(i)).collect();
+        plan.small_inputs += purged.iter().filter(|&&i| (files[i].size_bytes as f64) < self.small_limit).count() as u64;
+        let mut purge_groups = bin_pack(purged.iter().map(|&i| (i, files[i].size_bytes)), self.target_bytes);
+        let packed: HashSet<usize> = purge_groups.iter().flatten().copied().collect();
+        purge_groups.extend(purged.iter().filter(|i| !packed.contains(i)).map(|&i| vec![i]));
+        let purge_outputs = purge_groups.len();
+        plan.groups.extend(purge_groups);
+        purge_outputs
+    }
+
+    /// Why partition `p` is compacted: `compacted` small files into `outputs` files, `purged`
+    /// files for their deletes, and the delete files applied.
+    fn reason(
+        &self,
+        p: &PartitionProfile,
+        plan: &PartitionPlan,
+        compacted: u64,
+        outputs: usize,
+        purged: usize,
+    ) -> String {
+        let options = self.options;
+        let mut parts = Vec::new();
+        if compacted > 0 {
+            parts.push(format!(
+                "compact: ratio {:.2} >= {}, {compacted} small files -> {outputs} {}",
+                p.fragmentation_ratio,
+                options.thresholds.fragmentation_ratio_threshold,
+                if outputs == 1 { "file" } else { "files" },
+            ));
+        }
+        if purged > 0 {
+            parts.push(format!(
+                "purge: {} {} with >= {}% of rows deleted",
+                purged,
+                if purged == 1 { "file" } else { "files" },
+                options.delete_ratio_threshold.unwrap_or(0.0) * 100.0
+            ));
+        }
+        // Where deletes are per file (the format purges), only those of the rewritten files.
+        let grouped: HashSet<usize> = plan.groups.iter().flatten().copied().collect();
+        let not_applied = self
+            .per_file_deletes
+            .get(&p.key)
+            .map_or(0, |named| named.iter().filter(|i| i.is_none_or(|i| !grouped.contains(&i))).count() as u64);
+        let applied = p.applicable_delete_files.saturating_sub(not_applied);
+        let applying = match options.delete_ratio_threshold.map_or(p.applicable_delete_files, |_| applied) {
+            0 => String::new(),
+            n => format!(", applying {n} {}", self.deletes),
+        };
+        format!("{}{applying}", parts.join("; "))
+    }
 }
 
 /// [`plan_naming_deletes`] of `files`, and the `settled` partitions — profiled without reading
@@ -502,6 +452,7 @@ pub fn bin_pack(items: impl IntoIterator<Item = (usize, u64)>, target: u64) -> V
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::Thresholds;
 
     fn file(partition: &str, kib: u64, content: FileContent) -> DataFile {
         DataFile::for_tests(partition, kib * 1024, content)

@@ -2,6 +2,7 @@
 //! `dry_run := true` returns a plan's figures; an empty plan is a no-op that writes nothing.
 
 pub mod compaction;
+pub mod compaction_options;
 pub mod expiry;
 pub mod format_options;
 pub mod layout;
