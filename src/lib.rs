@@ -105,9 +105,10 @@
 //!   [`action::remove_orphan_files`] and [`action::vacuum`] (all three delete through
 //!   [`action::delete_files`], only inside [`action::boundary`], the table's root as named), [`action::rewrite_manifests`],
 //!   [`action::rewrite_position_deletes`] (position deletes merged, or made deletion vectors), [`action::metadata_health`]
-//!   (metadata-bloat figures from the other actions' dry plans), [`action::executor`] (the Spark
+//!   (metadata-bloat figures from the other actions' dry plans; each format's measure in its
+//!   `iceberg.rs` and `delta.rs`, as every verb both formats carry out is a folder), [`action::executor`] (the Spark
 //!   hand-off; what it needs of a format is [`action::spark_rewrite`], Delta's OPTIMIZE
-//!   [`action::executor_delta`]), [`action::gate`] (the whole gate: it opens the table once and
+//!   [`action::executor::delta`]), [`action::gate`] (the whole gate: it opens the table once and
 //!   reloads it after each step that committed; its steps' outcomes and the scorecard built from
 //!   them in `gate/outcome.rs`). A file that carries out an SQL function is named after it.
 //!   [`demo`] writes the demo table.

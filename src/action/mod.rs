@@ -5,7 +5,6 @@ pub mod boundary;
 pub mod compact;
 pub mod delete_files;
 pub mod executor;
-pub mod executor_delta;
 pub mod expire_snapshots;
 pub mod gate;
 pub mod layout;

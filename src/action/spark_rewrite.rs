@@ -3,7 +3,7 @@
 //! selects, the table's head before a call,
 //! and the rewrite commits after it with the partitions each touched (so a commit beyond the
 //! partitions sent is caught). Iceberg's is in the executor; Delta's in
-//! [`crate::action::executor_delta`].
+//! [`crate::action::executor::delta`].
 
 use std::collections::HashMap;
 

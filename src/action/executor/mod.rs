@@ -3,7 +3,7 @@
 //!
 //! The gate keeps everything but the rewrite: profile, plan, verdicts, the scorecard, alerts and
 //! snapshot expiry stay here. Delta tables go to Spark as Delta's own `OPTIMIZE … WHERE`
-//! ([`crate::action::executor_delta`]); on Iceberg the partitions sent to Spark become one
+//! ([`crate::action::executor::delta`]); on Iceberg the partitions sent to Spark become one
 //! `CALL <catalog>.system.rewrite_data_files(table => …, where => (<a partition's predicate>) OR
 //! (…) …, options => map(…))` ([`crate::spark::predicate`]; up to [`PARTITIONS_PER_CALL`] per
 //! call), run through the catalog both sides share, so Spark plans and commits them together as
@@ -27,7 +27,6 @@ use std::collections::{HashMap, HashSet};
 use iceberg::spec::{ManifestStatus, Operation, Struct};
 
 use crate::action::compact::{CompactionReport, compact};
-use crate::action::executor_delta::DeltaOnSpark;
 pub use crate::action::spark_rewrite::Route;
 use crate::action::spark_rewrite::{Commit, SparkRewrite, Touched};
 use crate::duck::HostDb;
@@ -40,6 +39,9 @@ use crate::spark::{Failure, Remote, Session};
 use crate::table::iceberg::IcebergTable;
 use crate::table::iceberg::partition;
 use crate::table::{LocateOptions, PartitionKey, Table};
+use delta::DeltaOnSpark;
+
+pub mod delta;
 
 /// `executor := …`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
