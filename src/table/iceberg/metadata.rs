@@ -170,7 +170,9 @@ fn missing_field(metadata: &serde_json::Value, version: u64) -> Option<&'static 
             "default-sort-order-id",
         ]
     };
-    required.iter().copied().find(|f| metadata.get(*f).is_none())
+    // v3 adds `next-row-id` (row lineage), which iceberg-rust, Java and the spec require.
+    let v3: &[&str] = if version >= 3 { &["next-row-id"] } else { &[] };
+    required.iter().chain(v3).copied().find(|f| metadata.get(*f).is_none())
 }
 
 /// A metadata file's JSON: gzip-compressed files (`*.gz.metadata.json`, `*.metadata.json.gz`,
@@ -207,4 +209,58 @@ pub(super) fn nanosecond_timestamptz_column(schema: &iceberg::spec::Schema) -> O
         }
     }
     schema.as_struct().fields().iter().find_map(|f| walk(&f.field_type, &f.name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Spark 4's v3 metadata from the fuzz corpus with `columns` as its schema.
+    fn v3_with(columns: serde_json::Value) -> serde_json::Value {
+        let mut json: serde_json::Value =
+            serde_json::from_slice(include_bytes!("../../../test/fuzz/corpus/metadata/spark4-v3.json")).unwrap();
+        json["schemas"][0]["fields"] = columns;
+        json["last-column-id"] = serde_json::json!(4);
+        json
+    }
+
+    #[test]
+    fn nanosecond_timestamps_parse_in_every_position() {
+        let base = v3_with(serde_json::json!([
+            {"id": 1, "name": "i", "required": false, "type": "int"},
+            {"id": 2, "name": "tstz", "required": false, "type": "timestamptz_ns",
+             "initial-default": "2026-01-01T00:00:00.123456789+00:00"},
+            {"id": 3, "name": "l", "required": false,
+             "type": {"type": "list", "element-id": 4, "element-required": false, "element": "timestamp_ns"}}]));
+        let mut partitioned = base.clone();
+        partitioned["partition-specs"] = serde_json::json!([{"spec-id": 0, "fields": [
+            {"source-id": 2, "field-id": 1000, "name": "tstz_day", "transform": "day"}]}]);
+        partitioned["last-partition-id"] = serde_json::json!(1000);
+        let mut v2 = base.clone();
+        v2["format-version"] = serde_json::json!(2);
+        for metadata in [base, partitioned, v2] {
+            let bytes = serde_json::to_vec(&metadata).unwrap();
+            let (parsed, stand_ins, _) = parse_metadata(&bytes, "v1.metadata.json").unwrap();
+            assert!(stand_ins.is_empty(), "ns timestamps need no stand-in");
+            assert_eq!(
+                super::nanosecond_timestamptz_column(parsed.current_schema()).as_deref(),
+                Some("tstz"),
+                "{metadata}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_v3_file_without_next_row_id_names_it_instead_of_a_serde_message() {
+        // iceberg-rust 0.10 requires `next-row-id` of v3 metadata (as the spec and Java do);
+        // without it serde's untagged enum said only "data did not match any variant of
+        // untagged enum TableMetadataEnum".
+        let mut metadata = v3_with(serde_json::json!([
+            {"id": 1, "name": "ts", "required": false, "type": "timestamp_ns"}]));
+        metadata.as_object_mut().unwrap().remove("next-row-id");
+        let bytes = serde_json::to_vec(&metadata).unwrap();
+        let message = parse_metadata(&bytes, "v2.metadata.json").unwrap_err().to_string();
+        assert!(message.contains("the required field 'next-row-id' is missing"), "{message}");
+        assert!(!message.contains("untagged enum"), "{message}");
+    }
 }
