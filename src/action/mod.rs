@@ -1,6 +1,7 @@
 //! Actions: execute a plan against a table and return what was done. A file that carries out an
 //! SQL function is named after it (`remove_orphan_files.rs` for `lakehouse_remove_orphan_files`).
 
+pub mod blocked;
 pub mod boundary;
 pub mod compact;
 pub mod delete_files;

@@ -213,19 +213,25 @@ const VACUUM_SAFE_WRITER_FEATURES: &[&str] = &[
     "materializePartitionColumns",
 ];
 
-/// Refuses a table whose protocol could reference files this vacuum cannot see: a reader or
-/// writer version or feature it does not know.
+/// Refuses a table whose protocol could reference files this vacuum cannot see
+/// ([`protocol_refusal`]).
 fn check_protocol(table: &DeltaLakeTable) -> Result<()> {
-    match table.unknown_protocol(VACUUM_SAFE_READER_FEATURES, VACUUM_SAFE_WRITER_FEATURES) {
+    match protocol_refusal(table) {
         None => Ok(()),
         Some(what) => Err(Error::new(
             ErrorKind::Unsupported,
-            format!(
-                "Delta table '{}' {what}, whose files this vacuum does not know; nothing vacuumed",
-                table.root.display()
-            ),
+            format!("Delta table '{}' {what}; nothing vacuumed", table.root.display()),
         )),
     }
+}
+
+/// A reader or writer version or feature of the table's protocol this vacuum does not know, as
+/// `uses reader feature 'x', whose files this vacuum does not know`, or `None`: the one decision
+/// the vacuum refuses by and the read-only functions report (`cleanup_blocked_by`).
+pub fn protocol_refusal(table: &DeltaLakeTable) -> Option<String> {
+    table
+        .unknown_protocol(VACUUM_SAFE_READER_FEATURES, VACUUM_SAFE_WRITER_FEATURES)
+        .map(|what| format!("{what}, whose files this vacuum does not know"))
 }
 
 /// Plans (and unless `dry_run`, deletes) per the module's rules.

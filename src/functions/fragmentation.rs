@@ -43,6 +43,8 @@ impl RowFunction for Fragmentation {
             ("file_sizes", Varchar),
             ("file_size_counts", Varchar),
             ("file_size_buckets", Varchar),
+            ("compaction_blocked_by", Varchar),
+            ("cleanup_blocked_by", Varchar),
         ]
     }
 
@@ -52,7 +54,9 @@ impl RowFunction for Fragmentation {
 
     fn run(input: &Self::Input, _host: &HostDb) -> Result<Vec<Vec<Cell>>> {
         let legend = crate::profile::histogram_legend(input.thresholds.small_file_threshold_mb);
-        Ok(profile_table(input)?
+        let (partitions, blocked) = profile_table(input)?;
+        let text = |why: &Option<String>| why.clone().map_or(Cell::Null, Cell::Text);
+        Ok(partitions
             .into_iter()
             .map(|p| {
                 vec![
@@ -73,6 +77,8 @@ impl RowFunction for Fragmentation {
                     Cell::Text(p.size_histogram()),
                     Cell::Text(crate::profile::histogram_counts(&p.size_buckets)),
                     Cell::Text(legend.clone()),
+                    text(&blocked.compaction),
+                    text(&blocked.cleanup),
                 ]
             })
             .collect())

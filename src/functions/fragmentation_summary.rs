@@ -44,6 +44,8 @@ impl RowFunction for FragmentationSummary {
             ("projected_speedup_low", Double),
             ("projected_speedup_high", Double),
             ("compactable_bytes", Bigint),
+            ("compaction_blocked_by", Varchar),
+            ("cleanup_blocked_by", Varchar),
         ]
     }
 
@@ -56,7 +58,7 @@ impl RowFunction for FragmentationSummary {
     }
 
     fn run(input: &Self::Input, _host: &HostDb) -> Result<Vec<Vec<Cell>>> {
-        let partitions = profile_table(&input.profile)?;
+        let (partitions, blocked) = profile_table(&input.profile)?;
         let s = summarize(&partitions);
         let speedup = projection::of_profile(&partitions, input.target_file_size_mb);
         Ok(vec![vec![
@@ -69,6 +71,8 @@ impl RowFunction for FragmentationSummary {
             Cell::Double(round_to(speedup.low, 2)),
             Cell::Double(round_to(speedup.high, 2)),
             Cell::BigInt(s.compactable_bytes as i64),
+            blocked.compaction.map_or(Cell::Null, Cell::Text),
+            blocked.cleanup.map_or(Cell::Null, Cell::Text),
         ]])
     }
 }

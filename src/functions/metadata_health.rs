@@ -45,6 +45,10 @@ fn ms_to_micros(ms: Option<i64>) -> Cell {
     ms.map_or(Cell::Null, |ms| Cell::Timestamp(ms.saturating_mul(1000)))
 }
 
+fn opt_text(text: Option<String>) -> Cell {
+    text.map_or(Cell::Null, Cell::Text)
+}
+
 fn opt_big(n: Option<u64>) -> Cell {
     n.map_or(Cell::Null, |n| Cell::BigInt(n as i64))
 }
@@ -91,6 +95,9 @@ impl RowFunction for MetadataHealthFn {
             ("format", Varchar),
             // Delta Lake's log, one STRUCT (NULL for Iceberg): [`DELTA_LOG_FIELDS`].
             ("delta_log", Struct),
+            // What maintenance the table blocks and why (NULL: nothing), not an error.
+            ("compaction_blocked_by", Varchar),
+            ("cleanup_blocked_by", Varchar),
         ]
     }
 
@@ -146,8 +153,10 @@ impl RowFunction for MetadataHealthFn {
             h.delta.as_ref().map_or(Cell::Null, |d| Cell::Double(d.deleted_file_retention_hours)),
             opt_big(h.delta.as_ref().map(|d| d.tombstones)),
             opt_big(h.delta.as_ref().map(|d| d.expired_tombstones)),
-            opt_big(h.delta.as_ref().map(|d| d.vacuumable_files)),
-            opt_big(h.delta.as_ref().map(|d| d.vacuumable_bytes)),
+            opt_big(h.delta.as_ref().and_then(|d| d.vacuumable_files)),
+            opt_big(h.delta.as_ref().and_then(|d| d.vacuumable_bytes)),
+            opt_text(h.blocked.compaction),
+            opt_text(h.blocked.cleanup),
         ]])
     }
 }

@@ -85,16 +85,24 @@ const FEATURES: &[(&str, Option<&str>)] = &[
     ("catalogOwned-preview", Some("its commits go through its catalog, which this version does not call")),
 ];
 
-/// Refuses a table whose protocol this rewrite could break, naming the feature and why.
+/// Refuses a table whose protocol this rewrite could break, naming the feature and why
+/// ([`protocol_refusal`]).
 pub fn check_protocol(table: &DeltaLakeTable) -> Result<()> {
-    let refuse = |what: String| {
-        Err(Error::new(
+    match protocol_refusal(table) {
+        None => Ok(()),
+        Some(what) => Err(Error::new(
             ErrorKind::Unsupported,
             format!("Delta table '{}' {what}; compaction does not rewrite it", table.root.display()),
-        ))
-    };
+        )),
+    }
+}
+
+/// What in the table's protocol or schema this rewrite could break, and why (`uses feature
+/// 'variantType': …`), or `None` when compaction may rewrite it: the one decision
+/// [`check_protocol`] refuses by and the read-only functions report (`compaction_blocked_by`).
+pub fn protocol_refusal(table: &DeltaLakeTable) -> Option<String> {
     if table.keeps_iceberg_metadata() {
-        return refuse(
+        return Some(
             "keeps Iceberg metadata beside its log (UniForm: delta.universalFormat.enabledFormats or an icebergCompat \
              feature); a rewrite would leave that metadata behind the Delta log, and Iceberg readers would read the \
              replaced files until a VACUUM deletes them"
@@ -104,16 +112,16 @@ pub fn check_protocol(table: &DeltaLakeTable) -> Result<()> {
     for key in ["readerFeatures", "writerFeatures"] {
         for feature in table.features(key) {
             if let Some((_, Some(why))) = FEATURES.iter().find(|(name, _)| *name == feature) {
-                return refuse(format!("uses feature '{feature}': {why}"));
+                return Some(format!("uses feature '{feature}': {why}"));
             }
         }
     }
     let known: Vec<&str> = FEATURES.iter().map(|(name, _)| *name).collect();
     if let Some(what) = table.unknown_protocol(&known, &known) {
-        return refuse(what);
+        return Some(format!("{what} (not known to this version)"));
     }
     if table.features("writerFeatures").iter().any(|f| f == "rowTracking") && table.row_tracking.is_none() {
-        return refuse(
+        return Some(
             "supports row tracking but names no materialized row-id columns \
              (delta.rowTracking.materializedRowIdColumnName), so rewritten rows could not keep their ids"
                 .into(),
@@ -121,17 +129,21 @@ pub fn check_protocol(table: &DeltaLakeTable) -> Result<()> {
     }
     let mapping = table.property("delta.columnMapping.mode").unwrap_or("none");
     if !matches!(mapping, "none" | "name" | "id") {
-        return refuse(format!("uses column mapping mode '{mapping}', which Delta does not define"));
+        return Some(format!("uses column mapping mode '{mapping}', which Delta does not define"));
     }
-    if let Some(field) = table.fields().iter().find_map(|f| {
-        let name = f.get("name").and_then(Value::as_str).unwrap_or("?");
-        nested_type_change(f.get("type")?).map(|inner| format!("{name}.{inner}"))
-    }) {
-        return refuse(format!(
-            "widened the type of the nested field '{field}' (typeWidening); the rewrite casts top-level columns only"
-        ));
-    }
-    Ok(())
+    table
+        .fields()
+        .iter()
+        .find_map(|f| {
+            let name = f.get("name").and_then(Value::as_str).unwrap_or("?");
+            nested_type_change(f.get("type")?).map(|inner| format!("{name}.{inner}"))
+        })
+        .map(|field| {
+            format!(
+                "widened the type of the nested field '{field}' (typeWidening); the rewrite casts top-level columns \
+                 only"
+            )
+        })
 }
 
 /// The layout of a clustered table's rewrite: a z-order on its clustering columns (by logical

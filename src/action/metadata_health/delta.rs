@@ -13,8 +13,10 @@ use crate::table::delta::{DeltaLakeTable, LogFile};
 /// Measures a Delta table: its log (commits, checkpoints, retention) and what VACUUM would do.
 /// The Iceberg figures map onto Delta's: a commit is a snapshot, the log's files are metadata
 /// files, a deletion vector is a position-delete file, and log entries a log cleanup would
-/// remove (older than `delta.logRetentionDuration` and before a checkpoint) are expirable.
-pub fn measure(table: &DeltaLakeTable, host: &HostDb) -> Result<MetadataHealth> {
+/// remove (older than `delta.logRetentionDuration` and before a checkpoint) are expirable. When
+/// VACUUM is blocked (`vacuum_allowed` false: a feature it does not know), what it would delete is
+/// not planned: orphans and vacuumable files are unknown (`None`).
+pub fn measure(table: &DeltaLakeTable, vacuum_allowed: bool, host: &HostDb) -> Result<MetadataHealth> {
     let log_retention_hours = table
         .property("delta.logRetentionDuration")
         .map(|v| {
@@ -60,16 +62,24 @@ pub fn measure(table: &DeltaLakeTable, host: &HostDb) -> Result<MetadataHealth> 
     h.position_delete_files = table.files.iter().filter(|f| f.deletion_vector_rows.is_some()).count() as u64;
 
     let deleted_file_retention_hours = vacuum::table_retention_hours(table)?;
-    let plan = vacuum::vacuum(
-        table,
-        &vacuum::VacuumOptions { retention_hours: None, dry_run: true, enforce_retention_duration: true, lite: false },
-        host,
-    )?;
+    let plan = vacuum_allowed
+        .then(|| {
+            let options = vacuum::VacuumOptions {
+                retention_hours: None,
+                dry_run: true,
+                enforce_retention_duration: true,
+                lite: false,
+            };
+            vacuum::vacuum(table, &options, host)
+        })
+        .transpose()?;
     let tombstone_counts = vacuum::tombstone_counts(table, deleted_file_retention_hours)?;
-    let untracked: Vec<&vacuum::VacuumedFile> =
-        plan.files.iter().filter(|f| f.reason == vacuum::VacuumReason::Untracked).collect();
-    h.orphan_files = Some(untracked.len() as u64);
-    h.orphan_bytes = Some(untracked.iter().map(|f| f.deleted.size_bytes).sum());
+    let count = |reason| plan.as_ref().map(|p| p.files.iter().filter(|f| f.reason == reason).count());
+    let untracked = count(vacuum::VacuumReason::Untracked);
+    h.orphan_files = untracked.map(|n| n as u64);
+    h.orphan_bytes = plan.as_ref().map(|p| {
+        p.files.iter().filter(|f| f.reason == vacuum::VacuumReason::Untracked).map(|f| f.deleted.size_bytes).sum()
+    });
     let log = DeltaLogHealth {
         commits_since_checkpoint: commits.iter().filter(|(v, _)| last_checkpoint.is_none_or(|(c, _)| *v > c)).count()
             as u64,
@@ -80,8 +90,8 @@ pub fn measure(table: &DeltaLakeTable, host: &HostDb) -> Result<MetadataHealth> 
         deleted_file_retention_hours,
         tombstones: tombstone_counts.0,
         expired_tombstones: tombstone_counts.1,
-        vacuumable_files: plan.removed(),
-        vacuumable_bytes: plan.reclaimed_bytes(),
+        vacuumable_files: plan.as_ref().map(vacuum::VacuumReport::removed),
+        vacuumable_bytes: plan.as_ref().map(vacuum::VacuumReport::reclaimed_bytes),
     };
     if h.expirable_snapshots > 0 {
         h.reasons.push(format!(
@@ -98,13 +108,13 @@ pub fn measure(table: &DeltaLakeTable, host: &HostDb) -> Result<MetadataHealth> 
             log.commits_since_checkpoint, log.checkpoint_interval
         ));
     }
-    if log.vacuumable_files > 0 {
+    if let (Some(files @ 1..), Some(bytes)) = (log.vacuumable_files, log.vacuumable_bytes) {
         h.reasons.push(format!(
             "{} files ({:.2} MiB) can be vacuumed ({} expired tombstones, {} untracked; retention {} hours)",
-            log.vacuumable_files,
-            log.vacuumable_bytes as f64 / MIB,
-            plan.files.iter().filter(|f| f.reason == vacuum::VacuumReason::Tombstone).count(),
-            untracked.len(),
+            files,
+            bytes as f64 / MIB,
+            count(vacuum::VacuumReason::Tombstone).unwrap_or(0),
+            untracked.unwrap_or(0),
             trim_number(deleted_file_retention_hours)
         ));
     }

@@ -1,6 +1,7 @@
 //! What metadata health measures ([`MetadataHealth`]), against what ([`HealthOptions`]), and the
 //! verdicts read from it.
 
+use crate::action::blocked::Blocked;
 use crate::action::expire_snapshots::ExpiryOptions;
 use crate::table::TableFormat;
 
@@ -54,7 +55,7 @@ pub struct MetadataHealth {
     /// See `data_files`.
     pub equality_delete_files: u64,
     /// Orphan files and bytes (`None` when referenced metadata is missing, so orphans cannot be
-    /// told apart safely).
+    /// told apart safely, or, for Delta, when VACUUM is blocked).
     pub orphan_files: Option<u64>,
     /// See `orphan_files`.
     pub orphan_bytes: Option<u64>,
@@ -66,6 +67,8 @@ pub struct MetadataHealth {
     pub format: Option<TableFormat>,
     /// Delta Lake's log figures (`None` for Iceberg).
     pub delta: Option<DeltaLogHealth>,
+    /// What maintenance the table blocks, and why.
+    pub blocked: Blocked,
 }
 
 /// The figures of a Delta table's `_delta_log` and of what VACUUM would do.
@@ -87,10 +90,11 @@ pub struct DeltaLogHealth {
     pub tombstones: u64,
     /// Of those, removed longer ago than the deleted-file retention.
     pub expired_tombstones: u64,
-    /// Files VACUUM with the table's retention would delete, and their bytes.
-    pub vacuumable_files: u64,
+    /// Files VACUUM with the table's retention would delete, and their bytes (`None` when VACUUM
+    /// is blocked: `MetadataHealth::blocked`).
+    pub vacuumable_files: Option<u64>,
     /// See `vacuumable_files`.
-    pub vacuumable_bytes: u64,
+    pub vacuumable_bytes: Option<u64>,
 }
 
 impl MetadataHealth {

@@ -1,6 +1,7 @@
 //! The profile functions' options: `lakehouse_fragmentation`'s and
 //! `lakehouse_fragmentation_summary`'s.
 
+use crate::action::blocked::{Blocked, blocked};
 use crate::error::Result;
 use crate::functions::args::{Args, TABLE_PARAMETERS, THRESHOLD_PARAMETERS};
 use crate::profile::{DEFAULT_MIN_INPUT_FILES, PartitionProfile, Thresholds};
@@ -34,7 +35,9 @@ pub fn parse_profile_input(args: &Args) -> Result<ProfileInput> {
     Ok(ProfileInput { table, locate: args.locate_options()?, thresholds })
 }
 
-/// Opens and profiles the table (Iceberg or Delta).
-pub fn profile_table(input: &ProfileInput) -> Result<Vec<PartitionProfile>> {
-    crate::profile::table_profile(&Table::open(&input.table, &input.locate)?, &input.thresholds)
+/// Opens and profiles the table (Iceberg or Delta): its partitions, and what maintenance it
+/// blocks and why (reported, never an error: a table the profile can read is profiled).
+pub fn profile_table(input: &ProfileInput) -> Result<(Vec<PartitionProfile>, Blocked)> {
+    let table = Table::open(&input.table, &input.locate)?;
+    Ok((crate::profile::table_profile(&table, &input.thresholds)?, blocked(&table)))
 }

@@ -100,43 +100,55 @@ impl IcebergTable {
         serde_json::to_vec_pretty(&value).map_err(serialize)
     }
 
-    /// Refuses a table whose rows this version cannot rewrite: columns of types held by
-    /// stand-ins (`variant`, `geometry`, `geography`, `unknown`) or of `timestamptz_ns` (DuckDB
-    /// has no nanosecond timestamp with time zone: reading one would drop its nanoseconds), or
-    /// column defaults the parsed metadata lost.
+    /// Refuses a table whose rows this version cannot rewrite ([`Self::rewrite_refusal`]).
     pub fn require_rewritable(&self) -> Result<()> {
-        if !self.stand_ins.is_empty() {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                format!("compaction cannot rewrite columns of type {}", self.stand_ins.describe()),
-            ));
+        match self.rewrite_refusal() {
+            None => Ok(()),
+            Some(why) => Err(Error::new(ErrorKind::Unsupported, why)),
         }
-        if let Some(column) = nanosecond_timestamptz_column(self.metadata.current_schema()) {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "compaction cannot rewrite column '{column}' of type timestamptz_ns (DuckDB has no nanosecond \
-                     timestamp with time zone, so its nanoseconds would be lost); profile, health, expiry and orphan \
-                     removal work"
-                ),
-            ));
-        }
-        self.require_defaults_kept()
     }
 
-    /// Refuses when a column default of the metadata file was lost in parsing (`metadata::lost_defaults`).
-    fn require_defaults_kept(&self) -> Result<()> {
-        if self.lost_defaults.is_empty() {
-            return Ok(());
+    /// Why this version cannot rewrite the table's rows, or `None`: columns of types held by
+    /// stand-ins (`variant`, `geometry`, `geography`, `unknown`) or of `timestamptz_ns` (DuckDB
+    /// has no nanosecond timestamp with time zone: reading one would drop its nanoseconds), or
+    /// column defaults the parsed metadata lost. The one decision compaction (and the gate's
+    /// rewrites) refuse by and the read-only functions report (`compaction_blocked_by`).
+    pub fn rewrite_refusal(&self) -> Option<String> {
+        if !self.stand_ins.is_empty() {
+            return Some(format!("compaction cannot rewrite columns of type {}", self.stand_ins.describe()));
         }
-        Err(Error::new(
-            ErrorKind::Unsupported,
-            format!(
-                "the table's column defaults cannot all be read by this version ({}); nothing that would rewrite \
-                 the metadata or the data is done, so no default is lost",
-                self.lost_defaults.join(", ")
-            ),
+        if let Some(column) = nanosecond_timestamptz_column(self.metadata.current_schema()) {
+            return Some(format!(
+                "compaction cannot rewrite column '{column}' of type timestamptz_ns (DuckDB has no nanosecond \
+                 timestamp with time zone, so its nanoseconds would be lost); profile, health, expiry and orphan \
+                 removal work"
+            ));
+        }
+        self.metadata_write_refusal()
+    }
+
+    /// Why this version writes no new metadata file for the table (no commit: expiry, manifest
+    /// and delete rewrites, compaction), or `None`: column defaults the parse lost
+    /// (`metadata::lost_defaults`), which a metadata file written from the parsed metadata would
+    /// drop. What the read-only functions report as `cleanup_blocked_by`.
+    pub fn metadata_write_refusal(&self) -> Option<String> {
+        if self.lost_defaults.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "the table's column defaults cannot all be read by this version ({}); nothing that would rewrite the \
+             metadata or the data is done, so no default is lost",
+            self.lost_defaults.join(", ")
         ))
+    }
+
+    /// Refuses when a column default of the metadata file was lost in parsing
+    /// ([`Self::metadata_write_refusal`]).
+    fn require_defaults_kept(&self) -> Result<()> {
+        match self.metadata_write_refusal() {
+            None => Ok(()),
+            Some(why) => Err(Error::new(ErrorKind::Unsupported, why)),
+        }
     }
 
     /// The manifests of the current snapshot (empty for a table without snapshots).
