@@ -106,7 +106,9 @@
 //!   [`action::delete_files`], only inside [`action::boundary`], the table's root as named), [`action::rewrite_manifests`],
 //!   [`action::rewrite_position_deletes`] (position deletes merged, or made deletion vectors), [`action::metadata_health`]
 //!   (metadata-bloat figures from the other actions' dry plans; each format's measure in its
-//!   `iceberg.rs` and `delta.rs`, as every verb both formats carry out is a folder), [`action::executor`] (the Spark
+//!   `iceberg.rs` and `delta.rs`, as every verb both formats carry out is a folder),
+//!   [`action::blocked`] (what maintenance a table blocks and why, from the checks the actions
+//!   refuse by, which the read-only functions report), [`action::executor`] (the Spark
 //!   hand-off; what it needs of a format is [`action::spark_rewrite`], Delta's OPTIMIZE
 //!   [`action::executor::delta`]), [`action::gate`] (the whole gate: it opens the table once and
 //!   reloads it after each step that committed; its steps' outcomes and the scorecard built from
