@@ -77,6 +77,8 @@ PROFILE_COLUMNS = {
     "file_sizes": "VARCHAR",
     "file_size_counts": "VARCHAR",
     "file_size_buckets": "VARCHAR",
+    "compaction_blocked_by": "VARCHAR",
+    "cleanup_blocked_by": "VARCHAR",
 }
 SUMMARY_COLUMNS = {
     "total_partitions": "BIGINT",
@@ -88,6 +90,8 @@ SUMMARY_COLUMNS = {
     "projected_speedup_low": "DOUBLE",
     "projected_speedup_high": "DOUBLE",
     "compactable_bytes": "BIGINT",
+    "compaction_blocked_by": "VARCHAR",
+    "cleanup_blocked_by": "VARCHAR",
 }
 # The integer figures compared one-to-one with pyiceberg.
 FIGURES = ["total_files", "small_files", "total_size_bytes", "small_size_bytes", "record_count", "delete_files"]
