@@ -251,6 +251,20 @@ mod tests {
     }
 
     #[test]
+    fn a_type_v3_does_not_define_yet_is_read_with_a_stand_in() {
+        let metadata = v3_with(serde_json::json!([
+            {"id": 1, "name": "id", "required": false, "type": "long"},
+            {"id": 2, "name": "later", "required": false, "type": "uuid7"}]));
+        let bytes = serde_json::to_vec(&metadata).unwrap();
+        let (_, stand_ins, _) = parse_metadata(&bytes, "v1.metadata.json").unwrap();
+        assert_eq!(stand_ins.describe(), "'later' (uuid7)");
+        let mut v2 = metadata.clone();
+        v2["format-version"] = serde_json::json!(2);
+        let message = parse_metadata(&serde_json::to_vec(&v2).unwrap(), "v1.metadata.json").unwrap_err().to_string();
+        assert!(message.contains("column 'later' has type 'uuid7', which this version does not support"), "{message}");
+    }
+
+    #[test]
     fn a_v3_file_without_next_row_id_names_it_instead_of_a_serde_message() {
         // iceberg-rust 0.10 requires `next-row-id` of v3 metadata (as the spec and Java do);
         // without it serde's untagged enum said only "data did not match any variant of

@@ -1,5 +1,8 @@
 //! Column types of Iceberg format v3 that iceberg-rust 0.10 cannot parse (`variant`, `geometry`,
-//! `geography`, `unknown`), held by stand-ins so that the rest of the metadata can be read.
+//! `geography`, `unknown`, and, in a v3 table, any primitive type name the spec does not define
+//! yet: v3's types have grown since it first shipped), held by stand-ins so that the rest of the
+//! metadata can be read. A v1 or v2 table's types are all known, so a name outside them is an
+//! error there ([`StandIns::first_unknown_type`] names it).
 //!
 //! Maintenance of metadata never looks inside such a column: profile, health, expiry and orphans
 //! need the partition specs (whose source columns are never of these types) and the manifests.
@@ -39,27 +42,34 @@ impl StandIns {
     }
 
     /// Replaces unsupported types in every schema of table metadata JSON (`schemas`, and v1's
-    /// `schema`); what was replaced is recorded.
+    /// `schema`); what was replaced is recorded. Types the spec does not define are replaced
+    /// only in format v3 and later.
     pub fn substitute_metadata(metadata: &mut Value) -> StandIns {
+        let undefined_too = metadata.get("format-version").and_then(Value::as_u64).is_some_and(|v| v >= 3);
         let mut stand_ins = StandIns::default();
         if let Some(schemas) = metadata.get_mut("schemas").and_then(Value::as_array_mut) {
             for schema in schemas {
-                stand_ins.substitute_schema(schema);
+                stand_ins.substitute(schema, undefined_too);
             }
         }
         if let Some(schema) = metadata.get_mut("schema") {
-            stand_ins.substitute_schema(schema);
+            stand_ins.substitute(schema, undefined_too);
         }
         stand_ins
     }
 
-    /// Replaces unsupported types in one schema's JSON (a manifest header's `schema`).
+    /// Replaces unsupported types in one schema's JSON (a manifest header's `schema`: read only
+    /// once the table's metadata was, so types the spec does not define are replaced too).
     pub fn substitute_schema(&mut self, schema: &mut Value) {
+        self.substitute(schema, true);
+    }
+
+    fn substitute(&mut self, schema: &mut Value, undefined_too: bool) {
         let schema_id = schema.get("schema-id").and_then(Value::as_i64).unwrap_or(0);
         let mut replaced = BTreeMap::new();
         walk_fields(schema, &mut |field| {
             let Some(ty) = field.get("type") else { return };
-            if is_unsupported(ty) {
+            if is_unsupported(ty) || (undefined_too && ty.as_str().is_some_and(|t| !is_defined(t))) {
                 let id = field.get("id").and_then(Value::as_i64).unwrap_or(-1);
                 let name = field.get("name").and_then(Value::as_str).unwrap_or("?").to_string();
                 replaced.insert(id, (name, ty.clone()));
@@ -235,6 +245,28 @@ mod tests {
                 {"id": 3, "name": "c", "required": false, "type": "varchar(10)"}]}}]}]});
         assert_eq!(StandIns::first_unknown_type(&metadata), Some(("c".into(), "varchar(10)".into())));
         assert_eq!(StandIns::first_unknown_type(&json!({"schemas": []})), None);
+    }
+
+    #[test]
+    fn a_type_v3_does_not_define_yet_is_held_by_a_stand_in_only_in_v3() {
+        let schema = |version: u64| {
+            json!({"format-version": version, "schemas": [{"schema-id": 0, "type": "struct", "fields": [
+                {"id": 1, "name": "a", "required": false, "type": "timestamptz_ns"},
+                {"id": 2, "name": "l", "required": false,
+                 "type": {"type": "list", "element-id": 3, "element-required": false, "element": "decimal256(60, 2)"}}]}]})
+        };
+        let original = schema(3);
+        let mut metadata = original.clone();
+        let stand_ins = StandIns::substitute_metadata(&mut metadata);
+        assert_eq!(stand_ins.describe(), "'element' (decimal256(60, 2))");
+        assert_eq!(metadata["schemas"][0]["fields"][0]["type"], "timestamptz_ns", "a defined type stays");
+        assert_eq!(metadata["schemas"][0]["fields"][1]["type"]["element"], STAND_IN);
+        stand_ins.restore(&mut metadata);
+        assert_eq!(metadata, original);
+        // v2's types are all known: an undefined one stays, for the error that names it.
+        let mut v2 = schema(2);
+        assert!(StandIns::substitute_metadata(&mut v2).is_empty());
+        assert_eq!(StandIns::first_unknown_type(&v2), Some(("element".into(), "decimal256(60, 2)".into())));
     }
 
     #[test]
