@@ -74,12 +74,12 @@ pub fn measure(table: &DeltaLakeTable, vacuum_allowed: bool, host: &HostDb) -> R
         })
         .transpose()?;
     let tombstone_counts = vacuum::tombstone_counts(table, deleted_file_retention_hours)?;
-    let count = |reason| plan.as_ref().map(|p| p.files.iter().filter(|f| f.reason == reason).count());
-    let untracked = count(vacuum::VacuumReason::Untracked);
-    h.orphan_files = untracked.map(|n| n as u64);
-    h.orphan_bytes = plan.as_ref().map(|p| {
-        p.files.iter().filter(|f| f.reason == vacuum::VacuumReason::Untracked).map(|f| f.deleted.size_bytes).sum()
-    });
+    let of_reason = |reason| -> Option<Vec<&vacuum::VacuumedFile>> {
+        plan.as_ref().map(|p| p.files.iter().filter(|f| f.reason == reason).collect())
+    };
+    let untracked = of_reason(vacuum::VacuumReason::Untracked);
+    h.orphan_files = untracked.as_ref().map(|u| u.len() as u64);
+    h.orphan_bytes = untracked.as_ref().map(|u| u.iter().map(|f| f.deleted.size_bytes).sum());
     let log = DeltaLogHealth {
         commits_since_checkpoint: commits.iter().filter(|(v, _)| last_checkpoint.is_none_or(|(c, _)| *v > c)).count()
             as u64,
@@ -113,8 +113,8 @@ pub fn measure(table: &DeltaLakeTable, vacuum_allowed: bool, host: &HostDb) -> R
             "{} files ({:.2} MiB) can be vacuumed ({} expired tombstones, {} untracked; retention {} hours)",
             files,
             bytes as f64 / MIB,
-            count(vacuum::VacuumReason::Tombstone).unwrap_or(0),
-            untracked.unwrap_or(0),
+            of_reason(vacuum::VacuumReason::Tombstone).map_or(0, |t| t.len()),
+            untracked.map_or(0, |u| u.len()),
             trim_number(deleted_file_retention_hours)
         ));
     }
