@@ -9,7 +9,9 @@
 
 use crate::action::compact::delta::protocol_refusal as compaction_refusal;
 use crate::action::vacuum::protocol_refusal as vacuum_refusal;
-use crate::table::Table;
+use crate::error::Result;
+use crate::profile::{PartitionProfile, Thresholds, table_profile};
+use crate::table::{LocateOptions, Table};
 
 /// What blocks each kind of maintenance of a table (`None`: nothing does).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -29,6 +31,17 @@ pub fn blocked(table: &Table) -> Blocked {
         }
         Table::Delta(table) => Blocked { compaction: compaction_refusal(table), cleanup: vacuum_refusal(table) },
     }
+}
+
+/// Opens and profiles `table_name` (Iceberg or Delta): its partitions, and what maintenance it
+/// blocks and why (reported, never an error: a table the profile can read is profiled).
+pub fn profile_with_blocked(
+    table_name: &str,
+    locate: &LocateOptions,
+    thresholds: &Thresholds,
+) -> Result<(Vec<PartitionProfile>, Blocked)> {
+    let table = Table::open(table_name, locate)?;
+    Ok((table_profile(&table, thresholds)?, blocked(&table)))
 }
 
 #[cfg(test)]

@@ -6,8 +6,9 @@
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
 use super::args::{Args, named};
-use super::options::profile::{ProfileInput, parse_profile_input, profile_parameters, profile_table};
+use super::options::profile::{ProfileInput, parse_profile_input, profile_parameters};
 use super::{Cell, RowFunction};
+use crate::action::blocked::profile_with_blocked;
 use crate::duck::HostDb;
 use crate::error::Result;
 use crate::profile::{round_mb, round_ratio};
@@ -54,7 +55,7 @@ impl RowFunction for Fragmentation {
 
     fn run(input: &Self::Input, _host: &HostDb) -> Result<Vec<Vec<Cell>>> {
         let legend = crate::profile::histogram_legend(input.thresholds.small_file_threshold_mb);
-        let (partitions, blocked) = profile_table(input)?;
+        let (partitions, blocked) = profile_with_blocked(&input.table, &input.locate, &input.thresholds)?;
         let text = |why: &Option<String>| why.clone().map_or(Cell::Null, Cell::Text);
         Ok(partitions
             .into_iter()

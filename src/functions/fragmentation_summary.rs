@@ -5,8 +5,9 @@
 use duckdb::core::{LogicalTypeHandle, LogicalTypeId};
 
 use super::args::{Args, named};
-use super::options::profile::{ProfileInput, parse_profile_input, profile_parameters, profile_table};
+use super::options::profile::{ProfileInput, parse_profile_input, profile_parameters};
 use super::{Cell, RowFunction};
+use crate::action::blocked::profile_with_blocked;
 use crate::duck::HostDb;
 use crate::error::Result;
 use crate::plan::compaction::check_sizing;
@@ -58,7 +59,8 @@ impl RowFunction for FragmentationSummary {
     }
 
     fn run(input: &Self::Input, _host: &HostDb) -> Result<Vec<Vec<Cell>>> {
-        let (partitions, blocked) = profile_table(&input.profile)?;
+        let (partitions, blocked) =
+            profile_with_blocked(&input.profile.table, &input.profile.locate, &input.profile.thresholds)?;
         let s = summarize(&partitions);
         let speedup = projection::of_profile(&partitions, input.target_file_size_mb);
         Ok(vec![vec![

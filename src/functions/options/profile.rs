@@ -1,11 +1,10 @@
 //! The profile functions' options: `lakehouse_fragmentation`'s and
 //! `lakehouse_fragmentation_summary`'s.
 
-use crate::action::blocked::{Blocked, blocked};
 use crate::error::Result;
 use crate::functions::args::{Args, TABLE_PARAMETERS, THRESHOLD_PARAMETERS};
-use crate::profile::{DEFAULT_MIN_INPUT_FILES, PartitionProfile, Thresholds};
-use crate::table::{LocateOptions, Table};
+use crate::profile::{DEFAULT_MIN_INPUT_FILES, Thresholds};
+use crate::table::LocateOptions;
 
 use super::source::OptionSource;
 
@@ -33,11 +32,4 @@ pub fn parse_profile_input(args: &Args) -> Result<ProfileInput> {
     let min_input_files = args.i64_in("min_input_files", DEFAULT_MIN_INPUT_FILES as i64, 2, i64::from(u32::MAX))?;
     let thresholds = args.thresholds()?.with_min_input_files(min_input_files as u64)?;
     Ok(ProfileInput { table, locate: args.locate_options()?, thresholds })
-}
-
-/// Opens and profiles the table (Iceberg or Delta): its partitions, and what maintenance it
-/// blocks and why (reported, never an error: a table the profile can read is profiled).
-pub fn profile_table(input: &ProfileInput) -> Result<(Vec<PartitionProfile>, Blocked)> {
-    let table = Table::open(&input.table, &input.locate)?;
-    Ok((crate::profile::table_profile(&table, &input.thresholds)?, blocked(&table)))
 }
