@@ -177,6 +177,7 @@ fn after_compaction<T>(
 /// Expires snapshots (Iceberg) or vacuums (Delta) past the retention, also when nothing was
 /// compacted. Delta's retention is `snapshot_retention_days` when given, else the table's
 /// `delta.deletedFileRetentionDuration`; one below the table's is refused, as VACUUM refuses it.
+/// A Delta table VACUUM refuses is left as it is, with a warning naming why.
 fn retire_history(table: &Table, options: &GateOptions, host: &HostDb) -> Result<Retired> {
     match table {
         Table::Iceberg { located, table } => {
@@ -191,7 +192,16 @@ fn retire_history(table: &Table, options: &GateOptions, host: &HostDb) -> Result
                 warning: expiry.warning,
             })
         }
-        Table::Delta(table) => {
+        Table::Delta(delta) => {
+            // A table VACUUM refuses (a reader feature whose files it does not know) keeps its
+            // files, as the compaction keeps a table it refuses: the run goes on and says why.
+            if let Some(why) = crate::action::vacuum::protocol_refusal(delta) {
+                return Ok(Retired {
+                    warning: Some(format!("VACUUM was not run: the Delta table {why}")),
+                    ..Retired::nothing(table, &options.expiry)
+                });
+            }
+            let table = delta;
             let vacuum_options = VacuumOptions {
                 retention_hours: options.expiry.retention_days.map(|d| d * 24.0),
                 dry_run: options.dry_run,

@@ -131,6 +131,24 @@ def test_a_delta_feature_is_a_column_of_the_read_only_functions(con, tmp_path, c
     assert snapshot_of(root) == before, "a refusal leaves the table as it was"
 
 
+def test_the_gate_on_a_table_it_cannot_maintain_reports_why_and_changes_nothing(con, tmp_path):
+    """The gate on a table both compaction and VACUUM refuse (an unknown writer feature) runs to
+    its end: every degraded partition is skipped with the compaction's reason, VACUUM is not run
+    and the warnings say why, and no file of the table changes (before, the gate failed on
+    VACUUM's refusal)."""
+    reader, readers, writers, compaction_why, vacuum_why = DELTA_CASES["liquid"]
+    root = delta_with_features(tmp_path / "gate", reader, readers, writers)
+    before = snapshot_of(root)
+    rows = rows_of(con, f"SELECT * FROM lakehouse_gate('{root}', small_file_threshold_mb := 1)")
+    assert sorted(r["partition"] for r in rows) == ["p=a", "p=b"], rows
+    assert {(r["verdict"], r["files_after"]) for r in rows} == {("skipped", 4)}, rows
+    assert all(compaction_why in r["reason"] for r in rows), rows
+    first = rows[0]
+    assert first["partitions_compacted"] == 0 and first["files_deleted"] == 0, first
+    assert f"VACUUM was not run: the Delta table {vacuum_why}" in first["warnings"], first
+    assert snapshot_of(root) == before, "the gate leaves a table it cannot maintain as it was"
+
+
 def test_a_delta_table_vacuum_knows_blocks_compaction_only(con, tmp_path):
     """`variantType-preview` alone: VACUUM knows it (its files are the log's), so the health
     plans the vacuum as usual and only compaction is blocked."""
