@@ -763,6 +763,13 @@ FEATURE_TABLES: dict[str, tuple[str, str, str, list[str]]] = {
              "id, concat('v', id)", []),
     "variant": ("id bigint, j variant", "", "id, parse_json(concat('{\"a\": ', id, '}'))", []),
     "clustered": ("id bigint, v string", "CLUSTER BY (id, v)", "id, concat('v', id)", []),
+    # Iceberg compatibility (no conversion: that takes Delta's delta-iceberg jar and a metastore):
+    # column mapping with element, key and value ids, which its files carry as Parquet field ids.
+    "icebergcompat": ("id bigint, a array<int>, m map<string, array<int>>, s struct<x: int, l: array<int>>",
+                      "TBLPROPERTIES ('delta.enableIcebergCompatV2' = 'true', 'delta.columnMapping.mode' = 'name', "
+                      "'delta.enableDeletionVectors' = 'false')",
+                      "id, array(CAST(id AS INT)), map(concat('k', id), array(CAST(id AS INT), 1)), "
+                      "named_struct('x', CAST(id AS INT), 'l', array(2))", []),
 }
 
 

@@ -6,6 +6,8 @@ shows our OPTIMIZE, and it keeps writing; variant is refused naming the feature,
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -66,8 +68,23 @@ def test_compaction_of_spark_feature_tables(con, spark, feature_tables, tmp_path
         adds = [a["add"] for a in d.commit_actions(path, version + 1) if "add" in a]
         assert adds and all(a.get("clusteringProvider") == "liquid" for a in adds), adds
         assert all(r["strategy"] == "zorder(id, v)" for r in rows.values()), rows
+    if name == "icebergcompat":
+        added = [a["add"] for a in d.commit_actions(path, version + 1) if "add" in a]
+        removed = [a["remove"]["path"] for a in d.commit_actions(path, version + 1) if "remove" in a]
+        assert added and all(json.loads(a["stats"])["numRecords"] > 0 for a in added), added
+        assert {parquet_field_ids(d._abs(path, a["path"])) for a in added} == {parquet_field_ids(d._abs(path, removed[0]))}, \
+            "the rewritten files carry the field ids Spark wrote: columns, struct fields, elements, keys, values"
     d.spark_sql(spark, f"INSERT INTO delta.`{path}` SELECT * FROM delta.`{path}` LIMIT 3")
     assert len(spark_json(spark, path)) == len(before) + 3
+
+
+def parquet_field_ids(path: str) -> tuple[tuple[str, int], ...]:
+    """Every named node of a Parquet file's schema below its root with its field id, in schema
+    order (the repeated groups of lists and maps, which carry none, left out)."""
+    import pyarrow.parquet as pq
+
+    nodes = re.findall(r"^\s*(?:optional|required) \S+ field_id=(-?\d+) (\S+)", str(pq.ParquetFile(path).schema), re.M)
+    return tuple((name.rstrip(";"), int(field_id)) for field_id, name in nodes[1:])
 
 
 def test_v2_checkpoints_are_left_to_spark(con, spark, feature_tables, tmp_path):

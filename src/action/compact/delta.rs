@@ -6,7 +6,7 @@
 //! Safety rules, as for Iceberg ([`crate::action::compact`]):
 //! - the protocol is checked first: every table feature has a decision (`FEATURES`); one whose
 //!   meaning a rewrite could break (variant, materialized partition columns, catalog-managed
-//!   commits, Iceberg compatibility, anything unknown) is refused, naming it and why
+//!   commits, UniForm's conversion to Iceberg, anything unknown) is refused, naming it and why
 //!   ([`check_protocol`]); column mapping, row tracking, type widening, clustering, in-commit
 //!   timestamps and v2 checkpoints are rewritten as they ask
 //!   ([`crate::action::compact::delta_columns`]; a z-order on the clustering columns; no
@@ -73,6 +73,15 @@ const FEATURES: &[(&str, Option<&str>)] = &[
     ("rowTracking", None),
     ("clustering", None),
     ("inCommitTimestamp", None),
+    // Files written as the compatibility asks ([`iceberg_compat_refusal`]): field ids, nested
+    // ones included; partition values in the files; `numRecords`; no deletion vector written.
+    ("icebergCompatV1", None),
+    ("icebergCompatV2", None),
+    (
+        "icebergCompatV3",
+        Some("its files must carry the row-lineage field ids Iceberg v3 reads, which this rewrite does not write"),
+    ),
+    ("icebergWriterCompatV1", Some("it constrains physical names and field ids in ways this rewrite does not check")),
     ("variantType", Some("DuckDB does not read and write Spark's variant encoding back unchanged")),
     ("variantType-preview", Some("DuckDB does not read and write Spark's variant encoding back unchanged")),
     ("variantShredding", Some("DuckDB does not read and write Spark's variant encoding back unchanged")),
@@ -101,13 +110,16 @@ pub fn check_protocol(table: &DeltaLakeTable) -> Result<()> {
 /// 'variantType': …`), or `None` when compaction may rewrite it: the one decision
 /// [`check_protocol`] refuses by and the read-only functions report (`compaction_blocked_by`).
 pub fn protocol_refusal(table: &DeltaLakeTable) -> Option<String> {
-    if table.keeps_iceberg_metadata() {
+    if table.converts_to_iceberg() {
         return Some(
-            "keeps Iceberg metadata beside its log (UniForm: delta.universalFormat.enabledFormats or an icebergCompat \
-             feature); a rewrite would leave that metadata behind the Delta log, and Iceberg readers would read the \
-             replaced files until a VACUUM deletes them"
+            "converts every commit to Iceberg metadata (UniForm: delta.universalFormat.enabledFormats = iceberg), \
+             which Delta's converter writes and registers in the table's Hive metastore; a rewrite without it would \
+             leave the Iceberg view on the replaced files until a VACUUM deletes them"
                 .into(),
         );
+    }
+    if let Some(why) = iceberg_compat_refusal(table) {
+        return Some(why);
     }
     for key in ["readerFeatures", "writerFeatures"] {
         for feature in table.features(key) {
@@ -144,6 +156,27 @@ pub fn protocol_refusal(table: &DeltaLakeTable) -> Option<String> {
                  only"
             )
         })
+}
+
+/// Why a table under an Iceberg compatibility feature (`icebergCompatV1`/`V2`, whose files
+/// Iceberg readers must be able to read once UniForm converts the log) cannot be rewritten as it
+/// requires, or `None`: its files hold the partition values (materialized after the data
+/// columns), which this rewrite does not write yet, so a partitioned table is refused; column
+/// mapping (which the feature requires) is written with every field id, element, key and value
+/// ids included (`delta.columnMapping.nested.ids`, [`crate::action::compact::delta_columns`]).
+fn iceberg_compat_refusal(table: &DeltaLakeTable) -> Option<String> {
+    let features = table.features("writerFeatures");
+    let compat = features.iter().find(|f| matches!(f.as_str(), "icebergCompatV1" | "icebergCompatV2"))?;
+    if !table.partition_columns().is_empty() {
+        return Some(format!(
+            "uses feature '{compat}': its files must hold the partition columns, which this rewrite writes to the \
+             log only"
+        ));
+    }
+    if table.property("delta.columnMapping.mode").is_none_or(|m| m == "none") {
+        return Some(format!("uses feature '{compat}' without column mapping, which the feature requires"));
+    }
+    None
 }
 
 /// The layout of a clustered table's rewrite: a z-order on its clustering columns (by logical

@@ -381,22 +381,54 @@ fn unmapped(field: &Value, key: &str) -> Error {
 }
 
 /// The `FIELD_IDS` entry of a mapped field: its id, with the ids of the fields nested in it (by
-/// physical name, inside arrays and maps too — their element, key and value carry none of their
-/// own — as Spark writes them: a reader in `id` mode finds nested fields by these ids).
+/// physical name, inside arrays and maps too), and the ids of its arrays' elements and its maps'
+/// keys and values where the schema gives them (`delta.columnMapping.nested.ids`, keyed
+/// `<physical name>.element`, `.key`, `.value`, `….element.value`…, which Iceberg compatibility
+/// writes): as Spark writes them, so a reader in `id` mode finds every nested field by its id.
 fn field_ids(field: &Value) -> Result<String> {
     let id = field_id(field)?;
-    Ok(match nested_ids(field.get("type").unwrap_or(&Value::Null))? {
+    let nested = NestedIds {
+        ids: field.get("metadata").and_then(|m| m.get(NESTED_IDS)).and_then(Value::as_object),
+        path: physical_name(field)?,
+    };
+    Ok(match nested_ids(field.get("type").unwrap_or(&Value::Null), &nested)? {
         None => id.to_string(),
         Some(entries) => format!("{{__duckdb_field_id: {id}, {entries}}}"),
     })
 }
 
+const NESTED_IDS: &str = "delta.columnMapping.nested.ids";
+
+/// The element, key and value ids of a mapped field (`delta.columnMapping.nested.ids`), and the
+/// path of the type at hand inside it (`col-x`, `col-x.element`, `col-x.value.element`, …).
+struct NestedIds<'a> {
+    ids: Option<&'a serde_json::Map<String, Value>>,
+    path: String,
+}
+
+impl NestedIds<'_> {
+    /// The ids one level down, at `<path>.<label>`, and that level's own id when the schema
+    /// gives one.
+    fn inside(&self, label: &str) -> (NestedIds<'_>, Option<i64>) {
+        let path = format!("{}.{label}", self.path);
+        let id = self.ids.and_then(|ids| ids.get(&path)).and_then(Value::as_i64);
+        (NestedIds { ids: self.ids, path }, id)
+    }
+}
+
 /// The `FIELD_IDS` entries of the fields nested in `ty` (`"col-x": 5, …`, `element: {…}`,
-/// `key: {…}, value: {…}`); `None` when it holds no field.
-fn nested_ids(ty: &Value) -> Result<Option<String>> {
+/// `key: 7, value: {…}`); `None` when it holds no field and no id.
+fn nested_ids(ty: &Value, nested: &NestedIds) -> Result<Option<String>> {
     let Some(object) = ty.as_object() else { return Ok(None) };
     let inside = |key: &str, label: &str| -> Result<Option<String>> {
-        Ok(nested_ids(object.get(key).unwrap_or(&Value::Null))?.map(|e| format!("{label}: {{{e}}}")))
+        let (deeper, id) = nested.inside(label);
+        let entries = nested_ids(object.get(key).unwrap_or(&Value::Null), &deeper)?;
+        Ok(match (id, entries) {
+            (None, None) => None,
+            (Some(id), None) => Some(format!("{label}: {id}")),
+            (None, Some(e)) => Some(format!("{label}: {{{e}}}")),
+            (Some(id), Some(e)) => Some(format!("{label}: {{__duckdb_field_id: {id}, {e}}}")),
+        })
     };
     let entries: Vec<String> = match object.get("type").and_then(Value::as_str) {
         Some("struct") => object

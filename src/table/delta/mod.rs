@@ -210,15 +210,19 @@ impl DeltaLakeTable {
         self.metadata.get("configuration").and_then(|c| c.get(key)).and_then(Value::as_str)
     }
 
+    /// Whether a writer of the table must also convert each commit to Iceberg metadata (UniForm):
+    /// Iceberg is among `delta.universalFormat.enabledFormats`.
+    pub fn converts_to_iceberg(&self) -> bool {
+        self.property("delta.universalFormat.enabledFormats")
+            .is_some_and(|formats| formats.split(',').any(|f| f.trim().eq_ignore_ascii_case("iceberg")))
+    }
+
     /// Whether the table keeps Iceberg metadata in `metadata/` beside its log (UniForm): Iceberg
     /// is among `delta.universalFormat.enabledFormats`, or an Iceberg compatibility writer
     /// feature (`icebergCompatV1`…, `icebergWriterCompatV1`…) is listed — also after UniForm was
     /// switched off, since its metadata directory stays.
     pub fn keeps_iceberg_metadata(&self) -> bool {
-        let enabled = self
-            .property("delta.universalFormat.enabledFormats")
-            .is_some_and(|formats| formats.split(',').any(|f| f.trim().eq_ignore_ascii_case("iceberg")));
-        enabled
+        self.converts_to_iceberg()
             || self
                 .features("writerFeatures")
                 .iter()
