@@ -16,4 +16,5 @@ pub mod rewrite_manifests;
 pub mod rewrite_position_deletes;
 pub mod scan;
 pub mod spark_rewrite;
+pub mod uniform_view;
 pub mod vacuum;

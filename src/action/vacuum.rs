@@ -32,7 +32,10 @@
 //! in the table directory that the log does not name). On a table that keeps Iceberg metadata
 //! beside its log (UniForm: `delta.universalFormat.enabledFormats` with `iceberg`, or an
 //! `icebergCompat*` feature) every directory named `metadata` is left alone, as Spark's VACUUM
-//! leaves it — here also when UniForm was switched off but the feature is still listed.
+//! leaves it — here also when UniForm was switched off but the feature is still listed — and,
+//! unlike Spark's, every file the Iceberg metadata there still references is kept
+//! ([`crate::action::uniform_view`]): after a commit that did not convert, the Iceberg view
+//! lags the log and would otherwise lose the files it reads.
 //!
 //! On a local disk both sides are compared by real path (symlinks and `..` resolved): the table
 //! named through a symlink, or a log naming its files by absolute `file:` paths under another
@@ -260,6 +263,7 @@ pub fn vacuum(table: &DeltaLakeTable, options: &VacuumOptions, host: &HostDb) ->
         }
         candidates(table, cutoff_ms, &conn, options.lite)?
     };
+    let candidates = without_iceberg_view_files(table, candidates)?;
     // Deleting only after the listing: a commit since would have been seen by a re-read.
     if !options.dry_run {
         let latest =
@@ -300,6 +304,35 @@ pub fn vacuum(table: &DeltaLakeTable, options: &VacuumOptions, host: &HostDb) ->
             .collect(),
         dry_run: options.dry_run,
     })
+}
+
+/// `candidates` without the files a UniForm table's Iceberg view still reads
+/// ([`crate::action::uniform_view`]), compared by real path on a local disk.
+fn without_iceberg_view_files(table: &DeltaLakeTable, candidates: Vec<Candidate>) -> Result<Vec<Candidate>> {
+    let view = crate::action::uniform_view::iceberg_view_files(table)?;
+    if view.is_empty() {
+        return Ok(candidates);
+    }
+    let mut real = RealPaths::default();
+    let view: HashSet<String> = view
+        .into_iter()
+        .map(|p| match crate::store::local_path(&p) {
+            Some(local) => real.or_same(std::path::Path::new(local)).to_string_lossy().into_owned(),
+            None => p,
+        })
+        .collect();
+    let before = candidates.len();
+    let kept: Vec<Candidate> = candidates
+        .into_iter()
+        .filter(|c| !view.contains(&crate::action::uniform_view::spelled(&c.path.to_string_lossy())))
+        .collect();
+    let held = before - kept.len();
+    if held > 0 {
+        crate::progress_lines::line(|| {
+            format!("kept {held} files the table's Iceberg view (UniForm metadata/) still reads")
+        });
+    }
+    Ok(kept)
 }
 
 /// A file the vacuum would delete.
