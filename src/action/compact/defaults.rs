@@ -62,6 +62,11 @@ pub fn default_text(field: &NestedField) -> std::result::Result<Option<String>, 
             .ok_or_else(unsupported)?
             .format("%Y-%m-%d %H:%M:%S%.6f+00")
             .to_string(),
+        (PrimitiveType::TimestampNs, PrimitiveLiteral::Long(v)) => {
+            let t = chrono::DateTime::from_timestamp_nanos(*v).naive_utc();
+            common_era(Some(t.date())).ok_or_else(unsupported)?;
+            t.format("%Y-%m-%d %H:%M:%S%.9f").to_string()
+        }
         (PrimitiveType::String, PrimitiveLiteral::String(v)) => v.clone(),
         (PrimitiveType::Uuid, PrimitiveLiteral::UInt128(v)) => uuid::Uuid::from_u128(*v).to_string(),
         (PrimitiveType::Fixed(_) | PrimitiveType::Binary, PrimitiveLiteral::Binary(bytes)) => {
@@ -283,6 +288,7 @@ mod tests {
             (PrimitiveType::Timestamp, PrimitiveLiteral::Long(1_500_000), "1970-01-01 00:00:01.500000"),
             (PrimitiveType::Timestamptz, PrimitiveLiteral::Long(0), "1970-01-01 00:00:00.000000+00"),
             (PrimitiveType::Time, PrimitiveLiteral::Long(3_600_000_001), "01:00:00.000001"),
+            (PrimitiveType::TimestampNs, PrimitiveLiteral::Long(-1), "1969-12-31 23:59:59.999999999"),
             (PrimitiveType::String, PrimitiveLiteral::String("it's".into()), "it's"),
             (PrimitiveType::Binary, PrimitiveLiteral::Binary(vec![0, 255]), "\\x00\\xFF"),
             (
