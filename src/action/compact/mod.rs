@@ -41,6 +41,7 @@ pub mod delta_commit;
 pub mod iceberg;
 pub mod iceberg_commit;
 pub mod iceberg_focus;
+pub mod iceberg_nested_defaults;
 pub mod iceberg_nested_fields;
 pub mod iceberg_outputs;
 pub mod progress;
@@ -203,11 +204,11 @@ mod tests {
             ])
             .build()
             .unwrap();
-        let by_id = select_sql(&schema, &["/d/a.parquet".into()], true).unwrap();
+        let by_id = select_sql(&schema, &["/d/a.parquet".into()], true, &Default::default()).unwrap();
         assert!(by_id.contains("schema = MAP {1: {name: 'id', type: 'BIGINT'"), "{by_id}");
         assert!(by_id.contains("\"it's\"") && by_id.contains("'it''s'"), "{by_id}");
         let by_name = OrderedRows {
-            select: select_sql(&schema, &["/d/a.parquet".into()], false).unwrap(),
+            select: select_sql(&schema, &["/d/a.parquet".into()], false, &Default::default()).unwrap(),
             order: vec!["\"id\" DESC NULLS LAST".into()],
         }
         .sql();

@@ -4,9 +4,10 @@
 
 use std::collections::HashMap;
 
-use ::iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
+use ::iceberg::spec::{NestedField, PrimitiveType, Schema, StructType, Type};
 
 use crate::action::compact::defaults::default_text;
+use crate::action::compact::iceberg_nested_defaults::NestedDefaults;
 use crate::duck::{Nested, quote_files, quote_ident, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 
@@ -118,10 +119,69 @@ pub(super) fn field_ids(field: &NestedField) -> String {
 /// where that would differ from reading by id); by name otherwise (files registered without ids,
 /// e.g. pyiceberg `add_files`, are read through their column names, as Iceberg's name mapping
 /// does).
-pub(crate) fn select_sql(schema: &Schema, inputs: &[String], files_have_ids: bool) -> Result<String> {
-    let columns = schema.as_struct().fields().iter().map(|f| quote_ident(&f.name)).collect::<Vec<_>>().join(", ");
-    let source = parquet_source(schema, inputs, files_have_ids, false, "")?;
+/// With `fills` (read by field id only), struct columns holding a field some input lacks are
+/// rebuilt with its default ([`column_sql`]).
+pub(crate) fn select_sql(
+    schema: &Schema,
+    inputs: &[String],
+    files_have_ids: bool,
+    fills: &NestedDefaults,
+) -> Result<String> {
+    let fill = files_have_ids && !fills.is_empty();
+    let columns = schema
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| if fill { column_sql(f, fills, FILE_COLUMN) } else { quote_ident(&f.name) })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let extra = if fill { format!(", filename = {}", quote_literal(FILE_COLUMN)) } else { String::new() };
+    let source = parquet_source(schema, inputs, files_have_ids, false, &extra)?;
     Ok(format!("SELECT {columns} FROM {source}"))
+}
+
+/// The column of a rewrite's read that names each row's file (`read_parquet`'s `filename`).
+pub(super) const FILE_COLUMN: &str = "__lakehouse_file";
+
+/// The expression reading top-level column `field` as readers see it: the column itself, or,
+/// when some input (its name in column `file_column`) lacks a struct field below it that has an
+/// `initial-default` ([`NestedDefaults`]), the struct rebuilt level by level with that default
+/// in the rows of those files — NULL where the struct itself is NULL.
+pub(super) fn column_sql(field: &NestedField, fills: &NestedDefaults, file_column: &str) -> String {
+    let name = quote_ident(&field.name);
+    match field.field_type.as_ref() {
+        Type::Struct(s) if fills.touches(field) => {
+            format!("{} AS {name}", rebuilt_struct(&name, s, fills, file_column))
+        }
+        _ => name,
+    }
+}
+
+/// `value` (a struct of type `ty`) with each field lacking from some files read as its default
+/// in those files' rows.
+fn rebuilt_struct(value: &str, ty: &StructType, fills: &NestedDefaults, file_column: &str) -> String {
+    let children: Vec<String> = ty
+        .fields()
+        .iter()
+        .map(|child| {
+            let current = format!("struct_extract({value}, {})", quote_literal(&child.name));
+            let expr = match (child.field_type.as_ref(), fills.lacking(child.id)) {
+                (Type::Primitive(p), Some(files)) => match (default_text(child), duckdb_type(p)) {
+                    (Ok(Some(text)), Some(ty)) => format!(
+                        "CASE WHEN {} IN ({}) THEN CAST({} AS {ty}) ELSE {current} END",
+                        quote_ident(file_column),
+                        files.iter().map(|f| quote_literal(f)).collect::<Vec<_>>().join(", "),
+                        quote_literal(&text)
+                    ),
+                    _ => current,
+                },
+                (Type::Struct(s), _) if fills.touches(child) => rebuilt_struct(&current, s, fills, file_column),
+                _ => current,
+            };
+            format!("{} := {expr}", quote_ident(&child.name))
+        })
+        .collect();
+    format!("CASE WHEN {value} IS NULL THEN NULL ELSE struct_pack({}) END", children.join(", "))
 }
 
 /// The `read_parquet(…)` of [`select_sql`], with `extra` options appended (`, filename = …`).
