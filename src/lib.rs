@@ -97,7 +97,7 @@
 //!   `batches.rs` (partial progress), the Iceberg rewrite in `iceberg.rs` with its helpers named
 //!   `iceberg_*.rs` (`iceberg_focus.rs`, which manifests it decodes; `iceberg_outputs.rs`, where
 //!   its files go; `iceberg_nested_fields.rs`, files it would misread; `iceberg_nested_defaults.rs`,
-//!   files lacking a struct field whose default it writes; `iceberg_commit.rs`, its
+//!   files lacking a nested field whose default it writes; `iceberg_commit.rs`, its
 //!   snapshot through [`table::iceberg::snapshot_builder`]), `sql.rs` (v3 row lineage columns
 //!   too), `deletes.rs`, `stats.rs`, column defaults in `defaults.rs`, the Delta rewrite in
 //!   `delta.rs` with its helpers named `delta_*.rs` (`delta_columns.rs`, `delta_commit.rs`);

@@ -194,18 +194,31 @@ pub fn skip_unwritable_defaults(
     Ok(())
 }
 
-/// The struct fields with an `initial-default` this version writes into rewritten rows:
-/// primitive fields reached from a top-level struct column through structs only, whose default
-/// renders ([`default_text`]); [`crate::action::compact::iceberg_nested_defaults`] finds the files lacking
-/// them.
+/// The nested fields with an `initial-default` this version writes into rewritten rows:
+/// primitive struct fields, at any depth of structs, list elements and map keys and values,
+/// whose default renders ([`default_text`]) and whose enclosing fields have no default of their
+/// own; [`crate::action::compact::iceberg_nested_defaults`] finds the files lacking them.
 pub fn writable_nested_defaults(schema: &Schema) -> Vec<&NestedField> {
     fn walk<'a>(ty: &'a Type, out: &mut Vec<&'a NestedField>) {
-        let Type::Struct(s) = ty else { return };
-        for child in s.fields() {
-            match child.field_type.as_ref() {
-                Type::Primitive(_) if matches!(default_text(child), Ok(Some(_))) => out.push(child),
-                Type::Struct(_) if child.initial_default.is_none() => walk(&child.field_type, out),
-                _ => {}
+        let enclosing = |f: &'a NestedField, out: &mut Vec<&'a NestedField>| {
+            if f.initial_default.is_none() {
+                walk(&f.field_type, out);
+            }
+        };
+        match ty {
+            Type::Primitive(_) => {}
+            Type::Struct(s) => {
+                for child in s.fields() {
+                    match child.field_type.as_ref() {
+                        Type::Primitive(_) if matches!(default_text(child), Ok(Some(_))) => out.push(child),
+                        _ => enclosing(child, out),
+                    }
+                }
+            }
+            Type::List(l) => enclosing(&l.element_field, out),
+            Type::Map(m) => {
+                enclosing(&m.key_field, out);
+                enclosing(&m.value_field, out);
             }
         }
     }
@@ -220,8 +233,8 @@ pub fn writable_nested_defaults(schema: &Schema) -> Vec<&NestedField> {
 fn unwritable_nested_default(field: &NestedField) -> &'static str {
     match (field.field_type.as_ref(), default_text(field)) {
         (Type::Primitive(_), Err(_)) => "a default of a type this version does not write",
-        (Type::Primitive(_), _) => "a field of a list element or map key or value",
-        _ => "a struct's own default",
+        (Type::Primitive(_), _) => "a field inside a field with a default of its own",
+        _ => "a default of a struct, list or map itself",
     }
 }
 

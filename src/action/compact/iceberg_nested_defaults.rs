@@ -4,14 +4,15 @@
 //! The spec (Default values; Struct evolution) reads a field id missing from a data file as its
 //! `initial-default`, per field, at any depth; and a writer must write every known field.
 //! DuckDB reads a file's struct by name into the current struct type, leaving a field the file
-//! lacks NULL, so the rewrite rebuilds each struct holding such a field, file by file
+//! lacks NULL, so the rewrite rebuilds each value holding such a field, file by file
 //! ([`super::sql`]'s column expressions): the default where the file lacks the field and the
 //! parent struct is not NULL, the parent NULL where it was NULL.
 //!
-//! Handled: primitive fields reached from a top-level column through structs only. Not handled
-//! (the partition is skipped, [`super::defaults::skip_unwritable_defaults`]): a default inside a
-//! list or map (an element's field), a struct-typed field's own default (`{}` makes a missing
-//! struct non-NULL), and a default this version cannot render.
+//! Handled: primitive struct fields at any depth of structs, list elements and map keys and
+//! values ([`writable_nested_defaults`]). Not handled (the partition is skipped,
+//! [`super::defaults::skip_unwritable_defaults`]): a struct's, list's or map's own default (`{}`
+//! makes a missing struct non-NULL) and what lies inside it, and a default this version cannot
+//! render.
 
 use std::collections::{HashMap, HashSet};
 
@@ -69,12 +70,16 @@ impl NestedDefaults {
 
     /// Whether some field at or below `field` is lacking from an input.
     pub fn touches(&self, field: &NestedField) -> bool {
-        if self.lacking.contains_key(&field.id) {
-            return true;
-        }
-        match field.field_type.as_ref() {
+        self.lacking.contains_key(&field.id) || self.touches_type(&field.field_type)
+    }
+
+    /// Whether some field inside a value of type `ty` is lacking from an input.
+    pub fn touches_type(&self, ty: &Type) -> bool {
+        match ty {
+            Type::Primitive(_) => false,
             Type::Struct(s) => s.fields().iter().any(|f| self.touches(f)),
-            _ => false,
+            Type::List(l) => self.touches(&l.element_field),
+            Type::Map(m) => self.touches(&m.key_field) || self.touches(&m.value_field),
         }
     }
 }
@@ -94,9 +99,11 @@ mod tests {
     }
 
     #[test]
-    fn only_primitive_defaults_reached_through_structs_are_written() {
+    fn primitive_defaults_inside_structs_lists_and_maps_are_written() {
         let inner = Type::Struct(StructType::new(vec![int(4, "g", Some(2)).into()]));
         let element = Type::Struct(StructType::new(vec![int(8, "e", Some(3)).into()]));
+        let unrenderable = NestedField::optional(9, "bad", Type::Primitive(PrimitiveType::Timestamp))
+            .with_initial_default(Literal::Primitive(PrimitiveLiteral::Long(i64::MIN)));
         let schema = Schema::builder()
             .with_fields(vec![
                 int(1, "top", Some(1)).into(),
@@ -105,37 +112,41 @@ mod tests {
                     "s",
                     Type::Struct(StructType::new(vec![
                         int(3, "f", Some(5)).into(),
-                        NestedField::optional(5, "t", inner.clone()).into(),
+                        NestedField::optional(5, "t", inner).into(),
                         NestedField::optional(
                             6,
                             "l",
                             Type::List(ListType::new(NestedField::list_element(7, element, false).into())),
                         )
                         .into(),
+                        unrenderable.into(),
                     ])),
                 )
                 .into(),
             ])
             .build()
             .unwrap();
-        let ids: Vec<i32> = writable_nested_defaults(&schema).iter().map(|f| f.id).collect();
-        // 1 is top-level (read with DuckDB's default_value); 8, inside the list's element, is not.
-        assert_eq!(ids, vec![3, 4]);
         let fields = writable_nested_defaults(&schema);
+        // 1 is top-level (read with DuckDB's default_value); 9's default does not render.
+        assert_eq!(fields.iter().map(|f| f.id).collect::<Vec<_>>(), vec![3, 4, 8]);
         let inputs = vec!["old".to_string(), "new".to_string(), "no-ids".to_string()];
-        let present = vec![HashSet::from([1, 2, 5]), HashSet::from([1, 2, 3, 4, 5]), HashSet::new()];
+        let present = vec![HashSet::from([1, 2, 5, 6, 7]), HashSet::from([1, 2, 3, 4, 5, 6, 7, 8]), HashSet::new()];
         let fills = NestedDefaults::from_ids(&fields, &inputs, &present);
         assert_eq!(fills.lacking(3), Some(&["old".to_string()][..]));
-        assert_eq!(fills.lacking(4), Some(&["old".to_string()][..]));
+        assert_eq!(fills.lacking(8), Some(&["old".to_string()][..]));
         assert!(fills.touches(&schema.as_struct().fields()[1]) && !fills.touches(&schema.as_struct().fields()[0]));
         let sql = crate::action::compact::sql::column_sql(&schema.as_struct().fields()[1], &fills, "__file");
         assert_eq!(
             sql,
-            "CASE WHEN \"s\" IS NULL THEN NULL ELSE struct_pack(\
-             \"f\" := CASE WHEN \"__file\" IN ('old') THEN CAST('5' AS INTEGER) ELSE struct_extract(\"s\", 'f') END, \
-             \"t\" := CASE WHEN struct_extract(\"s\", 't') IS NULL THEN NULL ELSE struct_pack(\"g\" := CASE WHEN \
-             \"__file\" IN ('old') THEN CAST('2' AS INTEGER) ELSE struct_extract(struct_extract(\"s\", 't'), 'g') END) END, \
-             \"l\" := struct_extract(\"s\", 'l')) END AS \"s\""
+            "CASE WHEN \"s\" IS NULL THEN NULL ELSE struct_pack(\"f\" := CASE WHEN \"__file\" IN ('old') \
+             THEN CAST('5' AS INTEGER) ELSE struct_extract(\"s\", 'f') END, \"t\" := CASE WHEN \
+             struct_extract(\"s\", 't') IS NULL THEN NULL ELSE struct_pack(\"g\" := CASE WHEN \"__file\" IN \
+             ('old') THEN CAST('2' AS INTEGER) ELSE struct_extract(struct_extract(\"s\", 't'), 'g') \
+             END) END, \"l\" := CASE WHEN struct_extract(\"s\", 'l') IS NULL THEN NULL ELSE \
+             list_transform(struct_extract(\"s\", 'l'), lambda __lakehouse_e1: CASE WHEN __lakehouse_e1 \
+             IS NULL THEN NULL ELSE struct_pack(\"e\" := CASE WHEN \"__file\" IN ('old') THEN CAST('3' AS \
+             INTEGER) ELSE struct_extract(__lakehouse_e1, 'e') END) END) END, \"bad\" := \
+             struct_extract(\"s\", 'bad')) END AS \"s\""
         );
     }
 }

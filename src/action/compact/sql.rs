@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use ::iceberg::spec::{NestedField, PrimitiveType, Schema, StructType, Type};
+use ::iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
 
 use crate::action::compact::defaults::default_text;
 use crate::action::compact::iceberg_nested_defaults::NestedDefaults;
@@ -145,43 +145,65 @@ pub(super) const FILE_COLUMN: &str = "__lakehouse_file";
 
 /// The expression reading top-level column `field` as readers see it: the column itself, or,
 /// when some input (its name in column `file_column`) lacks a struct field below it that has an
-/// `initial-default` ([`NestedDefaults`]), the struct rebuilt level by level with that default
-/// in the rows of those files — NULL where the struct itself is NULL.
+/// `initial-default` ([`NestedDefaults`]), the value rebuilt level by level — structs field by
+/// field, lists element by element, maps entry by entry, in order — with that default in the
+/// rows of those files; a NULL struct, list, map or element stays NULL.
 pub(super) fn column_sql(field: &NestedField, fills: &NestedDefaults, file_column: &str) -> String {
     let name = quote_ident(&field.name);
-    match field.field_type.as_ref() {
-        Type::Struct(s) if fills.touches(field) => {
-            format!("{} AS {name}", rebuilt_struct(&name, s, fills, file_column))
-        }
-        _ => name,
+    if fills.touches_type(&field.field_type) {
+        format!("{} AS {name}", rebuilt(&name, &field.field_type, fills, file_column, 0))
+    } else {
+        name
     }
 }
 
-/// `value` (a struct of type `ty`) with each field lacking from some files read as its default
-/// in those files' rows.
-fn rebuilt_struct(value: &str, ty: &StructType, fills: &NestedDefaults, file_column: &str) -> String {
-    let children: Vec<String> = ty
-        .fields()
-        .iter()
-        .map(|child| {
-            let current = format!("struct_extract({value}, {})", quote_literal(&child.name));
-            let expr = match (child.field_type.as_ref(), fills.lacking(child.id)) {
-                (Type::Primitive(p), Some(files)) => match (default_text(child), duckdb_type(p)) {
-                    (Ok(Some(text)), Some(ty)) => format!(
-                        "CASE WHEN {} IN ({}) THEN CAST({} AS {ty}) ELSE {current} END",
-                        quote_ident(file_column),
-                        files.iter().map(|f| quote_literal(f)).collect::<Vec<_>>().join(", "),
-                        quote_literal(&text)
-                    ),
-                    _ => current,
-                },
-                (Type::Struct(s), _) if fills.touches(child) => rebuilt_struct(&current, s, fills, file_column),
+/// `value` (of type `ty`) with each field inside it that some files lack read as its default in
+/// those files' rows; `depth` names the lambda parameters of lists and maps apart.
+fn rebuilt(value: &str, ty: &Type, fills: &NestedDefaults, file_column: &str, depth: usize) -> String {
+    if !fills.touches_type(ty) {
+        return value.to_string();
+    }
+    let within = |field: &NestedField, current: String| -> String {
+        match (field.field_type.as_ref(), fills.lacking(field.id)) {
+            (Type::Primitive(p), Some(files)) => match (default_text(field), duckdb_type(p)) {
+                (Ok(Some(text)), Some(ty)) => format!(
+                    "CASE WHEN {} IN ({}) THEN CAST({} AS {ty}) ELSE {current} END",
+                    quote_ident(file_column),
+                    files.iter().map(|f| quote_literal(f)).collect::<Vec<_>>().join(", "),
+                    quote_literal(&text)
+                ),
                 _ => current,
-            };
-            format!("{} := {expr}", quote_ident(&child.name))
-        })
-        .collect();
-    format!("CASE WHEN {value} IS NULL THEN NULL ELSE struct_pack({}) END", children.join(", "))
+            },
+            (ty, _) => rebuilt(&current, ty, fills, file_column, depth + 1),
+        }
+    };
+    let inner = match ty {
+        Type::Primitive(_) => return value.to_string(),
+        Type::Struct(s) => {
+            let children: Vec<String> = s
+                .fields()
+                .iter()
+                .map(|child| {
+                    let current = format!("struct_extract({value}, {})", quote_literal(&child.name));
+                    format!("{} := {}", quote_ident(&child.name), within(child, current))
+                })
+                .collect();
+            format!("struct_pack({})", children.join(", "))
+        }
+        Type::List(l) => {
+            let element = format!("__lakehouse_e{depth}");
+            format!("list_transform({value}, lambda {element}: {})", within(&l.element_field, element.clone()))
+        }
+        Type::Map(m) => {
+            let entry = format!("__lakehouse_e{depth}");
+            let key = within(&m.key_field, format!("struct_extract({entry}, 'key')"));
+            let val = within(&m.value_field, format!("struct_extract({entry}, 'value')"));
+            format!(
+                "map_from_entries(list_transform(map_entries({value}), lambda {entry}: struct_pack(key := {key}, value := {val})))"
+            )
+        }
+    };
+    format!("CASE WHEN {value} IS NULL THEN NULL ELSE {inner} END")
 }
 
 /// The `read_parquet(…)` of [`select_sql`], with `extra` options appended (`, filename = …`).
