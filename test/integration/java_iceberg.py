@@ -15,9 +15,11 @@ from typing import Any, Iterable
 
 
 class JavaTable:
-    """A Hadoop table at ``location`` (created when ``fields`` are given, format v3)."""
+    """A Hadoop table at ``location`` (created when ``fields`` are given, format v3, partitioned by
+    ``partition(builder)`` when given: a function adding fields to a PartitionSpec builder)."""
 
-    def __init__(self, spark: Any, location: str, fields: list[tuple[int, str, Any]] | None = None):
+    def __init__(self, spark: Any, location: str, fields: list[tuple[int, str, Any]] | None = None,
+                 partition: Any = None):
         self.jvm = spark._jvm
         self.iceberg = self.jvm.org.apache.iceberg
         self.tables = self.iceberg.hadoop.HadoopTables(spark._jsc.hadoopConfiguration())
@@ -28,7 +30,10 @@ class JavaTable:
                 columns.add(self.types.NestedField.optional(field_id, name, ty))
             props = self.jvm.java.util.HashMap()
             props.put("format-version", "3")
-            self.tables.create(self.iceberg.Schema(columns), self.iceberg.PartitionSpec.unpartitioned(), props, location)
+            schema = self.iceberg.Schema(columns)
+            spec = (partition(self.iceberg.PartitionSpec.builderFor(schema)).build() if partition
+                    else self.iceberg.PartitionSpec.unpartitioned())
+            self.tables.create(schema, spec, props, location)
 
     @property
     def types(self) -> Any:
@@ -44,8 +49,11 @@ class JavaTable:
             record.setField(name, value)
         return record
 
-    def append(self, name: str, records: Iterable[Any]) -> None:
-        """One Parquet data file ``data/<name>.parquet`` of ``records``, appended in its own snapshot."""
+    def append(self, name: str, records: Iterable[Any], partition_path: str | None = None) -> None:
+        """One Parquet data file ``data/<name>.parquet`` of ``records``, appended in its own snapshot;
+        in a partitioned table, in the partition Iceberg parses from ``partition_path``
+        (`ts_day=2026-01-01`: Java 1.10's `InternalRecordWrapper` cannot compute the partition of
+        a nanosecond timestamp itself)."""
         table = self.table()
         path = f"{self.location}/data/{name}.parquet"
         out = table.io().newOutputFile(path)
@@ -55,8 +63,11 @@ class JavaTable:
         for record in records:
             appender.add(record)
         appender.close()
+        builder = self.iceberg.DataFiles.builder(table.spec())
+        if partition_path is not None:
+            builder = builder.withPartitionPath(partition_path)
         data_file = (
-            self.iceberg.DataFiles.builder(table.spec())
+            builder
             .withPath(path)
             .withFormat(self.iceberg.FileFormat.PARQUET)
             .withFileSizeInBytes(out.toInputFile().getLength())
@@ -93,3 +104,4 @@ class JavaTable:
             decode(ty, lower.get(field_id)) if lower is not None and lower.containsKey(field_id) else None,
             decode(ty, upper.get(field_id)) if upper is not None and upper.containsKey(field_id) else None,
         )
+

@@ -34,10 +34,10 @@ VALUES = [[(0, 123_456_789), (0, 123_456_790)], [(1, 999_999_999), (2, 1)], [(-1
 def nanos_table(spark, root: Path, tz: bool) -> JavaTable:
     """Three appends (three data files) of (id, ts timestamp_ns[, tz timestamptz_ns])."""
     jvm = spark._jvm
-    java = JavaTable(spark, str(root), None)
-    fields = [(1, "id", java.types.IntegerType.get()), (2, "ts", java.types.TimestampNanoType.withoutZone())]
+    types = jvm.org.apache.iceberg.types.Types
+    fields = [(1, "id", types.IntegerType.get()), (2, "ts", types.TimestampNanoType.withoutZone())]
     if tz:
-        fields.append((3, "tz", java.types.TimestampNanoType.withZone()))
+        fields.append((3, "tz", types.TimestampNanoType.withZone()))
     java = JavaTable(spark, str(root), fields)
     LocalDateTime = jvm.java.time.LocalDateTime
     epoch_2026 = LocalDateTime.of(2026, 1, 1, 0, 0, 0)
@@ -131,3 +131,27 @@ def test_timestamptz_ns_is_profiled_and_expired_but_not_compacted(spark, con, tm
     expired = rows_of(con, f"SELECT kind FROM lakehouse_expire_snapshots('{root}', snapshot_retention_days := 0)")
     assert sum(r["kind"] == "snapshot" for r in expired) == 2
     assert java.rows() == rows_before
+
+
+def test_a_table_partitioned_by_day_of_a_timestamp_ns_is_compacted_per_day(spark, con, tmp_path):
+    """Partitioned by `day(ts)` of a `timestamp_ns` column (Iceberg parses each file's partition
+    from its path): each day is compacted on its own, the new files keep their day (Java's
+    partition data) and nanosecond bounds, and Java reads the same rows."""
+    root = tmp_path / "by_day"
+    jvm = spark._jvm
+    types = jvm.org.apache.iceberg.types.Types
+    java = JavaTable(spark, str(root), [(1, "id", types.IntegerType.get()), (2, "ts", types.TimestampNanoType.withoutZone())],
+                     partition=lambda spec: spec.day("ts"))
+    for b in range(4):
+        value = jvm.java.time.LocalDateTime.of(2026, 1, 1 + b % 2, 0, 0, 0, 123_456_789 + b)
+        java.append(f"f{b}", [java.record({"id": b, "ts": value})], partition_path=f"ts_day=2026-01-0{1 + b % 2}")
+    rows_before = java.rows()
+    plans = compact(con, root)
+    assert sorted((p["partition"], p["verdict"], p["input_files"]) for p in plans) == [
+        ("ts_day=2026-01-01", "compacted", 2), ("ts_day=2026-01-02", "compacted", 2)], plans
+    assert java.rows() == rows_before
+    day = 1_767_225_600_000_000_000
+    written = sorted((str(f.partition()), java.bounds(f, 2)) for f in java.live_files())
+    assert written == [("PartitionData{ts_day=20454}", (day + 123_456_789, day + 123_456_791)),
+                       ("PartitionData{ts_day=20455}", (day + 86_400 * 10**9 + 123_456_790,
+                                                         day + 86_400 * 10**9 + 123_456_792))], written
