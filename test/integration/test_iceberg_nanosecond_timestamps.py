@@ -6,7 +6,7 @@ pyiceberg 0.12 writes no v3); pyiceberg and pyarrow read the results too.
   reader and pyiceberg see the same values to the nanosecond, the rewritten file's column is
   Parquet `TIMESTAMP(NANOS, isAdjustedToUTC=false)`, and the manifest's bounds are the column's
   minimum and maximum in nanoseconds (the spec's single-value serialization of `timestamp_ns`).
-- `timestamptz_ns`: profile, health and expiry work; compaction refuses, naming the column, and
+- `timestamptz_ns`: profile, health, orphan search and expiry work; compaction refuses, naming the column, and
   leaves every file as it was. DuckDB 1.5 reads Parquet `TIMESTAMP(NANOS, isAdjustedToUTC=true)`
   as `TIMESTAMP WITH TIME ZONE` (microseconds) whatever type `read_parquet(schema = …)` asks for,
   and has no type to write it back with, so no lossless rewrite exists here; the test shows the
@@ -126,6 +126,12 @@ def test_timestamptz_ns_is_profiled_and_expired_but_not_compacted(spark, con, tm
     [(ts, tz)] = duckdb.sql(f"SELECT epoch_ns(ts), epoch_ns(tz) FROM read_parquet('{first}', schema = MAP {ask_ns}) "
                             "WHERE epoch_ns(ts) % 1000 = 789").fetchall()
     assert (ts, tz) == (1_767_225_600_123_456_789, 1_767_225_600_123_456_000)
+
+    # Orphan search works on the table: a stray file is found.
+    (root / "data" / "stray.parquet").write_bytes(b"x")
+    orphans = rows_of(con, f"SELECT path FROM lakehouse_remove_orphan_files('{root}', older_than_days := 0, "
+                           "allow_young_orphans := true)")
+    assert [Path(r["path"]).name for r in orphans] == ["stray.parquet"], orphans
 
     # Expiry works on the table: two of three snapshots go, every row stays.
     expired = rows_of(con, f"SELECT kind FROM lakehouse_expire_snapshots('{root}', snapshot_retention_days := 0)")
