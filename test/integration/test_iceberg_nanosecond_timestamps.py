@@ -6,8 +6,8 @@ pyiceberg 0.12 writes no v3); pyiceberg and pyarrow read the results too.
   reader and pyiceberg see the same values to the nanosecond, the rewritten file's column is
   Parquet `TIMESTAMP(NANOS, isAdjustedToUTC=false)`, and the manifest's bounds are the column's
   minimum and maximum in nanoseconds (the spec's single-value serialization of `timestamp_ns`).
-- `timestamptz_ns`: profile, health, orphan search and expiry work; compaction refuses, naming the column, and
-  leaves every file as it was. DuckDB 1.5 reads Parquet `TIMESTAMP(NANOS, isAdjustedToUTC=true)`
+- `timestamptz_ns`: profile, health, orphan search and expiry work; compaction refuses, naming
+  the column, and leaves every file as it was. DuckDB 1.5 reads Parquet `TIMESTAMP(NANOS, isAdjustedToUTC=true)`
   as `TIMESTAMP WITH TIME ZONE` (microseconds) whatever type `read_parquet(schema = …)` asks for,
   and has no type to write it back with, so no lossless rewrite exists here; the test shows the
   digits DuckDB would lose.
