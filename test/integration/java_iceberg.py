@@ -42,9 +42,9 @@ class JavaTable:
     def table(self) -> Any:
         return self.tables.load(self.location)
 
-    def record(self, values: dict[str, Any], struct: Any = None) -> Any:
-        """A GenericRecord of the table's schema (or of ``struct``) with ``values``."""
-        record = self.iceberg.data.GenericRecord.create(struct if struct is not None else self.table().schema())
+    def record(self, values: dict[str, Any]) -> Any:
+        """A GenericRecord of the table's schema with ``values`` (Java objects or Python ints)."""
+        record = self.iceberg.data.GenericRecord.create(self.table().schema())
         for name, value in values.items():
             record.setField(name, value)
         return record
