@@ -96,7 +96,8 @@
 //!   batches of partitions with a conflicted one re-planned and retried in `progress.rs` and
 //!   `batches.rs` (partial progress), the Iceberg rewrite in `iceberg.rs` with its helpers named
 //!   `iceberg_*.rs` (`iceberg_focus.rs`, which manifests it decodes; `iceberg_outputs.rs`, where
-//!   its files go; `iceberg_nested_fields.rs`, files it would misread; `iceberg_commit.rs`, its
+//!   its files go; `iceberg_nested_fields.rs`, files it would misread; `iceberg_nested_defaults.rs`,
+//!   files lacking a nested field whose default it writes; `iceberg_commit.rs`, its
 //!   snapshot through [`table::iceberg::snapshot_builder`]), `sql.rs` (v3 row lineage columns
 //!   too), `deletes.rs`, `stats.rs`, column defaults in `defaults.rs`, the Delta rewrite in
 //!   `delta.rs` with its helpers named `delta_*.rs` (`delta_columns.rs`, `delta_commit.rs`);

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::action::compact::deletion_vectors::DeletedPositions;
 use crate::action::compact::delta_columns::DeltaColumns;
+use crate::action::compact::iceberg_nested_defaults::NestedDefaults;
 use crate::action::compact::select_sql;
 use crate::duck::{quote_files, quote_ident};
 use crate::error::{Error, ErrorKind, Result};
@@ -95,7 +96,10 @@ fn iceberg_source(conn: &crate::duck::Nested, table: &IcebergTable, local: &[Str
     let parts: Vec<String> = [(by_id, true), (by_name, false)]
         .into_iter()
         .filter(|(files, _)| !files.is_empty())
-        .map(|(files, ids)| select_sql(schema, &files, ids))
+        .map(|(files, ids)| {
+            let fills = if ids { NestedDefaults::probe(conn, schema, &files)? } else { NestedDefaults::default() };
+            select_sql(schema, &files, ids, &fills)
+        })
         .collect::<Result<_>>()?;
     Ok((columns, parts.join(" UNION ALL ")))
 }

@@ -305,6 +305,56 @@ def test_a_column_added_with_a_default_reads_as_the_default_after_compaction(con
     assert duckdb_rows(iceberg_con, table_dir) == duck
 
 
+def test_nested_fields_added_with_defaults_are_written_as_readers_see_them(con, iceberg_con, spark, spark_warehouse):
+    """Struct fields added through Iceberg's Java API with an `initial-default` (`s.f` 5,
+    `s.t.g` 'dflt' one struct deeper, `l.element.b` 7 in a list's elements) after three files were
+    written: in those files Spark and Iceberg's generic reader see the default wherever the parent
+    struct is not NULL, and NULL where it is (NULL lists and elements stay NULL). Our compaction writes exactly that into the new file (pyarrow reads it there, so
+    readers that ignore defaults see it too); Spark's and Java's rows, row ids and sequence
+    numbers are unchanged."""
+    from java_iceberg import JavaTable
+    import pyarrow.parquet as pq
+
+    ident = f"{NS}.v3_nested_default"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {NS}")
+    spark.sql(f"DROP TABLE IF EXISTS {ident}")
+    spark.sql(f"CREATE TABLE {ident} (id bigint, s struct<x: int, t: struct<y: int>>, l array<struct<a: int>>) "
+              "USING iceberg TBLPROPERTIES ('format-version'='3')")
+    for values in ["(0, named_struct('x', 1, 't', named_struct('y', 1)), array(named_struct('a', 0), NULL)), "
+                   "(1, NULL, NULL)",
+                   "(2, named_struct('x', NULL, 't', NULL), array())",
+                   "(3, named_struct('x', 3, 't', named_struct('y', NULL)), array(named_struct('a', NULL)))"]:
+        spark.sql(f"INSERT INTO {ident} VALUES {values}")
+    jvm = spark._jvm
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, ident)
+    types, literal = jvm.org.apache.iceberg.types.Types, jvm.org.apache.iceberg.expressions.Literal
+    (table.updateSchema().addColumn("s", "f", types.IntegerType.get(), "added", literal.of(5))
+     .addColumn("s.t", "g", types.StringType.get(), "added", literal.of("dflt"))
+     .addColumn("l", "b", types.IntegerType.get(), "added", literal.of(7)).commit())
+    spark.sql(f"INSERT INTO {ident} VALUES (4, named_struct('x', 4, 't', named_struct('y', 4, 'g', 'new'), 'f', 9), "
+              "array(named_struct('a', 4, 'b', 8)))")
+    table_dir = spark_warehouse / "ns" / "v3_nested_default"
+    java = JavaTable(spark, str(table_dir))
+    before, java_before = lineage(spark, ident), java.rows()
+    seen = {json.loads(r)["id"]: json.loads(r).get("s") for r, _, _ in before}
+    lists = {json.loads(r)["id"]: json.loads(r).get("l") for r, _, _ in before}
+    assert lists == {0: [{"a": 0, "b": 7}, None], 1: None, 2: [], 3: [{"b": 7}], 4: [{"a": 4, "b": 8}]}, lists
+    assert seen == {0: {"x": 1, "t": {"y": 1, "g": "dflt"}, "f": 5}, 1: None,
+                    2: {"f": 5}, 3: {"x": 3, "t": {"g": "dflt"}, "f": 5},
+                    4: {"x": 4, "t": {"y": 4, "g": "new"}, "f": 9}}, seen
+
+    plans = compact(con, table_dir)
+    assert [p["verdict"] for p in plans] == ["compacted"], plans
+    assert lineage(spark, ident) == before
+    assert java.rows() == java_before
+    [written] = java.live_files()
+    stored = pq.read_table(str(written.location()).removeprefix("file:"), columns=["id", "s", "l"]).to_pylist()
+    assert {r["id"]: r["l"] for r in stored} == {0: [{"a": 0, "b": 7}, None], 1: None, 2: [], 3: [{"a": None, "b": 7}],
+                                                 4: [{"a": 4, "b": 8}]}
+    assert sorted((r["id"], r["s"] and r["s"]["f"], r["s"] and r["s"]["t"] and r["s"]["t"]["g"]) for r in stored) == [
+        (0, 5, "dflt"), (1, None, None), (2, 5, None), (3, 5, "dflt"), (4, 9, "new")]
+
+
 def test_manifest_rewrite_keeps_rows_and_lineage(con, iceberg_con, spark, spark_warehouse):
     """The manifest merge on Spark's v3 table (eight appends, deletion vectors: a data and a
     delete manifest per commit) merges them into one of each and Spark reads every row with the

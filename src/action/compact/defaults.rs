@@ -6,10 +6,12 @@
 //! lacks the column's field id; without one it reads as NULL. A rewrite must write what a reader
 //! sees, so the rewrite reads each top-level column with its default ([`default_text`], DuckDB's
 //! `read_parquet(schema = …, default_value …)`), and the non-null check counts the defaults
-//! ([`expected_non_null`]). What this version cannot write faithfully skips the partition with
-//! the reason ([`skip_unwritable_defaults`]): defaults of nested fields in files that lack them,
-//! defaults with files that carry no field ids (read by name), defaults of types it cannot
-//! render.
+//! ([`expected_non_null`]). Struct fields' defaults are written where the parent struct is not
+//! NULL ([`writable_nested_defaults`], [`crate::action::compact::iceberg_nested_defaults`]). What this
+//! version cannot write faithfully skips the partition with the reason
+//! ([`skip_unwritable_defaults`]): defaults inside list elements and maps and struct-typed
+//! fields' own defaults in files that lack them, defaults with files that carry no field ids
+//! (read by name), defaults of types it cannot render.
 //!
 //! The spec's first rule comes before any default: a file without the source column of an
 //! identity partition field reads that column as the partition value (files a Hive migration
@@ -62,6 +64,11 @@ pub fn default_text(field: &NestedField) -> std::result::Result<Option<String>, 
             .ok_or_else(unsupported)?
             .format("%Y-%m-%d %H:%M:%S%.6f+00")
             .to_string(),
+        (PrimitiveType::TimestampNs, PrimitiveLiteral::Long(v)) => {
+            let t = chrono::DateTime::from_timestamp_nanos(*v).naive_utc();
+            common_era(Some(t.date())).ok_or_else(unsupported)?;
+            t.format("%Y-%m-%d %H:%M:%S%.9f").to_string()
+        }
         (PrimitiveType::String, PrimitiveLiteral::String(v)) => v.clone(),
         (PrimitiveType::Uuid, PrimitiveLiteral::UInt128(v)) => uuid::Uuid::from_u128(*v).to_string(),
         (PrimitiveType::Fixed(_) | PrimitiveType::Binary, PrimitiveLiteral::Binary(bytes)) => {
@@ -146,9 +153,9 @@ pub fn field_ids_by_file(conn: &Nested, inputs: &[String]) -> Result<Vec<HashSet
 
 /// Skips (with the reason, before anything is written; a dry run shows it too) each partition
 /// whose files a rewrite would read differently from a reader, because of a column's
-/// `initial-default`: a default this version cannot render; a nested field's default in a file
-/// that lacks the field (nested fields are read by name inside their column, without defaults);
-/// any default where a file carries no field ids (read by name, without defaults).
+/// `initial-default`: a default this version cannot render; a nested field's default other than
+/// the [`writable_nested_defaults`] in a file that lacks the field; any default where a file
+/// carries no field ids (read by name, without defaults).
 /// `input_paths(plan)` gives a plan's input files as DuckDB reads them.
 pub fn skip_unwritable_defaults(
     conn: &Nested,
@@ -161,6 +168,7 @@ pub fn skip_unwritable_defaults(
         return Ok(());
     }
     let unrenderable = top.iter().find_map(|f| default_text(f).err());
+    let writable: HashSet<i32> = writable_nested_defaults(schema).iter().map(|f| f.id).collect();
     for p in plans.iter_mut().filter(|p| p.verdict == Verdict::Compact) {
         if let Some(why) = &unrenderable {
             p.skip(&format!("{why}; its files are not rewritten"));
@@ -172,15 +180,62 @@ pub fn skip_unwritable_defaults(
                 "a data file carries no Parquet field ids and the table has columns with an initial-default, which \
                  a rewrite by column name would not write; its files are not rewritten",
             );
-        } else if let Some(f) = nested.iter().find(|f| ids.iter().any(|file| !file.contains(&f.id))) {
+        } else if let Some(f) =
+            nested.iter().filter(|f| !writable.contains(&f.id)).find(|f| ids.iter().any(|file| !file.contains(&f.id)))
+        {
             p.skip(&format!(
                 "nested field '{}' has an initial-default and a data file written before it existed, which this \
-                 version does not rewrite; its files are not rewritten",
-                f.name
+                 version does not write ({}); its files are not rewritten",
+                f.name,
+                unwritable_nested_default(f)
             ));
         }
     }
     Ok(())
+}
+
+/// The nested fields with an `initial-default` this version writes into rewritten rows:
+/// primitive struct fields, at any depth of structs, list elements and map keys and values,
+/// whose default renders ([`default_text`]) and whose enclosing fields have no default of their
+/// own; [`crate::action::compact::iceberg_nested_defaults`] finds the files lacking them.
+pub fn writable_nested_defaults(schema: &Schema) -> Vec<&NestedField> {
+    fn walk<'a>(ty: &'a Type, out: &mut Vec<&'a NestedField>) {
+        let enclosing = |f: &'a NestedField, out: &mut Vec<&'a NestedField>| {
+            if f.initial_default.is_none() {
+                walk(&f.field_type, out);
+            }
+        };
+        match ty {
+            Type::Primitive(_) => {}
+            Type::Struct(s) => {
+                for child in s.fields() {
+                    match child.field_type.as_ref() {
+                        Type::Primitive(_) if matches!(default_text(child), Ok(Some(_))) => out.push(child),
+                        _ => enclosing(child, out),
+                    }
+                }
+            }
+            Type::List(l) => enclosing(&l.element_field, out),
+            Type::Map(m) => {
+                enclosing(&m.key_field, out);
+                enclosing(&m.value_field, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for field in schema.as_struct().fields() {
+        walk(&field.field_type, &mut out);
+    }
+    out
+}
+
+/// Why nested field `field`'s default is not among the [`writable_nested_defaults`].
+fn unwritable_nested_default(field: &NestedField) -> &'static str {
+    match (field.field_type.as_ref(), default_text(field)) {
+        (Type::Primitive(_), Err(_)) => "a default of a type this version does not write",
+        (Type::Primitive(_), _) => "a field inside a field with a default of its own",
+        _ => "a default of a struct, list or map itself",
+    }
 }
 
 /// Skips (with the reason, before anything is written) each partition with a data file that lacks
@@ -256,7 +311,13 @@ pub fn expected_non_null(schema: &Schema, field_id: i32, present: &HashSet<i32>,
         return None;
     }
     let top_level_default = schema.as_struct().fields().iter().any(|f| f.id == field_id && f.initial_default.is_some());
-    Some(if top_level_default { record_count } else { 0 })
+    if top_level_default {
+        return Some(record_count);
+    }
+    // A nested field's default shows in the rows whose parent struct is not NULL, which no
+    // manifest counts: unknown.
+    let nested_default = schema.field_by_id(field_id).is_some_and(|f| f.initial_default.is_some());
+    if nested_default { None } else { Some(0) }
 }
 
 #[cfg(test)]
@@ -283,6 +344,7 @@ mod tests {
             (PrimitiveType::Timestamp, PrimitiveLiteral::Long(1_500_000), "1970-01-01 00:00:01.500000"),
             (PrimitiveType::Timestamptz, PrimitiveLiteral::Long(0), "1970-01-01 00:00:00.000000+00"),
             (PrimitiveType::Time, PrimitiveLiteral::Long(3_600_000_001), "01:00:00.000001"),
+            (PrimitiveType::TimestampNs, PrimitiveLiteral::Long(-1), "1969-12-31 23:59:59.999999999"),
             (PrimitiveType::String, PrimitiveLiteral::String("it's".into()), "it's"),
             (PrimitiveType::Binary, PrimitiveLiteral::Binary(vec![0, 255]), "\\x00\\xFF"),
             (
@@ -337,5 +399,6 @@ mod tests {
         assert_eq!(expected_non_null(&schema, 10, &old_file, 5), Some(0), "no default: NULL");
         assert_eq!(expected_non_null(&schema, 1, &old_file, 5), None, "present: the manifest tells");
         assert_eq!(expected_non_null(&schema, 7, &HashSet::new(), 5), None, "no ids: unknown");
+        assert_eq!(expected_non_null(&schema, 9, &old_file, 5), None, "a nested default: as many as non-null parents");
     }
 }

@@ -5,7 +5,8 @@
 use ::iceberg::spec::{DataContentType, DataFile as IcebergDataFile, NestedField, Schema};
 
 use super::deletion_vectors::DeletedPositions;
-use super::sql::{LINEAGE_COLUMNS, duckdb_type, files_have_field_ids, leaves, parquet_source};
+use super::iceberg_nested_defaults::NestedDefaults;
+use super::sql::{FILE_COLUMN, LINEAGE_COLUMNS, column_sql, duckdb_type, files_have_field_ids, leaves, parquet_source};
 use crate::duck::{Nested, quote_files, quote_ident, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 use crate::store::duckdb_path;
@@ -32,6 +33,8 @@ pub(crate) struct DeleteSet {
     sources: Vec<(String, String)>,
     /// The leaf columns checked after the rewrite, as SQL expressions over `__d`, by field id.
     leaves: Vec<(i32, String)>,
+    /// Nested fields with a default that some data files lack (written as readers see them).
+    fills: NestedDefaults,
 }
 
 impl DeleteSet {
@@ -69,7 +72,12 @@ impl DeleteSet {
             .filter(|l| !l.repeated)
             .map(|l| (l.id, format!("__d.{}", l.name.split(", ").map(quote_ident).collect::<Vec<_>>().join("."))))
             .collect();
-        Ok(Self { data, lineage, sources, leaves })
+        let fills = if files_have_ids {
+            NestedDefaults::probe(conn, schema, &inputs.iter().map(|i| local(i.file)).collect::<Vec<_>>())?
+        } else {
+            NestedDefaults::default()
+        };
+        Ok(Self { data, lineage, sources, leaves, fills })
     }
 
     /// The rows kept, as the current schema's columns (ordered by the caller: [`OrderedRows`]),
@@ -87,7 +95,8 @@ impl DeleteSet {
                 condition.replace("__x.", &format!("__x{k}."))
             ));
         }
-        let mut columns: Vec<String> = schema.as_struct().fields().iter().map(|f| quote_ident(&f.name)).collect();
+        let mut columns: Vec<String> =
+            schema.as_struct().fields().iter().map(|f| column_sql(f, &self.fills, FILE_COLUMN)).collect();
         if self.lineage {
             let [(row_id, _), (sequence, _)] = LINEAGE_COLUMNS;
             columns.push(format!(

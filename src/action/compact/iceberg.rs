@@ -15,6 +15,7 @@ use super::deletes::{DeleteSet, DeletedCounts, Input};
 use super::deletion_vectors::DeletedPositions;
 use super::iceberg_commit::{Base, Candidate, Start, Written, commit_with_retries};
 use super::iceberg_focus::Focus;
+use super::iceberg_nested_defaults::NestedDefaults;
 use super::iceberg_nested_fields::skip_misread_nested_fields;
 use super::iceberg_outputs::{Outputs, Target};
 use super::run::{Committed, Rewrite, copy_in_order};
@@ -570,7 +571,12 @@ fn rewrite_select(
     let probe = if has_column_counts(&files, schema) { &local_inputs[..1] } else { &local_inputs[..] };
     let files_have_ids = files_have_field_ids(conn, probe)?;
     let (select, deleted) = if deletes.is_empty() && !reads.lineage {
-        (select_sql(schema, &local_inputs, files_have_ids)?, None)
+        let fills = if files_have_ids {
+            NestedDefaults::probe(conn, schema, &local_inputs)?
+        } else {
+            NestedDefaults::default()
+        };
+        (select_sql(schema, &local_inputs, files_have_ids, &fills)?, None)
     } else {
         let set = DeleteSet::new(conn, schema, inputs, deletes, reads.vectors, files_have_ids, reads.lineage)?;
         (set.select_sql(schema), set.deleted_counts_sql())

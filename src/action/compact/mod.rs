@@ -41,6 +41,7 @@ pub mod delta_commit;
 pub mod iceberg;
 pub mod iceberg_commit;
 pub mod iceberg_focus;
+pub mod iceberg_nested_defaults;
 pub mod iceberg_nested_fields;
 pub mod iceberg_outputs;
 pub mod progress;
@@ -133,6 +134,14 @@ mod tests {
             (PrimitiveType::Long, "not a number", false, None),
             (PrimitiveType::Timestamptz, "1970-01-01 00:00:01.5+00", true, Some(Datum::timestamptz_micros(1_500_000))),
             (PrimitiveType::Timestamptz, "1970-01-01 00:00:01.5+02", true, None),
+            (
+                PrimitiveType::TimestampNs,
+                "2026-01-01 00:00:00.12345679",
+                true,
+                Some(Datum::timestamp_nanos(1_767_225_600_123_456_790)),
+            ),
+            (PrimitiveType::TimestampNs, "1969-12-31 23:59:59.999999999", false, Some(Datum::timestamp_nanos(-1))),
+            (PrimitiveType::TimestamptzNs, "1970-01-01 00:00:01.5+00", true, None),
             (PrimitiveType::Time, "01:00:00.25", false, Some(Datum::time_micros(3_600_250_000).unwrap())),
             (PrimitiveType::Boolean, "false", false, Some(Datum::bool(false))),
             (PrimitiveType::Boolean, "1", true, None),
@@ -195,11 +204,11 @@ mod tests {
             ])
             .build()
             .unwrap();
-        let by_id = select_sql(&schema, &["/d/a.parquet".into()], true).unwrap();
+        let by_id = select_sql(&schema, &["/d/a.parquet".into()], true, &Default::default()).unwrap();
         assert!(by_id.contains("schema = MAP {1: {name: 'id', type: 'BIGINT'"), "{by_id}");
         assert!(by_id.contains("\"it's\"") && by_id.contains("'it''s'"), "{by_id}");
         let by_name = OrderedRows {
-            select: select_sql(&schema, &["/d/a.parquet".into()], false).unwrap(),
+            select: select_sql(&schema, &["/d/a.parquet".into()], false, &Default::default()).unwrap(),
             order: vec!["\"id\" DESC NULLS LAST".into()],
         }
         .sql();

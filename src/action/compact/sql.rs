@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use ::iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
 
 use crate::action::compact::defaults::default_text;
+use crate::action::compact::iceberg_nested_defaults::NestedDefaults;
 use crate::duck::{Nested, quote_files, quote_ident, quote_literal};
 use crate::error::{Error, ErrorKind, Result};
 
@@ -118,10 +119,91 @@ pub(super) fn field_ids(field: &NestedField) -> String {
 /// where that would differ from reading by id); by name otherwise (files registered without ids,
 /// e.g. pyiceberg `add_files`, are read through their column names, as Iceberg's name mapping
 /// does).
-pub(crate) fn select_sql(schema: &Schema, inputs: &[String], files_have_ids: bool) -> Result<String> {
-    let columns = schema.as_struct().fields().iter().map(|f| quote_ident(&f.name)).collect::<Vec<_>>().join(", ");
-    let source = parquet_source(schema, inputs, files_have_ids, false, "")?;
+/// With `fills` (read by field id only), struct columns holding a field some input lacks are
+/// rebuilt with its default ([`column_sql`]).
+pub(crate) fn select_sql(
+    schema: &Schema,
+    inputs: &[String],
+    files_have_ids: bool,
+    fills: &NestedDefaults,
+) -> Result<String> {
+    let fill = files_have_ids && !fills.is_empty();
+    let columns = schema
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| if fill { column_sql(f, fills, FILE_COLUMN) } else { quote_ident(&f.name) })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let extra = if fill { format!(", filename = {}", quote_literal(FILE_COLUMN)) } else { String::new() };
+    let source = parquet_source(schema, inputs, files_have_ids, false, &extra)?;
     Ok(format!("SELECT {columns} FROM {source}"))
+}
+
+/// The column of a rewrite's read that names each row's file (`read_parquet`'s `filename`).
+pub(super) const FILE_COLUMN: &str = "__lakehouse_file";
+
+/// The expression reading top-level column `field` as readers see it: the column itself, or,
+/// when some input (its name in column `file_column`) lacks a struct field below it that has an
+/// `initial-default` ([`NestedDefaults`]), the value rebuilt level by level — structs field by
+/// field, lists element by element, maps entry by entry, in order — with that default in the
+/// rows of those files; a NULL struct, list, map or element stays NULL.
+pub(super) fn column_sql(field: &NestedField, fills: &NestedDefaults, file_column: &str) -> String {
+    let name = quote_ident(&field.name);
+    if fills.touches_type(&field.field_type) {
+        format!("{} AS {name}", rebuilt(&name, &field.field_type, fills, file_column, 0))
+    } else {
+        name
+    }
+}
+
+/// `value` (of type `ty`) with each field inside it that some files lack read as its default in
+/// those files' rows; `depth` names the lambda parameters of lists and maps apart.
+fn rebuilt(value: &str, ty: &Type, fills: &NestedDefaults, file_column: &str, depth: usize) -> String {
+    if !fills.touches_type(ty) {
+        return value.to_string();
+    }
+    let within = |field: &NestedField, current: String| -> String {
+        match (field.field_type.as_ref(), fills.lacking(field.id)) {
+            (Type::Primitive(p), Some(files)) => match (default_text(field), duckdb_type(p)) {
+                (Ok(Some(text)), Some(ty)) => format!(
+                    "CASE WHEN {} IN ({}) THEN CAST({} AS {ty}) ELSE {current} END",
+                    quote_ident(file_column),
+                    files.iter().map(|f| quote_literal(f)).collect::<Vec<_>>().join(", "),
+                    quote_literal(&text)
+                ),
+                _ => current,
+            },
+            (ty, _) => rebuilt(&current, ty, fills, file_column, depth + 1),
+        }
+    };
+    let inner = match ty {
+        Type::Primitive(_) => return value.to_string(),
+        Type::Struct(s) => {
+            let children: Vec<String> = s
+                .fields()
+                .iter()
+                .map(|child| {
+                    let current = format!("struct_extract({value}, {})", quote_literal(&child.name));
+                    format!("{} := {}", quote_ident(&child.name), within(child, current))
+                })
+                .collect();
+            format!("struct_pack({})", children.join(", "))
+        }
+        Type::List(l) => {
+            let element = format!("__lakehouse_e{depth}");
+            format!("list_transform({value}, lambda {element}: {})", within(&l.element_field, element.clone()))
+        }
+        Type::Map(m) => {
+            let entry = format!("__lakehouse_e{depth}");
+            let key = within(&m.key_field, format!("struct_extract({entry}, 'key')"));
+            let val = within(&m.value_field, format!("struct_extract({entry}, 'value')"));
+            format!(
+                "map_from_entries(list_transform(map_entries({value}), lambda {entry}: struct_pack(key := {key}, value := {val})))"
+            )
+        }
+    };
+    format!("CASE WHEN {value} IS NULL THEN NULL ELSE {inner} END")
 }
 
 /// The `read_parquet(…)` of [`select_sql`], with `extra` options appended (`, filename = …`).

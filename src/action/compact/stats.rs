@@ -119,6 +119,12 @@ pub(super) fn bound(ty: &PrimitiveType, text: &str, upper: bool) -> Option<Datum
             .strip_suffix("+00")
             .and_then(|t| chrono::NaiveDateTime::parse_from_str(t, "%Y-%m-%d %H:%M:%S%.f").ok())
             .map(|t| Datum::timestamptz_micros(t.and_utc().timestamp_micros())),
+        // DuckDB prints TIMESTAMP_NS statistics to the nanosecond (trailing zeros dropped); the
+        // bound is nanoseconds since the epoch, as the spec serializes `timestamp_ns`.
+        PrimitiveType::TimestampNs => chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f")
+            .ok()
+            .and_then(|t| t.and_utc().timestamp_nanos_opt())
+            .map(Datum::timestamp_nanos),
         PrimitiveType::Time => chrono::NaiveTime::parse_from_str(text, "%H:%M:%S%.f").ok().and_then(|t| {
             use chrono::Timelike;
             let micros = i64::from(t.num_seconds_from_midnight()) * 1_000_000 + i64::from(t.nanosecond() / 1_000);
