@@ -53,6 +53,10 @@ pub(crate) struct Requirements {
     pub leaf_paths: Option<HashSet<String>>,
     /// The top-level columns every input must have, exactly.
     pub top_level: Option<HashSet<String>>,
+    /// Row groups of any size are kept (no [`MIN_MEAN_ROW_GROUP_BYTES`]): for a table whose
+    /// columns only stitching rewrites faithfully (a Delta variant column), where the choice is
+    /// between keeping small row groups in fewer files and not compacting at all.
+    pub small_row_groups: bool,
 }
 
 /// The lowercase name of a codec, as tables configure them.
@@ -89,6 +93,12 @@ impl Footers {
         let footer = Arc::new(footer);
         self.read.borrow_mut().insert(path.to_string(), footer.clone());
         Ok(footer)
+    }
+
+    /// The leaf column paths of the local Parquet file `path` (`v, typed_value, a, value`).
+    pub(crate) fn leaf_paths(&self, path: &str) -> Result<Vec<Vec<String>>> {
+        let footer = self.of(path)?;
+        Ok(footer.file_metadata().schema_descr().columns().iter().map(|c| c.path().parts().to_vec()).collect())
     }
 
     /// The codec of the first column chunk of the local Parquet file `path` (what a file stitched
@@ -138,7 +148,9 @@ impl Footers {
                 return Some(format!("'{path}' has no row group"));
             }
             let compressed: i64 = groups.iter().map(|g| g.compressed_size()).sum();
-            if (compressed.max(0) as u64) < MIN_MEAN_ROW_GROUP_BYTES * groups.len() as u64 {
+            if !requirements.small_row_groups
+                && (compressed.max(0) as u64) < MIN_MEAN_ROW_GROUP_BYTES * groups.len() as u64
+            {
                 return Some(format!(
                     "'{path}' has row groups of {} KiB on average, below the {} MiB worth keeping",
                     compressed.max(0) as u64 / groups.len() as u64 / 1024,
@@ -405,6 +417,8 @@ mod tests {
         };
         let none = Requirements::default();
         assert!(refusal(&[&a, &tiny], &none).contains("KiB on average"), "{}", refusal(&[&a, &tiny], &none));
+        let small = Requirements { small_row_groups: true, ..Requirements::default() };
+        assert_eq!(refusal(&[&a, &tiny], &small), "");
         assert!(refusal(&[&a, &wider], &none).contains("another Parquet schema"));
         assert!(refusal(&[&a], &none).contains("fewer than two"));
         let ids = Requirements { field_ids: true, ..Requirements::default() };
