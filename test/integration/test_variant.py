@@ -8,7 +8,8 @@ variants, deletion vectors) and Databricks Runtime (shredded, ``VARIANT(1)``-ann
 variant min/max stats: ``test/data/delta_variant_shredded``, see test/data/SOURCES.md). Spark
 (``to_json``, ``variant_get``) and DuckDB's delta extension read the rows before and after;
 pyarrow reads the raw ``metadata``/``value``/``typed_value`` binaries of the old and new files,
-which must be equal row for row, under the same Parquet schema.
+which must be equal row for row, under the same Parquet schema. Under column mapping the
+variant's parts carry no field id (as Spark writes them) and are stitched all the same.
 """
 
 from __future__ import annotations
@@ -136,6 +137,35 @@ def test_spark_variant_files_are_stitched_byte_for_byte(con, dcon, spark, spark_
     # Spark keeps writing to the table.
     d.spark_sql(spark, f"INSERT INTO delta.`{path}` SELECT id + 1000, p, v FROM delta.`{path}` WHERE p = 'a' LIMIT 3")
     assert len(spark_rows(spark, path)) == len(before) + 3
+
+
+def test_variant_parts_need_no_field_id_under_column_mapping(con, spark, tmp_path):
+    """Under column mapping Spark gives the variant group a field id and its ``value``/``metadata``
+    none (a variant's parts are read by name); stitching accepts that, and only that."""
+    path = tmp_path / "mapped"
+    t = f"delta.`{path}`"
+    d.spark_sql(spark, f"CREATE TABLE {t} (id bigint, v variant) USING delta "
+                       "TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
+    for k in range(3):
+        d.spark_sql(spark, f"INSERT INTO {t} SELECT /*+ REPARTITION(1) */ id, "
+                           f"parse_json(concat('{{\"a\": ', id, ', \"s\": \"', repeat('x', id), '\"}}')) "
+                           f"FROM range({k * 10}, {k * 10 + 5})")
+    query = f"SELECT id, to_json(v) FROM {t}"
+    before = sorted(tuple(r) for r in spark.sql(query).collect())
+    files_before = live_files(path)
+    [schema] = {schema_of(f) for f in files_before}
+    assert "field_id=2 col-" in schema and "binary field_id=-1 value" in schema, schema
+    # Physical names: `col-<uuid>` for id, then for v.
+    id_column, v_column = pq.read_schema(files_before[0]).names
+    raw_before = raw_variants(files_before, id_column, v_column)
+
+    rows = compact(con, path, small_file_threshold_mb=1)
+    [r] = rows.values()
+    assert (r["verdict"], r["method"], r["input_files"]) == ("compacted", "stitch", 3), r
+    assert sorted(tuple(r) for r in spark.sql(query).collect()) == before
+    files_after = live_files(path)
+    assert len(files_after) == 1 and schema_of(files_after[0]) == schema
+    assert raw_variants(files_after, id_column, v_column) == raw_before
 
 
 def shredded_table(tmp_path: Path, enabled: bool = True) -> Path:

@@ -246,6 +246,7 @@ impl<'a> DeltaRewrite<'a> {
             leaf_paths: None,
             top_level: Some(columns.data.iter().map(|c| c.name.clone()).collect()),
             small_row_groups: false,
+            variant_columns: Default::default(),
         };
         let unshredded_only = match shredding_enabled(table) {
             true => Vec::new(),
@@ -257,8 +258,13 @@ impl<'a> DeltaRewrite<'a> {
                  re-encode them)"
             )
         });
-        // Small row groups are kept rather than the table left uncompacted.
-        let stitching = Requirements { small_row_groups: stitch_only.is_some(), ..stitching };
+        // Small row groups are kept rather than the table left uncompacted; a variant's parts
+        // carry no field id under column mapping (Spark writes none: they are read by name).
+        let stitching = Requirements {
+            small_row_groups: stitch_only.is_some(),
+            variant_columns: variant_columns(&columns).map(|c| c.name.clone()).collect(),
+            ..stitching
+        };
         Ok(Self {
             table,
             root,

@@ -57,6 +57,10 @@ pub(crate) struct Requirements {
     /// columns only stitching rewrites faithfully (a Delta variant column), where the choice is
     /// between keeping small row groups in fewer files and not compacting at all.
     pub small_row_groups: bool,
+    /// Top-level columns (by name in the files) that are or hold a variant: with `field_ids`,
+    /// the `metadata`/`value`/`typed_value` leaves under them need none (readers resolve a
+    /// variant's parts by name: Parquet's VariantEncoding, Iceberg's spec, Spark's files).
+    pub variant_columns: HashSet<String>,
 }
 
 /// The lowercase name of a codec, as tables configure them.
@@ -243,7 +247,10 @@ fn offsets_agree(chunk: &parquet::file::metadata::ColumnChunkMetaData) -> bool {
 /// leaf or top-level columns), if it does not.
 fn schema_refusal(path: &str, descr: &SchemaDescriptor, requirements: &Requirements) -> Option<String> {
     if requirements.field_ids
-        && let Some(column) = descr.columns().iter().find(|c| !c.self_type().get_basic_info().has_id())
+        && let Some(column) = descr
+            .columns()
+            .iter()
+            .find(|c| !c.self_type().get_basic_info().has_id() && !is_variant_part(c.path().parts(), requirements))
     {
         return Some(format!("'{path}' has no field id for column '{}'", column.path()));
     }
@@ -261,6 +268,18 @@ fn schema_refusal(path: &str, descr: &SchemaDescriptor, requirements: &Requireme
         }
     }
     None
+}
+
+/// Whether the leaf column `parts` is part of a variant of `requirements.variant_columns`: under
+/// such a column, with a `metadata`, `value` or `typed_value` step below its top level.
+fn is_variant_part(parts: &[String], requirements: &Requirements) -> bool {
+    match parts.split_first() {
+        Some((top, below)) => {
+            requirements.variant_columns.contains(top)
+                && below.iter().any(|p| matches!(p.as_str(), "metadata" | "value" | "typed_value"))
+        }
+        None => false,
+    }
 }
 
 fn stitch_error(path: &str, e: impl std::fmt::Display) -> Error {
@@ -423,6 +442,24 @@ mod tests {
         assert!(refusal(&[&a], &none).contains("fewer than two"));
         let ids = Requirements { field_ids: true, ..Requirements::default() };
         assert!(refusal(&[&a, &b], &ids).contains("no field id"));
+        // Only a variant's parts are let off, not a plain column of the same name.
+        let variant = |name: &str| HashSet::from([name.to_string()]);
+        let ids_but_variant = Requirements { variant_columns: variant("payload"), ..ids.clone() };
+        assert!(refusal(&[&a, &b], &ids_but_variant).contains("no field id for column '\"id\"'"));
+        let strings = |parts: &[&str]| parts.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+        assert!(is_variant_part(
+            &strings(&["v", "value"]),
+            &Requirements { variant_columns: variant("v"), ..ids.clone() }
+        ));
+        assert!(is_variant_part(
+            &strings(&["s", "v", "typed_value", "a", "value"]),
+            &Requirements { variant_columns: variant("s"), ..ids.clone() }
+        ));
+        assert!(!is_variant_part(&strings(&["v"]), &Requirements { variant_columns: variant("v"), ..ids.clone() }));
+        assert!(!is_variant_part(
+            &strings(&["w", "value"]),
+            &Requirements { variant_columns: variant("v"), ..ids.clone() }
+        ));
         let zstd = Requirements { codec: Some("zstd"), ..Requirements::default() };
         assert!(refusal(&[&a, &b], &zstd).contains("compressed with uncompressed"));
         let columns = |names: &[&str]| Some(names.iter().map(|n| n.to_string()).collect::<HashSet<String>>());
