@@ -1,7 +1,7 @@
 """Delta tables Spark 4.0.1 + Delta 4.0.0 writes with one newer feature each (delta_tables.
 FEATURE_TABLES), fragmented by small INSERTs: in-commit timestamps, type widening, timestamp_ntz,
 v2 checkpoints and liquid clustering are compacted — Spark reads the same rows (also as of before), its history
-shows our OPTIMIZE, and it keeps writing; variant is refused naming the feature, nothing written.
+shows our OPTIMIZE, and it keeps writing; variant too, its files stitched (test_variant.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import delta_tables as d
 from test_delta import compact, error_of
 
 SMALL_MB = 1.0
-REFUSED = {"variant": "variantType"}
+REFUSED: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +64,8 @@ def test_compaction_of_spark_feature_tables(con, spark, feature_tables, tmp_path
         adds = [a["add"]["path"] for a in d.commit_actions(path, version + 1) if "add" in a]
         assert adds and all(str(pq.read_schema(d._abs(path, rel)).field("n").type) == "int64" for rel in adds), \
             "files written before the widening are rewritten with the widened type"
+    if name == "variant":
+        assert all(r["method"] == "stitch" for r in rows.values()), rows
     if name == "clustered":
         adds = [a["add"] for a in d.commit_actions(path, version + 1) if "add" in a]
         assert adds and all(a.get("clusteringProvider") == "liquid" for a in adds), adds

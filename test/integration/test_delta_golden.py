@@ -35,7 +35,7 @@ TABLES = {
     "v2-checkpoint-json": None,
     "v2-checkpoint-parquet": None,
     "type-widening-nested": "nested field",
-    "spark-variant-checkpoint": "variantType-preview",
+    "spark-variant-checkpoint": None,
 }
 
 
@@ -49,6 +49,9 @@ DUCKDB_MISREADS = {
 # Tables whose rows Python cannot compare across engines (maps keyed by arrays): each engine's
 # JSON is compared with its own before and after.
 NESTED_MAPS = {"table-with-columnmapping-mode-id", "table-with-columnmapping-mode-name"}
+# Variants, which DuckDB's delta extension reads as VARIANT and pyarrow cannot take from DuckDB
+# ("Unsupported Arrow type VARIANT"): compared as each engine's JSON too.
+UNCOMPARABLE = NESTED_MAPS | {"spark-variant-checkpoint"}
 
 
 def spark_json(spark, path: Path, version: int | None = None) -> list[str]:
@@ -108,7 +111,7 @@ def test_compaction_of_every_golden_table(con, dcon, spark, name, tmp_path):
         assert d.listing(path) == listing
         return
     before_spark, before_duck = spark_json(spark, path), duckdb_json(dcon, path)
-    agree = d.rows_spark(spark, path) == d.rows_duckdb(dcon, path) if name not in NESTED_MAPS else None
+    agree = d.rows_spark(spark, path) == d.rows_duckdb(dcon, path) if name not in UNCOMPARABLE else None
     assert agree is None or agree != (name in DUCKDB_MISREADS), "DuckDB's delta extension changed: update this test"
     version = d.current_version(path)
     rows = compact(con, path, small_file_threshold_mb=TINY_MB, target_file_size_mb=TINY_MB, delete_ratio_threshold=0)
@@ -129,7 +132,7 @@ def test_compaction_of_every_golden_table(con, dcon, spark, name, tmp_path):
 
 def test_the_golden_tables_get_compacted(con, tmp_path):
     """The supported tables above are not compacted vacuously: these have something to rewrite."""
-    for name in ("dv-partitioned-with-checkpoint", "dv-with-columnmapping", "v2-checkpoint-json"):
+    for name in ("dv-partitioned-with-checkpoint", "dv-with-columnmapping", "v2-checkpoint-json", "spark-variant-checkpoint"):
         path = golden(name, tmp_path)
         rows = compact(con, path, small_file_threshold_mb=TINY_MB, target_file_size_mb=TINY_MB,
                        delete_ratio_threshold=0, dry_run=True)

@@ -5,9 +5,12 @@
 //!
 //! Safety rules, as for Iceberg ([`crate::action::compact`]):
 //! - the protocol is checked first: every table feature has a decision (`FEATURES`); one whose
-//!   meaning a rewrite could break (variant, materialized partition columns, catalog-managed
-//!   commits, UniForm's conversion to Iceberg, anything unknown) is refused, naming it and why
-//!   ([`check_protocol`]); column mapping, row tracking, type widening, clustering, in-commit
+//!   meaning a rewrite could break (materialized partition columns, catalog-managed commits,
+//!   UniForm's conversion to Iceberg, anything unknown) is refused, naming it and why
+//!   ([`check_protocol`]); a table with a variant column is stitched only, never re-encoded
+//!   (DuckDB would decode and re-encode the variants; shredded files only where the table
+//!   enables shredding; no variant stats), its other partitions skipped naming the column
+//!   ([`Rewrite::stitch_only`]); column mapping, row tracking, type widening, clustering, in-commit
 //!   timestamps and v2 checkpoints are rewritten as they ask
 //!   ([`crate::action::compact::delta_columns`]; a z-order on the clustering columns; no
 //!   checkpoint written on a v2-checkpoint table; commits pinned to one version where their
@@ -82,10 +85,12 @@ const FEATURES: &[(&str, Option<&str>)] = &[
         Some("its files must carry the row-lineage field ids Iceberg v3 reads, which this rewrite does not write"),
     ),
     ("icebergWriterCompatV1", Some("it constrains physical names and field ids in ways this rewrite does not check")),
-    ("variantType", Some("DuckDB does not read and write Spark's variant encoding back unchanged")),
-    ("variantType-preview", Some("DuckDB does not read and write Spark's variant encoding back unchanged")),
-    ("variantShredding", Some("DuckDB does not read and write Spark's variant encoding back unchanged")),
-    ("variantShredding-preview", Some("DuckDB does not read and write Spark's variant encoding back unchanged")),
+    // Variant columns are stitched only, never re-encoded (`DeltaRewrite::stitch_only`):
+    // their `metadata`/`value`/`typed_value` bytes and the group's annotation are copied.
+    ("variantType", None),
+    ("variantType-preview", None),
+    ("variantShredding", None),
+    ("variantShredding-preview", None),
     (
         "materializePartitionColumns",
         Some("its files must hold the partition columns, which this rewrite writes to the log only"),
@@ -236,6 +241,11 @@ pub(crate) struct DeltaRewrite<'a> {
     /// What stitched inputs must be: the table's data columns, with field ids under column
     /// mapping.
     stitching: Requirements,
+    /// Why the table is stitched only (a variant column), if it is.
+    stitch_only: Option<String>,
+    /// The top-level columns (names in the files) that are or hold a variant, when the table
+    /// does not enable variant shredding (a new file may then hold no shredded variant).
+    unshredded_only: Vec<String>,
 }
 
 impl<'a> DeltaRewrite<'a> {
@@ -268,6 +278,25 @@ impl<'a> DeltaRewrite<'a> {
             codec: table.property("delta.parquet.compression.codec").map(|_| columns.compression),
             leaf_paths: None,
             top_level: Some(columns.data.iter().map(|c| c.name.clone()).collect()),
+            small_row_groups: false,
+            variant_columns: Default::default(),
+        };
+        let unshredded_only = match shredding_enabled(table) {
+            true => Vec::new(),
+            false => variant_columns(&columns).map(|c| c.name.clone()).collect(),
+        };
+        let stitch_only = variant_columns(&columns).next().map(|c| &c.logical).map(|name| {
+            format!(
+                "column '{name}' is a variant, whose bytes only row-group stitching keeps (DuckDB would decode and \
+                 re-encode them)"
+            )
+        });
+        // Small row groups are kept rather than the table left uncompacted; a variant's parts
+        // carry no field id under column mapping (Spark writes none: they are read by name).
+        let stitching = Requirements {
+            small_row_groups: stitch_only.is_some(),
+            variant_columns: variant_columns(&columns).map(|c| c.name.clone()).collect(),
+            ..stitching
         };
         Ok(Self {
             table,
@@ -279,6 +308,8 @@ impl<'a> DeltaRewrite<'a> {
             layout,
             footers: Footers::default(),
             stitching,
+            stitch_only,
+            unshredded_only,
         })
     }
 
@@ -286,6 +317,39 @@ impl<'a> DeltaRewrite<'a> {
     /// them: their rows are z-ordered on the clustering columns.
     fn clustering_provider(&self) -> Option<String> {
         self.table.clustering.as_ref().map(|_| "liquid".to_string())
+    }
+
+    /// Why the local file `path` may not be copied into a new file of this table: it holds a
+    /// shredded variant (a `typed_value` under a variant column) and the table does not enable
+    /// shredding, so that new files must hold unshredded variants (PROTOCOL.md, "Variant
+    /// Shredding"). A struct field of that name beside a variant is refused too: never wrongly
+    /// allowed.
+    fn shredded_refusal(&self, path: &str) -> Option<String> {
+        if self.unshredded_only.is_empty() {
+            return None;
+        }
+        let leaves = match self.footers.leaf_paths(path) {
+            Ok(leaves) => leaves,
+            Err(e) => return Some(e.to_string()),
+        };
+        let shredded = leaves.iter().find(|parts| {
+            parts.first().is_some_and(|top| self.unshredded_only.contains(top))
+                && parts.iter().any(|p| p == "typed_value")
+        })?;
+        Some(format!(
+            "'{path}' holds a shredded variant ('{}'), and the table does not enable variant shredding \
+             (delta.enableVariantShredding), so a new file may not",
+            shredded.join(".")
+        ))
+    }
+
+    /// Refuses a re-encoding of a table that is stitched only ([`Rewrite::stitch_only`]; the
+    /// flow skips its partitions that are not stitched, so this is a second guard).
+    fn refuse_reencoding(&self) -> Result<()> {
+        match &self.stitch_only {
+            None => Ok(()),
+            Some(why) => Err(Error::new(ErrorKind::Unsupported, format!("{why}; nothing was written"))),
+        }
     }
 
     /// The live files of the planned files `group`.
@@ -320,7 +384,12 @@ impl Rewrite for DeltaRewrite<'_> {
     }
 
     fn copy_sql(&self, conn: &Nested, group: &[usize], target: &str) -> Result<String> {
+        self.refuse_reencoding()?;
         self.columns.copy_sql(conn, &self.inputs(group)?, target)
+    }
+
+    fn stitch_only(&self) -> Option<String> {
+        self.stitch_only.clone()
     }
 
     fn stitch_refusal(&self, conn: &Nested, group: &[usize]) -> Option<String> {
@@ -338,6 +407,10 @@ impl Rewrite for DeltaRewrite<'_> {
         if let Some(why) = self.footers.refusal(&local, &self.stitching) {
             return Some(why);
         }
+        // The inputs share one schema (the refusal checked it): the first file tells.
+        if let Some(why) = self.shredded_refusal(&local[0]) {
+            return Some(why);
+        }
         // Under column mapping every mapped field must be in the file by its id, as a rewrite's;
         // the inputs share one schema (the refusal checked it), so the first file tells.
         self.columns.check_written_ids(conn, &local[0]).err().map(|e| e.to_string())
@@ -351,6 +424,9 @@ impl Rewrite for DeltaRewrite<'_> {
         outputs: usize,
         stitch: bool,
     ) -> Result<Vec<Written>> {
+        if !stitch {
+            self.refuse_reencoding()?;
+        }
         let stitch = stitch.then_some(&self.footers);
         let mut written = rewrite_group(conn, self.table, &self.columns, &self.inputs(group)?, outputs, stitch)?;
         for w in &mut written {
@@ -389,6 +465,34 @@ impl Rewrite for DeltaRewrite<'_> {
             }
         }
         Ok(Committed { id: version, location, warning, deletes_removed })
+    }
+}
+
+/// Whether the table enables variant shredding: `variantShredding` (or its preview name) in
+/// both feature lists and `delta.enableVariantShredding` `true` (PROTOCOL.md, "Variant
+/// Shredding").
+fn shredding_enabled(table: &DeltaLakeTable) -> bool {
+    let listed =
+        |key: &str| table.features(key).iter().any(|f| f == "variantShredding" || f == "variantShredding-preview");
+    listed("readerFeatures")
+        && listed("writerFeatures")
+        && table.property("delta.enableVariantShredding") == Some("true")
+}
+
+/// The data columns whose type is or holds a variant (in a struct, array or map).
+fn variant_columns(columns: &DeltaColumns) -> impl Iterator<Item = &DataColumn> {
+    columns.data.iter().filter(|c| holds_variant(&c.delta))
+}
+
+/// Whether the Delta type `ty` (as the schema writes it) is or holds a variant.
+fn holds_variant(ty: &Value) -> bool {
+    match ty {
+        Value::String(name) => name == "variant",
+        Value::Object(fields) => fields.iter().any(|(key, value)| {
+            matches!(key.as_str(), "type" | "elementType" | "keyType" | "valueType" | "fields") && holds_variant(value)
+        }),
+        Value::Array(items) => items.iter().any(holds_variant),
+        _ => false,
     }
 }
 
@@ -717,6 +821,18 @@ fn stat_value(ty: &str, text: &str, upper: bool) -> Option<(Value, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn variants_are_found_at_any_depth_and_not_in_names_or_metadata() {
+        assert!(holds_variant(&json!("variant")));
+        let nested = json!({"type": "struct", "fields": [{"name": "x", "type": {"type": "map", "keyType": "string",
+            "valueType": {"type": "array", "elementType": "variant", "containsNull": true}}, "metadata": {}}]});
+        assert!(holds_variant(&nested));
+        let named = json!({"type": "struct", "fields": [{"name": "variant", "type": "string",
+            "metadata": {"comment": "variant"}}]});
+        assert!(!holds_variant(&named));
+        assert!(!holds_variant(&json!("string")));
+    }
 
     #[test]
     fn statistics_are_delta_json_and_never_too_narrow() {

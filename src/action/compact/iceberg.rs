@@ -127,6 +127,8 @@ impl<'a> IcebergRewrite<'a> {
                 codec: configured_codec(table),
                 leaf_paths: Some(leaves(table.metadata.current_schema()).into_keys().collect()),
                 top_level: None,
+                small_row_groups: false,
+                variant_columns: Default::default(),
             },
             outputs,
         })

@@ -153,6 +153,12 @@ pub(crate) trait Rewrite {
     fn stitch_refusal(&self, _conn: &Nested, _group: &[usize]) -> Option<String> {
         Some("the format does not stitch".into())
     }
+    /// Why the table may only be stitched, never re-encoded (a column whose bytes only a copy
+    /// keeps), if so: every partition not stitched is then skipped with this reason and why it
+    /// is not stitched, and the output ratio is not measured (the format's `copy_sql` refuses).
+    fn stitch_only(&self) -> Option<String> {
+        None
+    }
     /// Skips, with the reason, planned partitions this format cannot rewrite safely.
     fn skip_unsafe(&self, _conn: &Nested, _plans: &mut [PartitionPlan]) -> Result<()> {
         Ok(())
@@ -246,6 +252,9 @@ pub(crate) fn run<R: Rewrite>(
     }
     report.output_ratio = ratio;
     rewrite.skip_unsafe(&conn, &mut report.plans)?;
+    if let Some(why) = rewrite.stitch_only() {
+        skip_unstitched(&why, &mut report, &stitched);
+    }
     let units = units(&report.plans, rewrite.sorts(), &stitched);
     report.groups = units
         .iter()
@@ -316,6 +325,18 @@ fn stitchable<R: Rewrite>(
         }
     }
     stitched
+}
+
+/// Skips every compacting plan of `report` that is not `stitched`, for `why` (the table may
+/// only be stitched, [`Rewrite::stitch_only`]) and why it is not stitched.
+fn skip_unstitched(why: &str, report: &mut CompactionReport, stitched: &[bool]) {
+    for (i, p) in report.plans.iter_mut().enumerate() {
+        if p.verdict != Verdict::Compact || stitched.get(i).copied().unwrap_or(false) {
+            continue;
+        }
+        let not = report.not_stitched.remove(&p.key).unwrap_or_else(|| "it is not stitched".into());
+        p.skip(&format!("{why}, and its files cannot be stitched: {not}"));
+    }
 }
 
 /// Plans again at the output `ratio`: the plans of partitions not stitched are replaced, or,

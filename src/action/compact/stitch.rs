@@ -53,6 +53,14 @@ pub(crate) struct Requirements {
     pub leaf_paths: Option<HashSet<String>>,
     /// The top-level columns every input must have, exactly.
     pub top_level: Option<HashSet<String>>,
+    /// Row groups of any size are kept (no [`MIN_MEAN_ROW_GROUP_BYTES`]): for a table whose
+    /// columns only stitching rewrites faithfully (a Delta variant column), where the choice is
+    /// between keeping small row groups in fewer files and not compacting at all.
+    pub small_row_groups: bool,
+    /// Top-level columns (by name in the files) that are or hold a variant: with `field_ids`,
+    /// the `metadata`/`value`/`typed_value` leaves under them need none (readers resolve a
+    /// variant's parts by name: Parquet's VariantEncoding, Iceberg's spec, Spark's files).
+    pub variant_columns: HashSet<String>,
 }
 
 /// The lowercase name of a codec, as tables configure them.
@@ -89,6 +97,12 @@ impl Footers {
         let footer = Arc::new(footer);
         self.read.borrow_mut().insert(path.to_string(), footer.clone());
         Ok(footer)
+    }
+
+    /// The leaf column paths of the local Parquet file `path` (`v, typed_value, a, value`).
+    pub(crate) fn leaf_paths(&self, path: &str) -> Result<Vec<Vec<String>>> {
+        let footer = self.of(path)?;
+        Ok(footer.file_metadata().schema_descr().columns().iter().map(|c| c.path().parts().to_vec()).collect())
     }
 
     /// The codec of the first column chunk of the local Parquet file `path` (what a file stitched
@@ -138,7 +152,9 @@ impl Footers {
                 return Some(format!("'{path}' has no row group"));
             }
             let compressed: i64 = groups.iter().map(|g| g.compressed_size()).sum();
-            if (compressed.max(0) as u64) < MIN_MEAN_ROW_GROUP_BYTES * groups.len() as u64 {
+            if !requirements.small_row_groups
+                && (compressed.max(0) as u64) < MIN_MEAN_ROW_GROUP_BYTES * groups.len() as u64
+            {
                 return Some(format!(
                     "'{path}' has row groups of {} KiB on average, below the {} MiB worth keeping",
                     compressed.max(0) as u64 / groups.len() as u64 / 1024,
@@ -231,7 +247,10 @@ fn offsets_agree(chunk: &parquet::file::metadata::ColumnChunkMetaData) -> bool {
 /// leaf or top-level columns), if it does not.
 fn schema_refusal(path: &str, descr: &SchemaDescriptor, requirements: &Requirements) -> Option<String> {
     if requirements.field_ids
-        && let Some(column) = descr.columns().iter().find(|c| !c.self_type().get_basic_info().has_id())
+        && let Some(column) = descr
+            .columns()
+            .iter()
+            .find(|c| !c.self_type().get_basic_info().has_id() && !is_variant_part(c.path().parts(), requirements))
     {
         return Some(format!("'{path}' has no field id for column '{}'", column.path()));
     }
@@ -249,6 +268,18 @@ fn schema_refusal(path: &str, descr: &SchemaDescriptor, requirements: &Requireme
         }
     }
     None
+}
+
+/// Whether the leaf column `parts` is part of a variant of `requirements.variant_columns`: under
+/// such a column, with a `metadata`, `value` or `typed_value` step below its top level.
+fn is_variant_part(parts: &[String], requirements: &Requirements) -> bool {
+    match parts.split_first() {
+        Some((top, below)) => {
+            requirements.variant_columns.contains(top)
+                && below.iter().any(|p| matches!(p.as_str(), "metadata" | "value" | "typed_value"))
+        }
+        None => false,
+    }
 }
 
 fn stitch_error(path: &str, e: impl std::fmt::Display) -> Error {
@@ -405,10 +436,30 @@ mod tests {
         };
         let none = Requirements::default();
         assert!(refusal(&[&a, &tiny], &none).contains("KiB on average"), "{}", refusal(&[&a, &tiny], &none));
+        let small = Requirements { small_row_groups: true, ..Requirements::default() };
+        assert_eq!(refusal(&[&a, &tiny], &small), "");
         assert!(refusal(&[&a, &wider], &none).contains("another Parquet schema"));
         assert!(refusal(&[&a], &none).contains("fewer than two"));
         let ids = Requirements { field_ids: true, ..Requirements::default() };
         assert!(refusal(&[&a, &b], &ids).contains("no field id"));
+        // Only a variant's parts are let off, not a plain column of the same name.
+        let variant = |name: &str| HashSet::from([name.to_string()]);
+        let ids_but_variant = Requirements { variant_columns: variant("payload"), ..ids.clone() };
+        assert!(refusal(&[&a, &b], &ids_but_variant).contains("no field id for column '\"id\"'"));
+        let strings = |parts: &[&str]| parts.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+        assert!(is_variant_part(
+            &strings(&["v", "value"]),
+            &Requirements { variant_columns: variant("v"), ..ids.clone() }
+        ));
+        assert!(is_variant_part(
+            &strings(&["s", "v", "typed_value", "a", "value"]),
+            &Requirements { variant_columns: variant("s"), ..ids.clone() }
+        ));
+        assert!(!is_variant_part(&strings(&["v"]), &Requirements { variant_columns: variant("v"), ..ids.clone() }));
+        assert!(!is_variant_part(
+            &strings(&["w", "value"]),
+            &Requirements { variant_columns: variant("v"), ..ids.clone() }
+        ));
         let zstd = Requirements { codec: Some("zstd"), ..Requirements::default() };
         assert!(refusal(&[&a, &b], &zstd).contains("compressed with uncompressed"));
         let columns = |names: &[&str]| Some(names.iter().map(|n| n.to_string()).collect::<HashSet<String>>());

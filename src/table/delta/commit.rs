@@ -244,7 +244,8 @@ pub fn find_commit(
 /// construction (no new row, `dataChange: false`; identity values and their high-water mark
 /// unchanged; files written with physical names and field ids under column mapping, with the
 /// widened types, element, key and value ids too, as Iceberg compatibility asks; no checkpoint
-/// written on a v2-checkpoint table, domains untouched);
+/// written on a v2-checkpoint table, domains untouched; variant
+/// columns copied byte for byte);
 /// [`crate::action::compact::delta::check_protocol`] has refused everything else.
 const KEPT_BY_COMPACTION: &[&str] = &[
     "invariants",
@@ -265,6 +266,12 @@ const KEPT_BY_COMPACTION: &[&str] = &[
     "clustering",
     "icebergCompatV1",
     "icebergCompatV2",
+    // Variant columns are only stitched: their bytes (shredded ones only where the table enables
+    // shredding) are the inputs'.
+    "variantType",
+    "variantType-preview",
+    "variantShredding",
+    "variantShredding-preview",
 ];
 
 /// The table as delta-rs's protocol check should see it for a compaction: its protocol without

@@ -115,7 +115,17 @@ impl IcebergTable {
     /// rewrites) refuse by and the read-only functions report (`compaction_blocked_by`).
     pub fn rewrite_refusal(&self) -> Option<String> {
         if !self.stand_ins.is_empty() {
-            return Some(format!("compaction cannot rewrite columns of type {}", self.stand_ins.describe()));
+            // A variant's bytes survive only a copy (DuckDB re-encodes and shreds what it
+            // decodes), and a format v3 rewrite must add the row-lineage columns, which a copy of
+            // the row groups cannot (docs/iceberg.md, "Variant columns").
+            let variant = match self.stand_ins.has_variant() {
+                true => {
+                    "; a variant's bytes survive only a byte copy of its row groups (DuckDB would re-encode them), \
+                     and a format v3 rewrite must add the row-lineage columns, which that copy cannot"
+                }
+                false => "",
+            };
+            return Some(format!("compaction cannot rewrite columns of type {}{variant}", self.stand_ins.describe()));
         }
         if let Some(column) = nanosecond_timestamptz_column(self.metadata.current_schema()) {
             return Some(format!(

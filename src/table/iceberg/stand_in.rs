@@ -41,6 +41,11 @@ impl StandIns {
         seen.into_iter().map(|(n, t)| format!("'{n}' ({t})")).collect::<Vec<_>>().join(", ")
     }
 
+    /// Whether a replaced column is a `variant`.
+    pub fn has_variant(&self) -> bool {
+        self.by_schema.values().flat_map(|fields| fields.values()).any(|(_, ty)| ty.as_str() == Some("variant"))
+    }
+
     /// Replaces unsupported types in every schema of table metadata JSON (`schemas`, and v1's
     /// `schema`); what was replaced is recorded. Types the spec does not define are replaced
     /// only in format v3 and later.
@@ -233,6 +238,8 @@ mod tests {
         assert_eq!(metadata["schemas"][0]["fields"][0]["type"], "long", "supported types untouched");
         assert_eq!(metadata["schemas"][0]["fields"][4]["type"]["key"], "string");
         assert!(stand_ins.describe().contains("'v' (variant)"), "{}", stand_ins.describe());
+        assert!(stand_ins.has_variant());
+        assert!(!StandIns::default().has_variant());
         stand_ins.restore(&mut metadata);
         assert_eq!(metadata, original);
     }
