@@ -1,5 +1,6 @@
 """Delta tables Spark 4.0.1 + Delta 4.0.0 writes with one newer feature each (delta_tables.
-FEATURE_TABLES), fragmented by small INSERTs: in-commit timestamps, type widening, timestamp_ntz,
+FEATURE_TABLES), fragmented by small INSERTs: in-commit timestamps, type widening (top-level, and of a
+struct field, a list's element and a map's key and value), timestamp_ntz,
 v2 checkpoints and liquid clustering are compacted — Spark reads the same rows (also as of before), its history
 shows our OPTIMIZE, and it keeps writing; variant is refused naming the feature, nothing written.
 """
@@ -62,6 +63,17 @@ def test_compaction_of_spark_feature_tables(con, spark, feature_tables, tmp_path
         adds = [a["add"]["path"] for a in d.commit_actions(path, version + 1) if "add" in a]
         assert adds and all(str(pq.read_schema(d._abs(path, rel)).field("n").type) == "int64" for rel in adds), \
             "files written before the widening are rewritten with the widened type"
+    if name == "nested_widened":
+        import pyarrow.parquet as pq
+
+        adds = [a["add"]["path"] for a in d.commit_actions(path, version + 1) if "add" in a]
+        for rel in adds:
+            schema = pq.read_schema(d._abs(path, rel))
+            assert str(schema.field("s").type) == "struct<a: int64, b: string>", schema
+            assert str(schema.field("l").type.value_type) == "int64", schema
+            assert (str(schema.field("m").type.key_type), str(schema.field("m").type.item_type)) == ("int64", "int64"), schema
+        assert adds, "files written before the widening of s.a, l.element, m.key and m.value are rewritten wide"
+        assert not any("metaData" in a for a in d.commit_actions(path, version + 1)), "schema and typeChanges kept"
     if name == "clustered":
         adds = [a["add"] for a in d.commit_actions(path, version + 1) if "add" in a]
         assert adds and all(a.get("clusteringProvider") == "liquid" for a in adds), adds

@@ -32,7 +32,7 @@ use deltalake_core::kernel::Add;
 use serde_json::{Value, json};
 
 use crate::action::compact::deletion_vectors::DeletedPositions;
-use crate::action::compact::delta_columns::{DataColumn, DeltaColumns, nested_type_change};
+use crate::action::compact::delta_columns::{DataColumn, DeltaColumns};
 use crate::action::compact::delta_commit::Written;
 use crate::action::compact::run::copy_in_order;
 use crate::action::compact::run::{Committed, Rewrite};
@@ -131,19 +131,7 @@ pub fn protocol_refusal(table: &DeltaLakeTable) -> Option<String> {
     if !matches!(mapping, "none" | "name" | "id") {
         return Some(format!("uses column mapping mode '{mapping}', which Delta does not define"));
     }
-    table
-        .fields()
-        .iter()
-        .find_map(|f| {
-            let name = f.get("name").and_then(Value::as_str).unwrap_or("?");
-            nested_type_change(f.get("type")?).map(|inner| format!("{name}.{inner}"))
-        })
-        .map(|field| {
-            format!(
-                "widened the type of the nested field '{field}' (typeWidening); the rewrite casts top-level columns \
-                 only"
-            )
-        })
+    None
 }
 
 /// The layout of a clustered table's rewrite: a z-order on its clustering columns (by logical
@@ -293,6 +281,12 @@ impl Rewrite for DeltaRewrite<'_> {
     fn stitch_refusal(&self, conn: &Nested, group: &[usize]) -> Option<String> {
         if self.columns.row_tracking.is_some() {
             return Some("the table tracks row ids, which derive from a row's file and a stitched file changes".into());
+        }
+        if let Some(c) = self.columns.data.iter().find(|c| c.widened) {
+            return Some(format!(
+                "column '{}' was widened (typeWidening), and a stitched file keeps its inputs' narrower types",
+                c.logical
+            ));
         }
         let inputs = match self.inputs(group) {
             Ok(inputs) => inputs,

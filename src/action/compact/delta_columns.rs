@@ -12,7 +12,12 @@
 //! files but not in the schema: it is not read, so not written back.
 //!
 //! A column whose type was widened (`typeWidening`) is read from older files with the widened
-//! type (the cast below), so every rewritten file has the table's current types.
+//! type (the cast below), so every rewritten file has the table's current types. A widened
+//! nested field (`delta.typeChanges` on a struct field, or on a field with `fieldPath`
+//! `element`, `key`, `value`) has its whole top-level column cast to the nested type, which
+//! DuckDB does by field name (a field a file lacks comes out NULL, as readers see it); the
+//! schema and its `delta.typeChanges` are left as they are (the protocol lets a writer drop them
+//! only once every file has the new types, which a compaction of some files does not know).
 //!
 //! Under row tracking ([`crate::table::delta::row_tracking`]) every rewritten row keeps its id
 //! and commit version: the materialized columns are written as
@@ -48,6 +53,10 @@ pub(crate) struct DataColumn {
     pub(crate) delta: Value,
     /// Under column mapping: its field id and its `FIELD_IDS` entry (nested ids included).
     mapped: Option<(i64, String)>,
+    /// Whether its type, or the type of a field nested in it (a struct field, a list's element,
+    /// a map's key or value), was widened (`delta.typeChanges` on it or inside it): the whole
+    /// column is cast, nested types included, so older files' narrow fields are written wide.
+    pub(crate) widened: bool,
 }
 
 /// The columns a rewrite reads and writes ([module docs](self)).
@@ -88,6 +97,7 @@ impl DeltaColumns {
                 false => None,
             };
             data.push(DataColumn {
+                widened: has_type_changes(f),
                 ty: duckdb_type(&delta, mapped.is_some()),
                 name,
                 logical: logical.to_string(),
@@ -155,7 +165,9 @@ impl DeltaColumns {
         for c in &self.data {
             let id = quote_ident(&c.name);
             select.push(match (present.contains(&c.name), &c.ty) {
-                (true, Some(ty)) if !ty.contains('(') || ty.starts_with("DECIMAL") => format!("CAST({id} AS {ty}) AS {id}"),
+                (true, Some(ty)) if !ty.contains('(') || ty.starts_with("DECIMAL") || c.widened => {
+                    format!("CAST({id} AS {ty}) AS {id}")
+                }
                 (true, _) => id,
                 (false, Some(ty)) => format!("CAST(NULL AS {ty}) AS {id}"),
                 (false, None) => {
@@ -432,31 +444,17 @@ fn mapped_fields(field: &Value, out: &mut Vec<(i64, String)>) -> Result<()> {
     walk(field.get("type").unwrap_or(&Value::Null), out)
 }
 
-/// Whether a field nested in `ty` had its type widened (`delta.typeChanges` in its metadata):
-/// the rewrite casts top-level columns only, so such a table is refused.
-pub(crate) fn nested_type_change(ty: &Value) -> Option<String> {
-    let object = ty.as_object()?;
-    let mut children: Vec<(&str, &Value)> = Vec::new();
-    match object.get("type")?.as_str()? {
-        "struct" => {
-            for f in object.get("fields")?.as_array()? {
-                let name = f.get("name").and_then(Value::as_str).unwrap_or("?");
-                if f.get("metadata").and_then(|m| m.get("delta.typeChanges")).is_some() {
-                    return Some(name.to_string());
-                }
-                children.push((name, f.get("type")?));
-            }
-        }
-        "array" => children.push(("element", object.get("elementType")?)),
-        "map" => {
-            children.push(("key", object.get("keyType")?));
-            children.push(("value", object.get("valueType")?));
-        }
-        _ => {}
+/// Whether `field` or a field nested in it (in structs, arrays and maps) carries
+/// `delta.typeChanges`: a widening of the field itself, of its array's element or map's key or
+/// value (`fieldPath`), or of a struct field inside it.
+pub(crate) fn has_type_changes(field: &Value) -> bool {
+    fn inside(ty: &Value) -> bool {
+        let Some(object) = ty.as_object() else { return false };
+        object.get("fields").and_then(Value::as_array).into_iter().flatten().any(has_type_changes)
+            || ["elementType", "keyType", "valueType"].iter().any(|k| object.get(*k).is_some_and(inside))
     }
-    // Widening of an array's element or a map's key/value is recorded on the enclosing field
-    // with a `fieldPath`, so it is found above; deeper structs are searched here.
-    children.into_iter().find_map(|(name, child)| nested_type_change(child).map(|inner| format!("{name}.{inner}")))
+    field.get("metadata").and_then(|m| m.get("delta.typeChanges")).is_some()
+        || field.get("type").is_some_and(inside)
 }
 
 /// DuckDB's type for a Delta type (struct children by name, by physical name when `mapped`).
@@ -551,12 +549,16 @@ mod tests {
 
     #[test]
     fn widened_nested_fields_are_found() {
-        let widened = json!({"name": "b", "type": "long", "metadata": {"delta.typeChanges": [{"fromType": "integer", "toType": "long"}]}});
-        let inner =
-            json!({"type": "struct", "fields": [{"name": "s", "type": {"type": "struct", "fields": [widened]}}]});
-        assert_eq!(nested_type_change(&inner).as_deref(), Some("s.b"));
-        assert_eq!(nested_type_change(&json!("long")), None);
-        let plain = json!({"type": "array", "elementType": {"type": "struct", "fields": [{"name": "c", "type": "long", "metadata": {}}]}});
-        assert_eq!(nested_type_change(&plain), None);
+        let changes = json!([{"fromType": "integer", "toType": "long"}]);
+        let widened = json!({"name": "b", "type": "long", "metadata": {"delta.typeChanges": changes}});
+        let deep = json!({"name": "s", "type": {"type": "struct", "fields": [
+            {"name": "t", "type": {"type": "array", "elementType": {"type": "struct", "fields": [widened]}}}]}});
+        assert!(has_type_changes(&deep));
+        let element = json!({"name": "l", "type": {"type": "array", "elementType": "long"},
+            "metadata": {"delta.typeChanges": [{"fromType": "integer", "toType": "long", "fieldPath": "element"}]}});
+        assert!(has_type_changes(&element));
+        let plain = json!({"name": "p", "type": {"type": "array", "elementType": {"type": "struct", "fields": [
+            {"name": "c", "type": "long", "metadata": {}}]}}, "metadata": {}});
+        assert!(!has_type_changes(&plain));
     }
 }
