@@ -5,10 +5,10 @@
 //!
 //! Safety rules, as for Iceberg ([`crate::action::compact`]):
 //! - the protocol is checked first: every table feature has a decision (`FEATURES`); one whose
-//!   meaning a rewrite could break (variant, materialized partition columns, catalog-managed
+//!   meaning a rewrite could break (variant, catalog-managed
 //!   commits, Iceberg compatibility, anything unknown) is refused, naming it and why
 //!   ([`check_protocol`]); column mapping, row tracking, type widening, clustering, in-commit
-//!   timestamps and v2 checkpoints are rewritten as they ask
+//!   timestamps, materialized partition columns and v2 checkpoints are rewritten as they ask
 //!   ([`crate::action::compact::delta_columns`]; a z-order on the clustering columns; no
 //!   checkpoint written on a v2-checkpoint table; commits pinned to one version where their
 //!   actions depend on it);
@@ -19,8 +19,11 @@
 //!   least `delete_ratio_threshold` of its rows is rewritten even alone (purged);
 //! - every output holds exactly its inputs' rows less the deleted ones (checked before the
 //!   commit against `numRecords` less the vectors' cardinality); files are written
-//!   without the partition columns (their values live in the log), with `stats` (numRecords,
-//!   nullCount, min/max where exact) so readers keep skipping files;
+//!   without the partition columns (their values live in the log) unless the table asks for
+//!   them (`materializePartitionColumns`, or the hint `delta.writePartitionColumnsToParquet`:
+//!   then after the data columns, with the partition's value from the log), with `stats`
+//!   (numRecords, nullCount, min/max where exact; none for partition columns) so readers keep
+//!   skipping files;
 //! - the commit ([`crate::action::compact::delta_commit`]) is put-if-absent on
 //!   `_delta_log/<v>.json`; a concurrent commit is settled as Spark settles one for OPTIMIZE,
 //!   and a failed commit removes everything we wrote.
@@ -32,7 +35,7 @@ use deltalake_core::kernel::Add;
 use serde_json::{Value, json};
 
 use crate::action::compact::deletion_vectors::DeletedPositions;
-use crate::action::compact::delta_columns::{DataColumn, DeltaColumns};
+use crate::action::compact::delta_columns::{DataColumn, DeltaColumns, materialized_partition_refusal};
 use crate::action::compact::delta_commit::Written;
 use crate::action::compact::run::copy_in_order;
 use crate::action::compact::run::{Committed, Rewrite};
@@ -77,10 +80,7 @@ const FEATURES: &[(&str, Option<&str>)] = &[
     ("variantType-preview", Some("DuckDB does not read and write Spark's variant encoding back unchanged")),
     ("variantShredding", Some("DuckDB does not read and write Spark's variant encoding back unchanged")),
     ("variantShredding-preview", Some("DuckDB does not read and write Spark's variant encoding back unchanged")),
-    (
-        "materializePartitionColumns",
-        Some("its files must hold the partition columns, which this rewrite writes to the log only"),
-    ),
+    ("materializePartitionColumns", None),
     ("catalogManaged", Some("its commits go through its catalog, which this version does not call")),
     ("catalogOwned-preview", Some("its commits go through its catalog, which this version does not call")),
 ];
@@ -131,7 +131,7 @@ pub fn protocol_refusal(table: &DeltaLakeTable) -> Option<String> {
     if !matches!(mapping, "none" | "name" | "id") {
         return Some(format!("uses column mapping mode '{mapping}', which Delta does not define"));
     }
-    None
+    materialized_partition_refusal(table)
 }
 
 /// The layout of a clustered table's rewrite: a z-order on its clustering columns (by logical
@@ -281,6 +281,12 @@ impl Rewrite for DeltaRewrite<'_> {
     fn stitch_refusal(&self, conn: &Nested, group: &[usize]) -> Option<String> {
         if self.columns.row_tracking.is_some() {
             return Some("the table tracks row ids, which derive from a row's file and a stitched file changes".into());
+        }
+        if !self.columns.materialized.is_empty() {
+            return Some(
+                "new files must hold the partition columns (materializePartitionColumns), which older files may lack"
+                    .into(),
+            );
         }
         if let Some(c) = self.columns.data.iter().find(|c| c.widened) {
             return Some(format!(

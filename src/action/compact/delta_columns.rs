@@ -1,6 +1,9 @@
 //! How a Delta rewrite reads and writes the table's columns: the top-level fields without the
 //! partition columns (their values live in the log), in schema order, each read and written as
-//! its Delta type.
+//! its Delta type. A table that asks for its partition columns in every new file
+//! (`materializePartitionColumns`; the hint `delta.writePartitionColumnsToParquet`) gets them
+//! after the data columns, each the partition's value from the log cast to its type (what
+//! readers read, whether or not an older file holds the column), with no statistics.
 //!
 //! Under column mapping (`delta.columnMapping.mode` `name` or `id`, also the legacy (2, 5)
 //! protocol) a column lives in the files under its physical name
@@ -74,17 +77,32 @@ pub(crate) struct DeltaColumns {
     mapped_fields: Vec<(i64, String)>,
     /// Under row tracking: the materialized row-id and row-commit-version columns.
     pub(crate) row_tracking: Option<(String, String)>,
+    /// The partition columns every new file must hold ([`materializes_partition_columns`]), in
+    /// schema order, written after the data columns with their partition's value from the log;
+    /// empty when files are written without them.
+    pub(crate) materialized: Vec<DataColumn>,
+}
+
+/// Whether new files must (`materializePartitionColumns`) or should (the table property
+/// `delta.writePartitionColumnsToParquet` = `true`, a hint the protocol lets writers follow) hold
+/// the partition columns.
+pub(crate) fn materializes_partition_columns(table: &DeltaLakeTable) -> bool {
+    table.features("writerFeatures").iter().any(|f| f == "materializePartitionColumns")
+        || table.property("delta.writePartitionColumnsToParquet").is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
 impl DeltaColumns {
     pub(crate) fn of(table: &DeltaLakeTable) -> Result<Self> {
         let mapped = table.property("delta.columnMapping.mode").is_some_and(|m| m != "none");
         let partition: Vec<String> = table.partition_columns();
+        let materialize = materializes_partition_columns(table);
         let mut data = Vec::new();
+        let mut materialized = Vec::new();
         let mut all_mapped = Vec::new();
         for f in table.fields() {
             let Some(logical) = f.get("name").and_then(Value::as_str) else { continue };
-            if partition.iter().any(|p| p == logical) {
+            let is_partition = partition.iter().any(|p| p == logical);
+            if is_partition && !materialize {
                 continue;
             }
             let delta = f.get("type").cloned().unwrap_or(Value::Null);
@@ -96,14 +114,18 @@ impl DeltaColumns {
                 }
                 false => None,
             };
-            data.push(DataColumn {
+            let column = DataColumn {
                 widened: has_type_changes(f),
                 ty: duckdb_type(&delta, mapped.is_some()),
                 name,
                 logical: logical.to_string(),
                 delta,
                 mapped,
-            });
+            };
+            match is_partition {
+                true => materialized.push(column),
+                false => data.push(column),
+            }
         }
         let by_logical = |wanted: &str| data.iter().find(|c| c.logical == wanted).map(|c| c.name.clone());
         let indexed = match table.property("delta.dataSkippingStatsColumns") {
@@ -125,7 +147,15 @@ impl DeltaColumns {
         };
         let row_tracking =
             table.row_tracking.as_ref().map(|t| (t.row_id_column.clone(), t.commit_version_column.clone()));
-        Ok(Self { data, indexed, compression, order: RowOrder::Unordered, mapped_fields: all_mapped, row_tracking })
+        Ok(Self {
+            data,
+            indexed,
+            compression,
+            order: RowOrder::Unordered,
+            mapped_fields: all_mapped,
+            row_tracking,
+            materialized,
+        })
     }
 
     /// The names of the columns a rewrite writes, in order: the data columns' names in the
@@ -143,12 +173,17 @@ impl DeltaColumns {
     ///
     /// `row_ids`: under row tracking, each file's `baseRowId` and `defaultRowCommitVersion` (a
     /// file not named has materialized ids only, as every file a rewrite wrote).
+    ///
+    /// `partition`: the partition values (from the log) of the files, all of one partition, when
+    /// the materialized partition columns are to be selected too (a rewrite), each as its
+    /// partition value ([`partition_value_sql`]): what readers read, whatever a file holds.
     pub(crate) fn select_sql(
         &self,
         conn: &Nested,
         files: &[String],
         deleted: Option<&DeletedPositions>,
         row_ids: &RowIds,
+        partition: Option<&HashMap<String, Option<String>>>,
     ) -> Result<String> {
         let list = files.iter().map(|f| quote_file(f)).collect::<Vec<_>>().join(", ");
         if !self.mapped_fields.is_empty() {
@@ -180,6 +215,12 @@ impl DeltaColumns {
                     ));
                 }
             });
+        }
+        if let Some(values) = partition {
+            for c in &self.materialized {
+                let value = values.get(&c.name).cloned().flatten();
+                select.push(format!("{} AS {}", partition_value_sql(c, value.as_deref())?, quote_ident(&c.name)));
+            }
         }
         let tracked = match &self.row_tracking {
             Some((id_column, version_column)) => {
@@ -348,7 +389,14 @@ impl DeltaColumns {
         deleted: Option<&DeletedPositions>,
     ) -> Result<OrderedRows> {
         let files: Vec<String> = inputs.iter().map(|f| f.local_path.to_string_lossy().into_owned()).collect();
-        self.order.rows(conn, self.select_sql(conn, &files, deleted, &self.row_ids(inputs))?)
+        if inputs.iter().any(|f| f.partition_values != inputs[0].partition_values) {
+            return Err(Error::new(
+                ErrorKind::CorruptMetadata,
+                "a rewrite group mixes partitions; nothing was committed (this is a bug, please report it)",
+            ));
+        }
+        let partition = inputs.first().map(|f| &f.partition_values);
+        self.order.rows(conn, self.select_sql(conn, &files, deleted, &self.row_ids(inputs), partition)?)
     }
 
     /// The COPY of `select` into `target` (with the field ids under column mapping).
@@ -356,6 +404,7 @@ impl DeltaColumns {
         let ids: Vec<String> = self
             .data
             .iter()
+            .chain(&self.materialized)
             .filter_map(|c| Some(format!("{}: {}", quote_ident(&c.name), c.mapped.as_ref()?.1)))
             .collect();
         let field_ids = if ids.is_empty() { String::new() } else { format!(", FIELD_IDS {{{}}}", ids.join(", ")) };
@@ -365,6 +414,61 @@ impl DeltaColumns {
             self.compression
         )
     }
+}
+
+/// The SQL value of a materialized partition column: its partition value as the log writes it
+/// (Delta's partition value serialization; null, or an empty string, is NULL) cast to its type.
+/// A `timestamp` value is taken only in its ISO 8601 UTC form (`…Z`): the other form is in the
+/// time zone of whichever system wrote it, which the log does not say. Binary values (escaped
+/// text) are refused ([`materialized_partition_refusal`] says so before any rewrite).
+fn partition_value_sql(column: &DataColumn, value: Option<&str>) -> Result<String> {
+    let Some(ty) = &column.ty else {
+        return Err(materialize_error(column, "its type has no DuckDB form"));
+    };
+    let value = match value {
+        None | Some("") => return Ok(format!("CAST(NULL AS {ty})")),
+        Some(value) => value,
+    };
+    match column.delta.as_str() {
+        Some("binary") => Err(materialize_error(column, "binary partition values are escaped text")),
+        Some("timestamp") if !value.ends_with('Z') => Err(materialize_error(
+            column,
+            &format!("its partition value '{value}' has no time zone (the writer's, which the log does not say)"),
+        )),
+        _ => Ok(format!("CAST({} AS {ty})", quote_literal(value))),
+    }
+}
+
+fn materialize_error(column: &DataColumn, why: &str) -> Error {
+    Error::new(
+        ErrorKind::Unsupported,
+        format!(
+            "partition column '{}' must be written into new files (materializePartitionColumns), but {why}; nothing \
+             was committed",
+            column.logical
+        ),
+    )
+}
+
+/// Why the table's partition columns cannot be written into its files when it asks for them
+/// ([`materializes_partition_columns`]): a type whose partition values this rewrite does not
+/// turn back into values (binary; one with no DuckDB form); `None` when they can be.
+pub(crate) fn materialized_partition_refusal(table: &DeltaLakeTable) -> Option<String> {
+    if !materializes_partition_columns(table) {
+        return None;
+    }
+    let partition = table.partition_columns();
+    table.fields().iter().find_map(|f| {
+        let name = f.get("name").and_then(Value::as_str)?;
+        let ty = f.get("type")?;
+        let readable = ty.as_str() != Some("binary") && duckdb_type(ty, false).is_some();
+        (partition.iter().any(|p| p == name) && !readable).then(|| {
+            format!(
+                "must hold its partition columns in new files (materializePartitionColumns), and partition column \
+                 '{name}' is of type {ty}, whose partition values this version does not turn back into values"
+            )
+        })
+    })
 }
 
 /// A field's physical name (column mapping).
@@ -545,6 +649,28 @@ mod tests {
         assert!(field_ids(&bare).unwrap_err().message().contains("column 'x' has no delta.columnMapping.id"));
         assert_eq!(duckdb_type(&json!("decimal(10,2)"), false), Some("DECIMAL(10,2)".into()));
         assert_eq!(duckdb_type(&json!({"type": "struct", "fields": []}), false), None);
+    }
+
+    #[test]
+    fn materialized_partition_values_are_cast_from_the_log_or_refused() {
+        let column = |delta: &str| DataColumn {
+            name: "col-1".into(),
+            logical: "p".into(),
+            ty: duckdb_type(&json!(delta), false),
+            delta: json!(delta),
+            mapped: None,
+            widened: false,
+        };
+        assert_eq!(partition_value_sql(&column("integer"), Some("7")).unwrap(), "CAST('7' AS INTEGER)");
+        assert_eq!(partition_value_sql(&column("date"), None).unwrap(), "CAST(NULL AS DATE)");
+        assert_eq!(partition_value_sql(&column("string"), Some("")).unwrap(), "CAST(NULL AS VARCHAR)");
+        let utc = partition_value_sql(&column("timestamp"), Some("2026-01-01T05:00:00.123456Z")).unwrap();
+        assert_eq!(utc, "CAST('2026-01-01T05:00:00.123456Z' AS TIMESTAMPTZ)");
+        let zoneless = partition_value_sql(&column("timestamp"), Some("2026-01-01 05:00:00")).unwrap_err();
+        assert!(zoneless.message().contains("partition column 'p'") && zoneless.message().contains("no time zone"));
+        let ntz = partition_value_sql(&column("timestamp_ntz"), Some("2026-01-01 05:00:00")).unwrap();
+        assert_eq!(ntz, "CAST('2026-01-01 05:00:00' AS TIMESTAMP)");
+        assert!(partition_value_sql(&column("binary"), Some("\\u0001")).unwrap_err().message().contains("binary"));
     }
 
     #[test]

@@ -243,7 +243,8 @@ pub fn find_commit(
 /// Features delta-rs (without DataFusion) will not commit under, and that a compaction keeps by
 /// construction (no new row, `dataChange: false`; identity values and their high-water mark
 /// unchanged; files written with physical names and field ids under column mapping, with the
-/// widened types; no checkpoint written on a v2-checkpoint table, domains untouched);
+/// widened types, the partition columns materialized where the table asks; no checkpoint
+/// written on a v2-checkpoint table, domains untouched);
 /// [`crate::action::compact::delta::check_protocol`] has refused everything else.
 const KEPT_BY_COMPACTION: &[&str] = &[
     "invariants",
@@ -262,6 +263,7 @@ const KEPT_BY_COMPACTION: &[&str] = &[
     "rowTracking",
     "inCommitTimestamp",
     "clustering",
+    "materializePartitionColumns",
 ];
 
 /// The table as delta-rs's protocol check should see it for a compaction: its protocol without
