@@ -32,15 +32,9 @@ from deltalake import DeltaTable, write_deltalake
 
 import delta_tables as d
 from test_delta import compact, dcon  # noqa: F401 (dcon: a fixture)
+from test_delta_golden import spark_json
 
 KERNEL = Path(__file__).resolve().parent.parent / "data" / "delta_kernel" / "partitioned_with_materialize_feature"
-
-
-def spark_rows(spark, path: Path, version: int | None = None) -> list[str]:
-    reader = spark.read.format("delta")
-    if version is not None:
-        reader = reader.option("versionAsOf", int(version))
-    return sorted(reader.load(str(path)).toJSON().collect())
 
 
 def new_adds(path: Path, version: int) -> list[dict]:
@@ -65,7 +59,7 @@ def add_writer_feature(path: Path, feature: str) -> None:
 
 def test_the_kernel_table_gets_its_partition_column_in_the_new_file(con, dcon, spark, tmp_path):
     path = d.twin(KERNEL, tmp_path / "kernel")
-    before_spark, before_duck, before_dl = spark_rows(spark, path), d.rows_duckdb(dcon, path), d.rows_deltalake(path)
+    before_spark, before_duck, before_dl = spark_json(spark, path), d.rows_duckdb(dcon, path), d.rows_deltalake(path)
     assert len(before_spark) == 6 and any('"letter"' not in r for r in before_spark), "one NULL partition"
     version = d.current_version(path)
     rows = compact(con, path, small_file_threshold_mb=1, target_file_size_mb=1)
@@ -77,8 +71,8 @@ def test_the_kernel_table_gets_its_partition_column_in_the_new_file(con, dcon, s
     assert file.column("letter").to_pylist() == ["a", "a"]
     stats = json.loads(add["stats"])
     assert all("letter" not in stats[k] for k in ("minValues", "maxValues", "nullCount")), stats
-    assert spark_rows(spark, path) == before_spark
-    assert spark_rows(spark, path, version) == before_spark, "time travel"
+    assert spark_json(spark, path) == before_spark
+    assert spark_json(spark, path, version) == before_spark, "time travel"
     assert d.rows_duckdb(dcon, path) == before_duck
     assert d.rows_deltalake(path) == before_dl
 
@@ -107,7 +101,7 @@ def test_a_column_mapped_spark_table_gets_its_partition_columns_by_physical_name
     fields = {f["name"]: f for f in json.loads(meta["schemaString"])["fields"]}
     physical = {n: f["metadata"]["delta.columnMapping.physicalName"] for n, f in fields.items()}
     ids = {n: f["metadata"]["delta.columnMapping.id"] for n, f in fields.items()}
-    before_spark, before_dl = spark_rows(spark, path), d.rows_deltalake(path)
+    before_spark, before_dl = spark_json(spark, path), d.rows_deltalake(path)
     assert duckdb_cannot_read(dcon, path)
     version = d.current_version(path)
     rows = compact(con, path, small_file_threshold_mb=1, target_file_size_mb=1)
@@ -132,8 +126,8 @@ def test_a_column_mapped_spark_table_gets_its_partition_columns_by_physical_name
         assert physical["w"] in schema.names and "w" not in schema.names, "data columns by physical name"
         stats = json.loads(add["stats"])
         assert all(p not in stats[k] and day not in stats[k] for k in ("minValues", "maxValues", "nullCount")), stats
-    assert spark_rows(spark, path) == before_spark
-    assert spark_rows(spark, path, version) == before_spark, "time travel"
+    assert spark_json(spark, path) == before_spark
+    assert spark_json(spark, path, version) == before_spark, "time travel"
     assert d.rows_deltalake(path) == before_dl
     assert duckdb_cannot_read(dcon, path)
 

@@ -8,7 +8,8 @@
 //!   meaning a rewrite could break (variant, catalog-managed
 //!   commits, Iceberg compatibility, anything unknown) is refused, naming it and why
 //!   ([`check_protocol`]); column mapping, row tracking, type widening, clustering, in-commit
-//!   timestamps, materialized partition columns and v2 checkpoints are rewritten as they ask
+//!   timestamps, materialized partition columns, collations and v2 checkpoints are rewritten
+//!   as they ask
 //!   ([`crate::action::compact::delta_columns`]; a z-order on the clustering columns; no
 //!   checkpoint written on a v2-checkpoint table; commits pinned to one version where their
 //!   actions depend on it);
@@ -81,6 +82,8 @@ const FEATURES: &[(&str, Option<&str>)] = &[
     ("variantShredding", Some("DuckDB does not read and write Spark's variant encoding back unchanged")),
     ("variantShredding-preview", Some("DuckDB does not read and write Spark's variant encoding back unchanged")),
     ("materializePartitionColumns", None),
+    ("collations", None),
+    ("collations-preview", None),
     ("catalogManaged", Some("its commits go through its catalog, which this version does not call")),
     ("catalogOwned-preview", Some("its commits go through its catalog, which this version does not call")),
 ];
@@ -583,6 +586,11 @@ fn check_null_counts(
 /// top-level primitive column, and `minValues`/`maxValues` where DuckDB's statistics are exact
 /// and Delta's JSON form is unambiguous (integers, floats without NaN, dates, strings DuckDB did
 /// not truncate, timestamps widened to whole milliseconds, as Delta's stats keep milliseconds).
+///
+/// Strings are bounded in UTF-8 byte order (DuckDB's), the order the collations RFC gives plain
+/// `minValues`/`maxValues` whatever a column's collation; collation-aware bounds
+/// (`statsWithCollation`) are never written, as they must be computed with the exact collation
+/// version to be used.
 fn file_stats(conn: &Nested, path: &Path, columns: &DeltaColumns, rows: u64) -> Result<Value> {
     let result = conn.query(&format!(
         "SELECT path_in_schema::VARCHAR, stats_min_value::VARCHAR, stats_max_value::VARCHAR, \

@@ -243,8 +243,9 @@ pub fn find_commit(
 /// Features delta-rs (without DataFusion) will not commit under, and that a compaction keeps by
 /// construction (no new row, `dataChange: false`; identity values and their high-water mark
 /// unchanged; files written with physical names and field ids under column mapping, with the
-/// widened types, the partition columns materialized where the table asks; no checkpoint
-/// written on a v2-checkpoint table, domains untouched);
+/// widened types, the partition columns materialized where the table asks; collated columns'
+/// schema metadata untouched and no collation-aware stats written; no checkpoint written on a
+/// v2-checkpoint table, domains untouched);
 /// [`crate::action::compact::delta::check_protocol`] has refused everything else.
 const KEPT_BY_COMPACTION: &[&str] = &[
     "invariants",
@@ -264,6 +265,8 @@ const KEPT_BY_COMPACTION: &[&str] = &[
     "inCommitTimestamp",
     "clustering",
     "materializePartitionColumns",
+    "collations",
+    "collations-preview",
 ];
 
 /// The table as delta-rs's protocol check should see it for a compaction: its protocol without
