@@ -203,6 +203,16 @@ impl DeltaColumns {
                 (true, Some(ty)) if !ty.contains('(') || ty.starts_with("DECIMAL") || c.widened => {
                     format!("CAST({id} AS {ty}) AS {id}")
                 }
+                (true, None) if c.widened => {
+                    return Err(Error::new(
+                        ErrorKind::Unsupported,
+                        format!(
+                            "column '{}' was widened (typeWidening), and its type has no DuckDB form to write it in; \
+                             nothing was committed",
+                            c.logical
+                        ),
+                    ));
+                }
                 (true, _) => id,
                 (false, Some(ty)) => format!("CAST(NULL AS {ty}) AS {id}"),
                 (false, None) => {
