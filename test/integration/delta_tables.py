@@ -767,6 +767,15 @@ FEATURE_TABLES: dict[str, tuple[str, str, str, list[str]]] = {
          "ALTER TABLE {t} ALTER COLUMN l.element TYPE bigint",
          "ALTER TABLE {t} ALTER COLUMN m.key TYPE bigint",
          "ALTER TABLE {t} ALTER COLUMN m.value TYPE bigint"]),  # every file narrow: the rewrite must widen
+    "nested_widened_mapped": (
+        "id bigint, s struct<a: int, b: string>, l array<int>, m map<int, int>",
+        "TBLPROPERTIES ('delta.enableTypeWidening' = 'true', 'delta.columnMapping.mode' = 'name')",
+        "id, CASE WHEN id % 7 = 0 THEN NULL ELSE named_struct('a', CAST(id AS INT), 'b', concat('v', id)) END, "
+        "array(CAST(id AS INT), NULL), map(CAST(id AS INT), CAST(-id AS INT))",
+        ["ALTER TABLE {t} ALTER COLUMN s.a TYPE bigint",
+         "ALTER TABLE {t} ALTER COLUMN l.element TYPE bigint",
+         "ALTER TABLE {t} ALTER COLUMN m.key TYPE bigint",
+         "ALTER TABLE {t} ALTER COLUMN m.value TYPE bigint"]),  # every file narrow: the rewrite must widen
     "ntz": ("id bigint, t timestamp_ntz", "", "id, TIMESTAMP_NTZ '2026-10-01 05:00:00.123456' + make_interval(0, 0, 0, 0, 0, 0, id)", []),
     "v2cp": ("id bigint, v string", "TBLPROPERTIES ('delta.checkpointPolicy' = 'v2', 'delta.checkpointInterval' = '3')",
              "id, concat('v', id)", []),
