@@ -104,7 +104,7 @@ mod tests {
 
     #[test]
     fn an_unknown_writer_feature_blocks_both_naming_it() {
-        for feature in ["collations", "collations-preview", "liquid"] {
+        for feature in ["liquid", "geospatial"] {
             let (root, table) = delta_table(&[], &["appendOnly", "domainMetadata", feature]);
             let b = blocked(&table);
             assert_eq!(
@@ -123,6 +123,11 @@ mod tests {
 
     #[test]
     fn a_delta_table_of_known_features_blocks_nothing() {
+        for writers in [&["collations", "domainMetadata"], &["collations-preview", "domainMetadata"]] {
+            let (root, table) = delta_table(&[], writers);
+            assert_eq!(blocked(&table), Blocked::default(), "{writers:?}");
+            std::fs::remove_dir_all(root).unwrap();
+        }
         let (root, table) = delta_table(&["deletionVectors"], &["deletionVectors", "appendOnly"]);
         assert_eq!(blocked(&table), Blocked::default());
         std::fs::remove_dir_all(root).unwrap();

@@ -64,7 +64,7 @@ pub fn scan(conn: &crate::duck::Connection, table: &Table, paths: &[String], run
             let live: Vec<&LiveFile> =
                 local.iter().filter_map(|p| by_path.get(std::path::Path::new(p)).copied()).collect();
             deleted = DeletedPositions::of(&table.root, &live)?;
-            (names, columns.select_sql(conn, &local, deleted.as_ref(), &columns.row_ids(&live))?)
+            (names, columns.select_sql(conn, &local, deleted.as_ref(), &columns.row_ids(&live), None)?)
         }
     };
     let sql = format!(

@@ -214,6 +214,9 @@ const VACUUM_SAFE_WRITER_FEATURES: &[&str] = &[
     "allowColumnDefaults",
     "checkpointProtection",
     "materializePartitionColumns",
+    // Schema metadata (`__COLLATIONS`) and optional per-collation stats: no file of their own.
+    "collations",
+    "collations-preview",
 ];
 
 /// Refuses a table whose protocol could reference files this vacuum cannot see

@@ -758,17 +758,36 @@ FEATURE_TABLES: dict[str, tuple[str, str, str, list[str]]] = {
     "widened": ("id bigint, n int", "TBLPROPERTIES ('delta.enableTypeWidening' = 'true')", "id, CAST(id AS INT)",
                 ["ALTER TABLE {t} ALTER COLUMN n TYPE bigint",
                  "INSERT INTO {t} SELECT id, id * 10000000000 FROM range(900, 905)"]),
+    "nested_widened": (
+        "id bigint, s struct<a: int, b: string>, l array<int>, m map<int, int>",
+        "TBLPROPERTIES ('delta.enableTypeWidening' = 'true')",
+        "id, CASE WHEN id % 7 = 0 THEN NULL ELSE named_struct('a', CAST(id AS INT), 'b', concat('v', id)) END, "
+        "array(CAST(id AS INT), NULL), map(CAST(id AS INT), CAST(-id AS INT))",
+        ["ALTER TABLE {t} ALTER COLUMN s.a TYPE bigint",
+         "ALTER TABLE {t} ALTER COLUMN l.element TYPE bigint",
+         "ALTER TABLE {t} ALTER COLUMN m.key TYPE bigint",
+         "ALTER TABLE {t} ALTER COLUMN m.value TYPE bigint"]),  # every file narrow: the rewrite must widen
+    "nested_widened_mapped": (
+        "id bigint, s struct<a: int, b: string>, l array<int>, m map<int, int>",
+        "TBLPROPERTIES ('delta.enableTypeWidening' = 'true', 'delta.columnMapping.mode' = 'name')",
+        "id, CASE WHEN id % 7 = 0 THEN NULL ELSE named_struct('a', CAST(id AS INT), 'b', concat('v', id)) END, "
+        "array(CAST(id AS INT), NULL), map(CAST(id AS INT), CAST(-id AS INT))",
+        ["ALTER TABLE {t} ALTER COLUMN s.a TYPE bigint",
+         "ALTER TABLE {t} ALTER COLUMN l.element TYPE bigint",
+         "ALTER TABLE {t} ALTER COLUMN m.key TYPE bigint",
+         "ALTER TABLE {t} ALTER COLUMN m.value TYPE bigint"]),  # every file narrow: the rewrite must widen
     "ntz": ("id bigint, t timestamp_ntz", "", "id, TIMESTAMP_NTZ '2026-10-01 05:00:00.123456' + make_interval(0, 0, 0, 0, 0, 0, id)", []),
     "v2cp": ("id bigint, v string", "TBLPROPERTIES ('delta.checkpointPolicy' = 'v2', 'delta.checkpointInterval' = '3')",
              "id, concat('v', id)", []),
     "variant": ("id bigint, j variant", "", "id, parse_json(concat('{\"a\": ', id, '}'))", []),
     "clustered": ("id bigint, v string", "CLUSTER BY (id, v)", "id, concat('v', id)", []),
     # Iceberg compatibility (no conversion: that takes Delta's delta-iceberg jar and a metastore):
-    # column mapping with element, key and value ids, which its files carry as Parquet field ids.
-    "icebergcompat": ("id bigint, a array<int>, m map<string, array<int>>, s struct<x: int, l: array<int>>",
-                      "TBLPROPERTIES ('delta.enableIcebergCompatV2' = 'true', 'delta.columnMapping.mode' = 'name', "
+    # column mapping with element, key and value ids, which its files carry as Parquet field ids,
+    # and the partition column materialized in the files.
+    "icebergcompat": ("id bigint, p string, a array<int>, m map<string, array<int>>, s struct<x: int, l: array<int>>",
+                      "PARTITIONED BY (p) TBLPROPERTIES ('delta.enableIcebergCompatV2' = 'true', 'delta.columnMapping.mode' = 'name', "
                       "'delta.enableDeletionVectors' = 'false')",
-                      "id, array(CAST(id AS INT)), map(concat('k', id), array(CAST(id AS INT), 1)), "
+                      "id, concat('p', id % 2), array(CAST(id AS INT)), map(concat('k', id), array(CAST(id AS INT), 1)), "
                       "named_struct('x', CAST(id AS INT), 'l', array(2))", []),
 }
 

@@ -1,5 +1,6 @@
 """Delta tables Spark 4.0.1 + Delta 4.0.0 writes with one newer feature each (delta_tables.
-FEATURE_TABLES), fragmented by small INSERTs: in-commit timestamps, type widening, timestamp_ntz,
+FEATURE_TABLES), fragmented by small INSERTs: in-commit timestamps, type widening (top-level, and of a
+struct field, a list's element and a map's key and value, also under column mapping), timestamp_ntz,
 v2 checkpoints and liquid clustering are compacted — Spark reads the same rows (also as of before), its history
 shows our OPTIMIZE, and it keeps writing; variant too, its files stitched (test_variant.py).
 """
@@ -34,6 +35,20 @@ def spark_json(spark, path: Path, version: int | None = None) -> list[str]:
     return sorted(reader.load(str(path)).toJSON().collect())
 
 
+def physical_names(path: Path) -> dict[str, str]:
+    """Column mapping: each top-level column's physical name, and each struct field's (``s.a``)."""
+    import json
+
+    meta = [a["metaData"] for v in range(d.current_version(path) + 1) for a in d.commit_actions(path, v)
+            if "metaData" in a][-1]
+    out = {}
+    for f in json.loads(meta["schemaString"])["fields"]:
+        out[f["name"]] = f["metadata"]["delta.columnMapping.physicalName"]
+        for child in f["type"].get("fields", []) if isinstance(f["type"], dict) else []:
+            out[f"{f['name']}.{child['name']}"] = child["metadata"]["delta.columnMapping.physicalName"]
+    return out
+
+
 @pytest.mark.parametrize("name", sorted(d.FEATURE_TABLES))
 def test_compaction_of_spark_feature_tables(con, spark, feature_tables, tmp_path, name):
     path = d.twin(feature_tables[name], tmp_path / name)
@@ -66,6 +81,20 @@ def test_compaction_of_spark_feature_tables(con, spark, feature_tables, tmp_path
             "files written before the widening are rewritten with the widened type"
     if name == "variant":
         assert all(r["method"] == "stitch" for r in rows.values()), rows
+    if name.startswith("nested_widened"):
+        import pyarrow.parquet as pq
+
+        adds = [a["add"]["path"] for a in d.commit_actions(path, version + 1) if "add" in a]
+        physical = physical_names(path) if name.endswith("mapped") else {}
+        s, l, m = (physical.get(n, n) for n in ("s", "l", "m"))
+        for rel in adds:
+            schema = pq.read_schema(d._abs(path, rel))
+            a = schema.field(s).type.field(physical.get("s.a", "a"))
+            assert str(a.type) == "int64", schema
+            assert str(schema.field(l).type.value_type) == "int64", schema
+            assert (str(schema.field(m).type.key_type), str(schema.field(m).type.item_type)) == ("int64", "int64"), schema
+        assert adds, "files written before the widening of s.a, l.element, m.key and m.value are rewritten wide"
+        assert not any("metaData" in a for a in d.commit_actions(path, version + 1)), "schema and typeChanges kept"
     if name == "clustered":
         adds = [a["add"] for a in d.commit_actions(path, version + 1) if "add" in a]
         assert adds and all(a.get("clusteringProvider") == "liquid" for a in adds), adds

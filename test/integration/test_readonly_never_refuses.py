@@ -9,9 +9,9 @@ refuse such a table, naming the feature, and leave it untouched.
 - Delta: `variantType-preview` + `variantShredding-preview` (reader and writer features; before,
   even the health failed: "uses reader feature … whose files this vacuum does not know"; since
   issue 51 item 2 compaction takes variant tables, stitching their files, so only VACUUM is
-  blocked),
-  `collations` (a writer feature OSS Delta does not write; Databricks does), and `liquid` as an
-  older table's writer feature (no such feature exists: clustering's is `clustering`). Each table
+  blocked), and `liquid` as an older table's writer feature (no such feature exists: clustering's
+  is `clustering`; it stays unknown, named by both refusals). (`collations`, once refused as
+  unknown, is maintained now: test_delta_collations.py.) Each table
   is written by deltalake, then its protocol upgraded by a commit listing the features, as a
   writer that knows them would.
 - Iceberg: nanosecond timestamps (format v3), and a type v3 does not define yet (read with a
@@ -84,13 +84,6 @@ DELTA_CASES = {
         ["variantType-preview", "variantShredding-preview", "appendOnly", "invariants"],
         None,
         "uses reader feature 'variantShredding-preview', whose files this vacuum does not know",
-    ),
-    "collations": (
-        1,
-        None,
-        ["domainMetadata", "collations", "appendOnly", "invariants"],
-        "uses writer feature 'collations' (not known to this version)",
-        "uses writer feature 'collations', whose files this vacuum does not know",
     ),
     "liquid": (
         1,

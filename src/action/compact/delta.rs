@@ -5,13 +5,14 @@
 //!
 //! Safety rules, as for Iceberg ([`crate::action::compact`]):
 //! - the protocol is checked first: every table feature has a decision (`FEATURES`); one whose
-//!   meaning a rewrite could break (materialized partition columns, catalog-managed commits,
+//!   meaning a rewrite could break (catalog-managed commits,
 //!   UniForm's conversion to Iceberg, anything unknown) is refused, naming it and why
 //!   ([`check_protocol`]); a table with a variant column is stitched only, never re-encoded
 //!   (DuckDB would decode and re-encode the variants; shredded files only where the table
 //!   enables shredding; no variant stats), its other partitions skipped naming the column
 //!   ([`Rewrite::stitch_only`]); column mapping, row tracking, type widening, clustering, in-commit
-//!   timestamps and v2 checkpoints are rewritten as they ask
+//!   timestamps, materialized partition columns, collations and v2 checkpoints are rewritten
+//!   as they ask
 //!   ([`crate::action::compact::delta_columns`]; a z-order on the clustering columns; no
 //!   checkpoint written on a v2-checkpoint table; commits pinned to one version where their
 //!   actions depend on it);
@@ -22,8 +23,11 @@
 //!   least `delete_ratio_threshold` of its rows is rewritten even alone (purged);
 //! - every output holds exactly its inputs' rows less the deleted ones (checked before the
 //!   commit against `numRecords` less the vectors' cardinality); files are written
-//!   without the partition columns (their values live in the log), with `stats` (numRecords,
-//!   nullCount, min/max where exact) so readers keep skipping files;
+//!   without the partition columns (their values live in the log) unless the table asks for
+//!   them (`materializePartitionColumns`, or the hint `delta.writePartitionColumnsToParquet`:
+//!   then after the data columns, with the partition's value from the log), with `stats`
+//!   (numRecords, nullCount, min/max where exact; none for partition columns) so readers keep
+//!   skipping files;
 //! - the commit ([`crate::action::compact::delta_commit`]) is put-if-absent on
 //!   `_delta_log/<v>.json`; a concurrent commit is settled as Spark settles one for OPTIMIZE,
 //!   and a failed commit removes everything we wrote.
@@ -35,7 +39,7 @@ use deltalake_core::kernel::Add;
 use serde_json::{Value, json};
 
 use crate::action::compact::deletion_vectors::DeletedPositions;
-use crate::action::compact::delta_columns::{DataColumn, DeltaColumns, nested_type_change};
+use crate::action::compact::delta_columns::{DataColumn, DeltaColumns, materialized_partition_refusal};
 use crate::action::compact::delta_commit::Written;
 use crate::action::compact::run::copy_in_order;
 use crate::action::compact::run::{Committed, Rewrite};
@@ -91,10 +95,9 @@ const FEATURES: &[(&str, Option<&str>)] = &[
     ("variantType-preview", None),
     ("variantShredding", None),
     ("variantShredding-preview", None),
-    (
-        "materializePartitionColumns",
-        Some("its files must hold the partition columns, which this rewrite writes to the log only"),
-    ),
+    ("materializePartitionColumns", None),
+    ("collations", None),
+    ("collations-preview", None),
     ("catalogManaged", Some("its commits go through its catalog, which this version does not call")),
     ("catalogOwned-preview", Some("its commits go through its catalog, which this version does not call")),
 ];
@@ -148,36 +151,18 @@ pub fn protocol_refusal(table: &DeltaLakeTable) -> Option<String> {
     if !matches!(mapping, "none" | "name" | "id") {
         return Some(format!("uses column mapping mode '{mapping}', which Delta does not define"));
     }
-    table
-        .fields()
-        .iter()
-        .find_map(|f| {
-            let name = f.get("name").and_then(Value::as_str).unwrap_or("?");
-            nested_type_change(f.get("type")?).map(|inner| format!("{name}.{inner}"))
-        })
-        .map(|field| {
-            format!(
-                "widened the type of the nested field '{field}' (typeWidening); the rewrite casts top-level columns \
-                 only"
-            )
-        })
+    materialized_partition_refusal(table)
 }
 
 /// Why a table under an Iceberg compatibility feature (`icebergCompatV1`/`V2`, whose files
 /// Iceberg readers must be able to read once UniForm converts the log) cannot be rewritten as it
-/// requires, or `None`: its files hold the partition values (materialized after the data
-/// columns), which this rewrite does not write yet, so a partitioned table is refused; column
-/// mapping (which the feature requires) is written with every field id, element, key and value
-/// ids included (`delta.columnMapping.nested.ids`, [`crate::action::compact::delta_columns`]).
+/// requires, or `None`: column mapping (which the feature requires) is written with every field
+/// id, element, key and value ids included (`delta.columnMapping.nested.ids`), and the partition
+/// columns are materialized after the data columns, as for `materializePartitionColumns`
+/// ([`crate::action::compact::delta_columns`]).
 fn iceberg_compat_refusal(table: &DeltaLakeTable) -> Option<String> {
     let features = table.features("writerFeatures");
     let compat = features.iter().find(|f| matches!(f.as_str(), "icebergCompatV1" | "icebergCompatV2"))?;
-    if !table.partition_columns().is_empty() {
-        return Some(format!(
-            "uses feature '{compat}': its files must hold the partition columns, which this rewrite writes to the \
-             log only"
-        ));
-    }
     if table.property("delta.columnMapping.mode").is_none_or(|m| m == "none") {
         return Some(format!("uses feature '{compat}' without column mapping, which the feature requires"));
     }
@@ -395,6 +380,18 @@ impl Rewrite for DeltaRewrite<'_> {
     fn stitch_refusal(&self, conn: &Nested, group: &[usize]) -> Option<String> {
         if self.columns.row_tracking.is_some() {
             return Some("the table tracks row ids, which derive from a row's file and a stitched file changes".into());
+        }
+        if !self.columns.materialized.is_empty() {
+            return Some(
+                "new files must hold the partition columns (materializePartitionColumns), which older files may lack"
+                    .into(),
+            );
+        }
+        if let Some(c) = self.columns.data.iter().find(|c| c.widened) {
+            return Some(format!(
+                "column '{}' was widened (typeWidening), and a stitched file keeps its inputs' narrower types",
+                c.logical
+            ));
         }
         let inputs = match self.inputs(group) {
             Ok(inputs) => inputs,
@@ -720,6 +717,11 @@ fn check_null_counts(
 /// top-level primitive column, and `minValues`/`maxValues` where DuckDB's statistics are exact
 /// and Delta's JSON form is unambiguous (integers, floats without NaN, dates, strings DuckDB did
 /// not truncate, timestamps widened to whole milliseconds, as Delta's stats keep milliseconds).
+///
+/// Strings are bounded in UTF-8 byte order (DuckDB's), the order the collations RFC gives plain
+/// `minValues`/`maxValues` whatever a column's collation; collation-aware bounds
+/// (`statsWithCollation`) are never written, as they must be computed with the exact collation
+/// version to be used.
 fn file_stats(conn: &Nested, path: &Path, columns: &DeltaColumns, rows: u64) -> Result<Value> {
     let result = conn.query(&format!(
         "SELECT path_in_schema::VARCHAR, stats_min_value::VARCHAR, stats_max_value::VARCHAR, \

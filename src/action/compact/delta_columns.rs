@@ -1,6 +1,9 @@
 //! How a Delta rewrite reads and writes the table's columns: the top-level fields without the
 //! partition columns (their values live in the log), in schema order, each read and written as
-//! its Delta type.
+//! its Delta type. A table that asks for its partition columns in every new file
+//! (`materializePartitionColumns`; the hint `delta.writePartitionColumnsToParquet`) gets them
+//! after the data columns, each the partition's value from the log cast to its type (what
+//! readers read, whether or not an older file holds the column), with no statistics.
 //!
 //! Under column mapping (`delta.columnMapping.mode` `name` or `id`, also the legacy (2, 5)
 //! protocol) a column lives in the files under its physical name
@@ -12,7 +15,12 @@
 //! files but not in the schema: it is not read, so not written back.
 //!
 //! A column whose type was widened (`typeWidening`) is read from older files with the widened
-//! type (the cast below), so every rewritten file has the table's current types.
+//! type (the cast below), so every rewritten file has the table's current types. A widened
+//! nested field (`delta.typeChanges` on a struct field, or on a field with `fieldPath`
+//! `element`, `key`, `value`) has its whole top-level column cast to the nested type, which
+//! DuckDB does by field name (a field a file lacks comes out NULL, as readers see it); the
+//! schema and its `delta.typeChanges` are left as they are (the protocol lets a writer drop them
+//! only once every file has the new types, which a compaction of some files does not know).
 //!
 //! Under row tracking ([`crate::table::delta::row_tracking`]) every rewritten row keeps its id
 //! and commit version: the materialized columns are written as
@@ -48,6 +56,10 @@ pub(crate) struct DataColumn {
     pub(crate) delta: Value,
     /// Under column mapping: its field id and its `FIELD_IDS` entry (nested ids included).
     mapped: Option<(i64, String)>,
+    /// Whether its type, or the type of a field nested in it (a struct field, a list's element,
+    /// a map's key or value), was widened (`delta.typeChanges` on it or inside it): the whole
+    /// column is cast, nested types included, so older files' narrow fields are written wide.
+    pub(crate) widened: bool,
 }
 
 /// The columns a rewrite reads and writes ([module docs](self)).
@@ -65,17 +77,36 @@ pub(crate) struct DeltaColumns {
     mapped_fields: Vec<(i64, String)>,
     /// Under row tracking: the materialized row-id and row-commit-version columns.
     pub(crate) row_tracking: Option<(String, String)>,
+    /// The partition columns every new file must hold ([`materializes_partition_columns`]), in
+    /// schema order, written after the data columns with their partition's value from the log;
+    /// empty when files are written without them.
+    pub(crate) materialized: Vec<DataColumn>,
+}
+
+/// Whether new files must (`materializePartitionColumns`; `icebergCompatV1`/`V2`, whose Iceberg
+/// readers take partition values from the files) or should (the table property
+/// `delta.writePartitionColumnsToParquet` = `true`, a hint the protocol lets writers follow) hold
+/// the partition columns.
+pub(crate) fn materializes_partition_columns(table: &DeltaLakeTable) -> bool {
+    table
+        .features("writerFeatures")
+        .iter()
+        .any(|f| matches!(f.as_str(), "materializePartitionColumns" | "icebergCompatV1" | "icebergCompatV2"))
+        || table.property("delta.writePartitionColumnsToParquet").is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
 impl DeltaColumns {
     pub(crate) fn of(table: &DeltaLakeTable) -> Result<Self> {
         let mapped = table.property("delta.columnMapping.mode").is_some_and(|m| m != "none");
         let partition: Vec<String> = table.partition_columns();
+        let materialize = materializes_partition_columns(table);
         let mut data = Vec::new();
+        let mut materialized = Vec::new();
         let mut all_mapped = Vec::new();
         for f in table.fields() {
             let Some(logical) = f.get("name").and_then(Value::as_str) else { continue };
-            if partition.iter().any(|p| p == logical) {
+            let is_partition = partition.iter().any(|p| p == logical);
+            if is_partition && !materialize {
                 continue;
             }
             let delta = f.get("type").cloned().unwrap_or(Value::Null);
@@ -87,13 +118,18 @@ impl DeltaColumns {
                 }
                 false => None,
             };
-            data.push(DataColumn {
+            let column = DataColumn {
+                widened: has_type_changes(f),
                 ty: duckdb_type(&delta, mapped.is_some()),
                 name,
                 logical: logical.to_string(),
                 delta,
                 mapped,
-            });
+            };
+            match is_partition {
+                true => materialized.push(column),
+                false => data.push(column),
+            }
         }
         let by_logical = |wanted: &str| data.iter().find(|c| c.logical == wanted).map(|c| c.name.clone());
         let indexed = match table.property("delta.dataSkippingStatsColumns") {
@@ -115,7 +151,15 @@ impl DeltaColumns {
         };
         let row_tracking =
             table.row_tracking.as_ref().map(|t| (t.row_id_column.clone(), t.commit_version_column.clone()));
-        Ok(Self { data, indexed, compression, order: RowOrder::Unordered, mapped_fields: all_mapped, row_tracking })
+        Ok(Self {
+            data,
+            indexed,
+            compression,
+            order: RowOrder::Unordered,
+            mapped_fields: all_mapped,
+            row_tracking,
+            materialized,
+        })
     }
 
     /// The names of the columns a rewrite writes, in order: the data columns' names in the
@@ -133,12 +177,17 @@ impl DeltaColumns {
     ///
     /// `row_ids`: under row tracking, each file's `baseRowId` and `defaultRowCommitVersion` (a
     /// file not named has materialized ids only, as every file a rewrite wrote).
+    ///
+    /// `partition`: the partition values (from the log) of the files, all of one partition, when
+    /// the materialized partition columns are to be selected too (a rewrite), each as its
+    /// partition value ([`partition_value_sql`]): what readers read, whatever a file holds.
     pub(crate) fn select_sql(
         &self,
         conn: &Nested,
         files: &[String],
         deleted: Option<&DeletedPositions>,
         row_ids: &RowIds,
+        partition: Option<&HashMap<String, Option<String>>>,
     ) -> Result<String> {
         let list = files.iter().map(|f| quote_file(f)).collect::<Vec<_>>().join(", ");
         if !self.mapped_fields.is_empty() {
@@ -155,7 +204,19 @@ impl DeltaColumns {
         for c in &self.data {
             let id = quote_ident(&c.name);
             select.push(match (present.contains(&c.name), &c.ty) {
-                (true, Some(ty)) if !ty.contains('(') || ty.starts_with("DECIMAL") => format!("CAST({id} AS {ty}) AS {id}"),
+                (true, Some(ty)) if !ty.contains('(') || ty.starts_with("DECIMAL") || c.widened => {
+                    format!("CAST({id} AS {ty}) AS {id}")
+                }
+                (true, None) if c.widened => {
+                    return Err(Error::new(
+                        ErrorKind::Unsupported,
+                        format!(
+                            "column '{}' was widened (typeWidening), and its type has no DuckDB form to write it in; \
+                             nothing was committed",
+                            c.logical
+                        ),
+                    ));
+                }
                 (true, _) => id,
                 (false, Some(ty)) => format!("CAST(NULL AS {ty}) AS {id}"),
                 (false, None) => {
@@ -168,6 +229,12 @@ impl DeltaColumns {
                     ));
                 }
             });
+        }
+        if let Some(values) = partition {
+            for c in &self.materialized {
+                let value = values.get(&c.name).cloned().flatten();
+                select.push(format!("{} AS {}", partition_value_sql(c, value.as_deref())?, quote_ident(&c.name)));
+            }
         }
         let tracked = match &self.row_tracking {
             Some((id_column, version_column)) => {
@@ -336,7 +403,14 @@ impl DeltaColumns {
         deleted: Option<&DeletedPositions>,
     ) -> Result<OrderedRows> {
         let files: Vec<String> = inputs.iter().map(|f| f.local_path.to_string_lossy().into_owned()).collect();
-        self.order.rows(conn, self.select_sql(conn, &files, deleted, &self.row_ids(inputs))?)
+        if inputs.iter().any(|f| f.partition_values != inputs[0].partition_values) {
+            return Err(Error::new(
+                ErrorKind::CorruptMetadata,
+                "a rewrite group mixes partitions; nothing was committed (this is a bug, please report it)",
+            ));
+        }
+        let partition = inputs.first().map(|f| &f.partition_values);
+        self.order.rows(conn, self.select_sql(conn, &files, deleted, &self.row_ids(inputs), partition)?)
     }
 
     /// The COPY of `select` into `target` (with the field ids under column mapping).
@@ -344,6 +418,7 @@ impl DeltaColumns {
         let ids: Vec<String> = self
             .data
             .iter()
+            .chain(&self.materialized)
             .filter_map(|c| Some(format!("{}: {}", quote_ident(&c.name), c.mapped.as_ref()?.1)))
             .collect();
         let field_ids = if ids.is_empty() { String::new() } else { format!(", FIELD_IDS {{{}}}", ids.join(", ")) };
@@ -353,6 +428,61 @@ impl DeltaColumns {
             self.compression
         )
     }
+}
+
+/// The SQL value of a materialized partition column: its partition value as the log writes it
+/// (Delta's partition value serialization; null, or an empty string, is NULL) cast to its type.
+/// A `timestamp` value is taken only in its ISO 8601 UTC form (`…Z`): the other form is in the
+/// time zone of whichever system wrote it, which the log does not say. Binary values (escaped
+/// text) are refused ([`materialized_partition_refusal`] says so before any rewrite).
+fn partition_value_sql(column: &DataColumn, value: Option<&str>) -> Result<String> {
+    let Some(ty) = &column.ty else {
+        return Err(materialize_error(column, "its type has no DuckDB form"));
+    };
+    let value = match value {
+        None | Some("") => return Ok(format!("CAST(NULL AS {ty})")),
+        Some(value) => value,
+    };
+    match column.delta.as_str() {
+        Some("binary") => Err(materialize_error(column, "binary partition values are escaped text")),
+        Some("timestamp") if !value.ends_with('Z') => Err(materialize_error(
+            column,
+            &format!("its partition value '{value}' has no time zone (the writer's, which the log does not say)"),
+        )),
+        _ => Ok(format!("CAST({} AS {ty})", quote_literal(value))),
+    }
+}
+
+fn materialize_error(column: &DataColumn, why: &str) -> Error {
+    Error::new(
+        ErrorKind::Unsupported,
+        format!(
+            "partition column '{}' must be written into new files (materializePartitionColumns), but {why}; nothing \
+             was committed",
+            column.logical
+        ),
+    )
+}
+
+/// Why the table's partition columns cannot be written into its files when it asks for them
+/// ([`materializes_partition_columns`]): a type whose partition values this rewrite does not
+/// turn back into values (binary; one with no DuckDB form); `None` when they can be.
+pub(crate) fn materialized_partition_refusal(table: &DeltaLakeTable) -> Option<String> {
+    if !materializes_partition_columns(table) {
+        return None;
+    }
+    let partition = table.partition_columns();
+    table.fields().iter().find_map(|f| {
+        let name = f.get("name").and_then(Value::as_str)?;
+        let ty = f.get("type")?;
+        let readable = ty.as_str() != Some("binary") && duckdb_type(ty, false).is_some();
+        (partition.iter().any(|p| p == name) && !readable).then(|| {
+            format!(
+                "must hold its partition columns in new files (materializePartitionColumns), and partition column \
+                 '{name}' is of type {ty}, whose partition values this version does not turn back into values"
+            )
+        })
+    })
 }
 
 /// A field's physical name (column mapping).
@@ -464,31 +594,16 @@ fn mapped_fields(field: &Value, out: &mut Vec<(i64, String)>) -> Result<()> {
     walk(field.get("type").unwrap_or(&Value::Null), out)
 }
 
-/// Whether a field nested in `ty` had its type widened (`delta.typeChanges` in its metadata):
-/// the rewrite casts top-level columns only, so such a table is refused.
-pub(crate) fn nested_type_change(ty: &Value) -> Option<String> {
-    let object = ty.as_object()?;
-    let mut children: Vec<(&str, &Value)> = Vec::new();
-    match object.get("type")?.as_str()? {
-        "struct" => {
-            for f in object.get("fields")?.as_array()? {
-                let name = f.get("name").and_then(Value::as_str).unwrap_or("?");
-                if f.get("metadata").and_then(|m| m.get("delta.typeChanges")).is_some() {
-                    return Some(name.to_string());
-                }
-                children.push((name, f.get("type")?));
-            }
-        }
-        "array" => children.push(("element", object.get("elementType")?)),
-        "map" => {
-            children.push(("key", object.get("keyType")?));
-            children.push(("value", object.get("valueType")?));
-        }
-        _ => {}
+/// Whether `field` or a field nested in it (in structs, arrays and maps) carries
+/// `delta.typeChanges`: a widening of the field itself, of its array's element or map's key or
+/// value (`fieldPath`), or of a struct field inside it.
+pub(crate) fn has_type_changes(field: &Value) -> bool {
+    fn inside(ty: &Value) -> bool {
+        let Some(object) = ty.as_object() else { return false };
+        object.get("fields").and_then(Value::as_array).into_iter().flatten().any(has_type_changes)
+            || ["elementType", "keyType", "valueType"].iter().any(|k| object.get(*k).is_some_and(inside))
     }
-    // Widening of an array's element or a map's key/value is recorded on the enclosing field
-    // with a `fieldPath`, so it is found above; deeper structs are searched here.
-    children.into_iter().find_map(|(name, child)| nested_type_change(child).map(|inner| format!("{name}.{inner}")))
+    field.get("metadata").and_then(|m| m.get("delta.typeChanges")).is_some() || field.get("type").is_some_and(inside)
 }
 
 /// DuckDB's type for a Delta type (struct children by name, by physical name when `mapped`).
@@ -582,13 +697,39 @@ mod tests {
     }
 
     #[test]
+    fn materialized_partition_values_are_cast_from_the_log_or_refused() {
+        let column = |delta: &str| DataColumn {
+            name: "col-1".into(),
+            logical: "p".into(),
+            ty: duckdb_type(&json!(delta), false),
+            delta: json!(delta),
+            mapped: None,
+            widened: false,
+        };
+        assert_eq!(partition_value_sql(&column("integer"), Some("7")).unwrap(), "CAST('7' AS INTEGER)");
+        assert_eq!(partition_value_sql(&column("date"), None).unwrap(), "CAST(NULL AS DATE)");
+        assert_eq!(partition_value_sql(&column("string"), Some("")).unwrap(), "CAST(NULL AS VARCHAR)");
+        let utc = partition_value_sql(&column("timestamp"), Some("2026-01-01T05:00:00.123456Z")).unwrap();
+        assert_eq!(utc, "CAST('2026-01-01T05:00:00.123456Z' AS TIMESTAMPTZ)");
+        let zoneless = partition_value_sql(&column("timestamp"), Some("2026-01-01 05:00:00")).unwrap_err();
+        assert!(zoneless.message().contains("partition column 'p'") && zoneless.message().contains("no time zone"));
+        let ntz = partition_value_sql(&column("timestamp_ntz"), Some("2026-01-01 05:00:00")).unwrap();
+        assert_eq!(ntz, "CAST('2026-01-01 05:00:00' AS TIMESTAMP)");
+        assert!(partition_value_sql(&column("binary"), Some("\\u0001")).unwrap_err().message().contains("binary"));
+    }
+
+    #[test]
     fn widened_nested_fields_are_found() {
-        let widened = json!({"name": "b", "type": "long", "metadata": {"delta.typeChanges": [{"fromType": "integer", "toType": "long"}]}});
-        let inner =
-            json!({"type": "struct", "fields": [{"name": "s", "type": {"type": "struct", "fields": [widened]}}]});
-        assert_eq!(nested_type_change(&inner).as_deref(), Some("s.b"));
-        assert_eq!(nested_type_change(&json!("long")), None);
-        let plain = json!({"type": "array", "elementType": {"type": "struct", "fields": [{"name": "c", "type": "long", "metadata": {}}]}});
-        assert_eq!(nested_type_change(&plain), None);
+        let changes = json!([{"fromType": "integer", "toType": "long"}]);
+        let widened = json!({"name": "b", "type": "long", "metadata": {"delta.typeChanges": changes}});
+        let deep = json!({"name": "s", "type": {"type": "struct", "fields": [
+            {"name": "t", "type": {"type": "array", "elementType": {"type": "struct", "fields": [widened]}}}]}});
+        assert!(has_type_changes(&deep));
+        let element = json!({"name": "l", "type": {"type": "array", "elementType": "long"},
+            "metadata": {"delta.typeChanges": [{"fromType": "integer", "toType": "long", "fieldPath": "element"}]}});
+        assert!(has_type_changes(&element));
+        let plain = json!({"name": "p", "type": {"type": "array", "elementType": {"type": "struct", "fields": [
+            {"name": "c", "type": "long", "metadata": {}}]}}, "metadata": {}});
+        assert!(!has_type_changes(&plain));
     }
 }

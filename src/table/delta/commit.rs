@@ -243,9 +243,10 @@ pub fn find_commit(
 /// Features delta-rs (without DataFusion) will not commit under, and that a compaction keeps by
 /// construction (no new row, `dataChange: false`; identity values and their high-water mark
 /// unchanged; files written with physical names and field ids under column mapping, with the
-/// widened types, element, key and value ids too, as Iceberg compatibility asks; no checkpoint
-/// written on a v2-checkpoint table, domains untouched; variant
-/// columns copied byte for byte);
+/// widened types, element, key and value ids too, as Iceberg compatibility asks; the partition
+/// columns materialized where the table asks; collated columns' schema metadata untouched and
+/// no collation-aware stats written; no checkpoint written on a v2-checkpoint table, domains
+/// untouched; variant columns copied byte for byte);
 /// [`crate::action::compact::delta::check_protocol`] has refused everything else.
 const KEPT_BY_COMPACTION: &[&str] = &[
     "invariants",
@@ -272,6 +273,9 @@ const KEPT_BY_COMPACTION: &[&str] = &[
     "variantType-preview",
     "variantShredding",
     "variantShredding-preview",
+    "materializePartitionColumns",
+    "collations",
+    "collations-preview",
 ];
 
 /// The table as delta-rs's protocol check should see it for a compaction: its protocol without
