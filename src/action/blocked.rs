@@ -75,24 +75,21 @@ mod tests {
 
     #[test]
     fn a_delta_feature_blocks_what_its_action_refuses_and_says_why() {
-        // Variant is compacted (stitched only), materialized partition columns are not; vacuum does not
-        // know shredded variants.
+        // Variant is compacted (stitched only) and vacuumed; Iceberg compatibility V3 is vacuumed
+        // (its metadata directory left alone), not compacted.
         let (root, table) = delta_table(
             &["variantType-preview", "variantShredding-preview"],
-            &["variantType-preview", "variantShredding-preview", "materializePartitionColumns"],
+            &["variantType-preview", "variantShredding-preview", "icebergCompatV3"],
         );
         let b = blocked(&table);
         assert_eq!(
             b.compaction.as_deref(),
             Some(
-                "uses feature 'materializePartitionColumns': its files must hold the partition columns, which this \
-                 rewrite writes to the log only"
+                "uses feature 'icebergCompatV3': its files must carry the row-lineage field ids Iceberg v3 reads, which \
+                 this rewrite does not write"
             )
         );
-        assert_eq!(
-            b.cleanup.as_deref(),
-            Some("uses reader feature 'variantShredding-preview', whose files this vacuum does not know")
-        );
+        assert_eq!(b.cleanup, None);
         // The actions refuse by the same words, naming the table.
         let Table::Delta(delta) = &table else { unreachable!() };
         let refused = crate::action::compact::delta::check_protocol(delta).unwrap_err().to_string();

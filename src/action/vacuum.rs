@@ -177,6 +177,9 @@ const VACUUM_SAFE_READER_FEATURES: &[&str] = &[
     "typeWidening-preview",
     "variantType",
     "variantType-preview",
+    // Shredding changes how a data file lays out its variant columns, not which files exist.
+    "variantShredding",
+    "variantShredding-preview",
     "v2Checkpoint",
 ];
 
@@ -211,6 +214,8 @@ const VACUUM_SAFE_WRITER_FEATURES: &[&str] = &[
     "typeWidening-preview",
     "variantType",
     "variantType-preview",
+    "variantShredding",
+    "variantShredding-preview",
     "allowColumnDefaults",
     "checkpointProtection",
     "materializePartitionColumns",

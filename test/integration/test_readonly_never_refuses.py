@@ -8,8 +8,8 @@ refuse such a table, naming the feature, and leave it untouched.
 
 - Delta: `variantType-preview` + `variantShredding-preview` (reader and writer features; before,
   even the health failed: "uses reader feature … whose files this vacuum does not know"; since
-  issue 51 item 2 compaction takes variant tables, stitching their files, so only VACUUM is
-  blocked), and `liquid` as an older table's writer feature (no such feature exists: clustering's
+  issue 51 item 2 compaction takes variant tables, stitching their files, and VACUUM knows both,
+  so nothing is blocked), and `liquid` as an older table's writer feature (no such feature exists: clustering's
   is `clustering`; it stays unknown, named by both refusals). (`collations`, once refused as
   unknown, is maintained now: test_delta_collations.py.) Each table
   is written by deltalake, then its protocol upgraded by a commit listing the features, as a
@@ -78,13 +78,6 @@ def delta_with_features(root: Path, reader: int, readers: list[str] | None, writ
 
 DELTA_CASES = {
     # name: (reader version, reader features, writer features, compaction's text, vacuum's text)
-    "variant_shredding": (
-        3,
-        ["variantType-preview", "variantShredding-preview"],
-        ["variantType-preview", "variantShredding-preview", "appendOnly", "invariants"],
-        None,
-        "uses reader feature 'variantShredding-preview', whose files this vacuum does not know",
-    ),
     "liquid": (
         1,
         None,
@@ -142,10 +135,12 @@ def test_the_gate_on_a_table_it_cannot_maintain_reports_why_and_changes_nothing(
     assert snapshot_of(root) == before, "the gate leaves a table it cannot maintain as it was"
 
 
-def test_a_delta_variant_table_blocks_nothing(con, tmp_path):
-    """`variantType-preview` alone: VACUUM knows it (its files are the log's), so the health
-    plans the vacuum as usual, and compaction takes it (variant columns are stitched)."""
-    root = delta_with_features(tmp_path / "variant", 3, ["variantType-preview"], ["variantType-preview", "appendOnly"])
+@pytest.mark.parametrize("features", [["variantType-preview"], ["variantType-preview", "variantShredding-preview"]])
+def test_a_delta_variant_table_blocks_nothing(con, tmp_path, features):
+    """`variantType-preview`, with or without `variantShredding-preview`: VACUUM knows them (their
+    files are the log's; shredding only lays out a file's variant columns), so the health plans
+    the vacuum as usual, and compaction takes them (variant columns are stitched)."""
+    root = delta_with_features(tmp_path / "variant", 3, features, features + ["appendOnly"])
     [health] = rows_of(con, f"SELECT * FROM lakehouse_metadata_health('{root}')")
     assert health["compaction_blocked_by"] is None, health
     assert health["cleanup_blocked_by"] is None, health
