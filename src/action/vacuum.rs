@@ -317,23 +317,12 @@ pub fn vacuum(table: &DeltaLakeTable, options: &VacuumOptions, host: &HostDb) ->
 /// `candidates` without the files a UniForm table's Iceberg view still reads
 /// ([`crate::action::uniform_view`]), compared by real path on a local disk.
 fn without_iceberg_view_files(table: &DeltaLakeTable, candidates: Vec<Candidate>) -> Result<Vec<Candidate>> {
-    let view = crate::action::uniform_view::iceberg_view_files(table)?;
+    let view = crate::action::uniform_view::ViewFiles::new(crate::action::uniform_view::iceberg_view_files(table)?);
     if view.is_empty() {
         return Ok(candidates);
     }
-    let mut real = RealPaths::default();
-    let view: HashSet<String> = view
-        .into_iter()
-        .map(|p| match crate::store::local_path(&p) {
-            Some(local) => real.or_same(std::path::Path::new(local)).to_string_lossy().into_owned(),
-            None => p,
-        })
-        .collect();
     let before = candidates.len();
-    let kept: Vec<Candidate> = candidates
-        .into_iter()
-        .filter(|c| !view.contains(&crate::action::uniform_view::spelled(&c.path.to_string_lossy())))
-        .collect();
+    let kept: Vec<Candidate> = candidates.into_iter().filter(|c| !view.holds(&c.path.to_string_lossy())).collect();
     let held = before - kept.len();
     if held > 0 {
         crate::progress_lines::line(|| {
