@@ -752,30 +752,25 @@ def build_spark_row_tracking(spark: Any, path: str | Path) -> None:
 
 # Spark 4 tables with one newer feature each, fragmented by small INSERTs: name -> (columns,
 # table properties / clause, a row expression over `id`, statements after the first INSERTs).
+def nested_widened(clause: str) -> tuple[str, str, str, list[str]]:
+    """A FEATURE_TABLES entry widened at ``s.a``, ``l.element``, ``m.key`` and ``m.value`` after
+    every INSERT, so every file is narrow and the rewrite must widen; ``clause`` its properties."""
+    return ("id bigint, s struct<a: int, b: string>, l array<int>, m map<int, int>",
+            clause,
+            "id, CASE WHEN id % 7 = 0 THEN NULL ELSE named_struct('a', CAST(id AS INT), 'b', concat('v', id)) END, "
+            "array(CAST(id AS INT), NULL), map(CAST(id AS INT), CAST(-id AS INT))",
+            [f"ALTER TABLE {{t}} ALTER COLUMN {field} TYPE bigint" for field in ("s.a", "l.element", "m.key", "m.value")])
+
+
 FEATURE_TABLES: dict[str, tuple[str, str, str, list[str]]] = {
     "ict": ("id bigint, v string", "TBLPROPERTIES ('delta.enableInCommitTimestamps' = 'true')",
             "id, concat('v', id)", []),
     "widened": ("id bigint, n int", "TBLPROPERTIES ('delta.enableTypeWidening' = 'true')", "id, CAST(id AS INT)",
                 ["ALTER TABLE {t} ALTER COLUMN n TYPE bigint",
                  "INSERT INTO {t} SELECT id, id * 10000000000 FROM range(900, 905)"]),
-    "nested_widened": (
-        "id bigint, s struct<a: int, b: string>, l array<int>, m map<int, int>",
-        "TBLPROPERTIES ('delta.enableTypeWidening' = 'true')",
-        "id, CASE WHEN id % 7 = 0 THEN NULL ELSE named_struct('a', CAST(id AS INT), 'b', concat('v', id)) END, "
-        "array(CAST(id AS INT), NULL), map(CAST(id AS INT), CAST(-id AS INT))",
-        ["ALTER TABLE {t} ALTER COLUMN s.a TYPE bigint",
-         "ALTER TABLE {t} ALTER COLUMN l.element TYPE bigint",
-         "ALTER TABLE {t} ALTER COLUMN m.key TYPE bigint",
-         "ALTER TABLE {t} ALTER COLUMN m.value TYPE bigint"]),  # every file narrow: the rewrite must widen
-    "nested_widened_mapped": (
-        "id bigint, s struct<a: int, b: string>, l array<int>, m map<int, int>",
-        "TBLPROPERTIES ('delta.enableTypeWidening' = 'true', 'delta.columnMapping.mode' = 'name')",
-        "id, CASE WHEN id % 7 = 0 THEN NULL ELSE named_struct('a', CAST(id AS INT), 'b', concat('v', id)) END, "
-        "array(CAST(id AS INT), NULL), map(CAST(id AS INT), CAST(-id AS INT))",
-        ["ALTER TABLE {t} ALTER COLUMN s.a TYPE bigint",
-         "ALTER TABLE {t} ALTER COLUMN l.element TYPE bigint",
-         "ALTER TABLE {t} ALTER COLUMN m.key TYPE bigint",
-         "ALTER TABLE {t} ALTER COLUMN m.value TYPE bigint"]),  # every file narrow: the rewrite must widen
+    "nested_widened": nested_widened("TBLPROPERTIES ('delta.enableTypeWidening' = 'true')"),
+    "nested_widened_mapped": nested_widened(
+        "TBLPROPERTIES ('delta.enableTypeWidening' = 'true', 'delta.columnMapping.mode' = 'name')"),
     "ntz": ("id bigint, t timestamp_ntz", "", "id, TIMESTAMP_NTZ '2026-10-01 05:00:00.123456' + make_interval(0, 0, 0, 0, 0, 0, id)", []),
     "v2cp": ("id bigint, v string", "TBLPROPERTIES ('delta.checkpointPolicy' = 'v2', 'delta.checkpointInterval' = '3')",
              "id, concat('v', id)", []),

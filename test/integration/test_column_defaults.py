@@ -97,6 +97,19 @@ def test_compaction_writes_the_default_a_reader_sees_in_files_without_the_column
     assert nulls[flag_id] == 6, nulls  # the NULLs written explicitly into files 3..5 (2 per file)
 
 
+def compacted_file(con, catalog, name: str) -> str:
+    """Compacts the table ``name`` into one file, checking that pyiceberg reads the same rows
+    before and after; the new file's local path."""
+    table = catalog.load_table(f"{c.NAMESPACE}.{name}")
+    before = pyiceberg_rows(table)
+    result = compact(con, f"{c.NAMESPACE}.{name}", catalog_uri=catalog.test_uri, **SMALL)
+    assert [(r["verdict"], r["output_files"]) for r in result] == [("compacted", 1)], result
+    table = catalog.load_table(f"{c.NAMESPACE}.{name}")
+    assert pyiceberg_rows(table) == before
+    (path,) = [f["file_path"] for f in table.inspect.files().to_pylist()]
+    return c.local_path(path)
+
+
 def test_a_nested_default_is_written_where_its_struct_is_not_null(con, iceberg_con, catalog):
     """A struct field added with a default inside an existing struct column (format v2, the
     rewrite without row lineage): files written before it read it as the default inside every
@@ -113,14 +126,8 @@ def test_a_nested_default_is_written_where_its_struct_is_not_null(con, iceberg_c
         update.add_column(("st", "b"), IntegerType(), default_value=7)
     table = catalog.load_table(f"{c.NAMESPACE}.nested_default")
     table.append(pa.Table.from_pylist([{"id": 4, "st": {"a": 4, "b": 8}}], schema=table.schema().as_arrow()))
-    table = catalog.load_table(f"{c.NAMESPACE}.nested_default")
-    before = pyiceberg_rows(table)
-    result = compact(con, f"{c.NAMESPACE}.nested_default", catalog_uri=catalog.test_uri, **SMALL)
-    assert [(r["verdict"], r["output_files"]) for r in result] == [("compacted", 1)], result
-    table = catalog.load_table(f"{c.NAMESPACE}.nested_default")
-    assert pyiceberg_rows(table) == before
-    (path,) = [f["file_path"] for f in table.inspect.files().to_pylist()]
-    written = {r["id"]: r["st"] for r in pq.read_table(c.local_path(path)).to_pylist()}
+    path = compacted_file(con, catalog, "nested_default")
+    written = {r["id"]: r["st"] for r in pq.read_table(path).to_pylist()}
     assert written == {0: {"a": 0, "b": 7}, 1: {"a": 1, "b": 7}, 2: {"a": 2, "b": 7}, 3: {"a": 3, "b": 7},
                        4: {"a": 4, "b": 8}, 10: {"a": None, "b": 7}, 11: None, 12: {"a": None, "b": 7},
                        13: None}, written
@@ -147,14 +154,8 @@ def test_defaults_inside_list_elements_and_map_values_are_written(con, catalog):
     table = catalog.load_table(f"{c.NAMESPACE}.list_default")
     table.append(pa.Table.from_pylist([{"id": 3, "l": [{"a": 3, "b": 8}], "m": [("k", {"v": 3, "w": "x"})]}],
                                       schema=table.schema().as_arrow()))
-    table = catalog.load_table(f"{c.NAMESPACE}.list_default")
-    before = pyiceberg_rows(table)
-    result = compact(con, f"{c.NAMESPACE}.list_default", catalog_uri=catalog.test_uri, **SMALL)
-    assert [(r["verdict"], r["output_files"]) for r in result] == [("compacted", 1)], result
-    table = catalog.load_table(f"{c.NAMESPACE}.list_default")
-    assert pyiceberg_rows(table) == before
-    (path,) = [f["file_path"] for f in table.inspect.files().to_pylist()]
-    written = {r["id"]: (r["l"], r["m"]) for r in pq.read_table(c.local_path(path)).to_pylist()}
+    path = compacted_file(con, catalog, "list_default")
+    written = {r["id"]: (r["l"], r["m"]) for r in pq.read_table(path).to_pylist()}
     assert written == {
         0: ([{"a": 0, "b": 7}, None, {"a": 1, "b": 7}], [("k", {"v": 1, "w": "w?"}), ("n", None)]),
         # pyiceberg 0.12 wrote row 1's None list and map as empty ones (its file holds []).
