@@ -32,7 +32,7 @@
 //!   `_delta_log/<v>.json`; a concurrent commit is settled as Spark settles one for OPTIMIZE,
 //!   and a failed commit removes everything we wrote.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use deltalake_core::kernel::Add;
@@ -228,9 +228,10 @@ pub(crate) struct DeltaRewrite<'a> {
     stitching: Requirements,
     /// Why the table is stitched only (a variant column), if it is.
     stitch_only: Option<String>,
-    /// The top-level columns (names in the files) that are or hold a variant, when the table
-    /// does not enable variant shredding (a new file may then hold no shredded variant).
-    unshredded_only: Vec<String>,
+    /// Whether the table enables variant shredding ([`shredding_enabled`]); when it does not, a
+    /// new file may hold no shredded variant under its variant columns
+    /// (`stitching.variant_columns`).
+    shredding: bool,
 }
 
 impl<'a> DeltaRewrite<'a> {
@@ -257,31 +258,23 @@ impl<'a> DeltaRewrite<'a> {
         let layout = resolve_names(layout, &columns.sortable())?;
         let order = RowOrder::of(&columns.in_files(&layout), |n| columns.type_of(n));
         columns.order = order;
-        let stitching = Requirements {
-            field_ids: columns.is_mapped(),
-            // The codec the table asks for, when it names one.
-            codec: table.property("delta.parquet.compression.codec").map(|_| columns.compression),
-            leaf_paths: None,
-            top_level: Some(columns.data.iter().map(|c| c.name.clone()).collect()),
-            small_row_groups: false,
-            variant_columns: Default::default(),
-        };
-        let unshredded_only = match shredding_enabled(table) {
-            true => Vec::new(),
-            false => variant_columns(&columns).map(|c| c.name.clone()).collect(),
-        };
+        let variants: HashSet<String> = variant_columns(&columns).map(|c| c.name.clone()).collect();
         let stitch_only = variant_columns(&columns).next().map(|c| &c.logical).map(|name| {
             format!(
                 "column '{name}' is a variant, whose bytes only row-group stitching keeps (DuckDB would decode and \
                  re-encode them)"
             )
         });
-        // Small row groups are kept rather than the table left uncompacted; a variant's parts
-        // carry no field id under column mapping (Spark writes none: they are read by name).
         let stitching = Requirements {
+            field_ids: columns.is_mapped(),
+            // The codec the table asks for, when it names one.
+            codec: table.property("delta.parquet.compression.codec").map(|_| columns.compression),
+            leaf_paths: None,
+            top_level: Some(columns.data.iter().map(|c| c.name.clone()).collect()),
+            // Small row groups are kept rather than the table left uncompacted; a variant's parts
+            // carry no field id under column mapping (Spark writes none: they are read by name).
             small_row_groups: stitch_only.is_some(),
-            variant_columns: variant_columns(&columns).map(|c| c.name.clone()).collect(),
-            ..stitching
+            variant_columns: variants,
         };
         Ok(Self {
             table,
@@ -294,7 +287,7 @@ impl<'a> DeltaRewrite<'a> {
             footers: Footers::default(),
             stitching,
             stitch_only,
-            unshredded_only,
+            shredding: shredding_enabled(table),
         })
     }
 
@@ -310,7 +303,7 @@ impl<'a> DeltaRewrite<'a> {
     /// Shredding"). A struct field of that name beside a variant is refused too: never wrongly
     /// allowed.
     fn shredded_refusal(&self, path: &str) -> Option<String> {
-        if self.unshredded_only.is_empty() {
+        if self.shredding || self.stitching.variant_columns.is_empty() {
             return None;
         }
         let leaves = match self.footers.leaf_paths(path) {
@@ -318,7 +311,7 @@ impl<'a> DeltaRewrite<'a> {
             Err(e) => return Some(e.to_string()),
         };
         let shredded = leaves.iter().find(|parts| {
-            parts.first().is_some_and(|top| self.unshredded_only.contains(top))
+            parts.first().is_some_and(|top| self.stitching.variant_columns.contains(top))
                 && parts.iter().any(|p| p == "typed_value")
         })?;
         Some(format!(
